@@ -1,0 +1,227 @@
+"""Support checks: may this matched Relax call run on the NPU?
+
+Each ``check_*`` is a small named predicate returning a :class:`Verdict` whose reason is what a
+user sees when an op stays on TVM's CPU path (``explain_rejections`` / the debug log). The
+pattern table wraps them into the boolean checks ``FuseOpsByPattern`` wants. Anything a check
+accepts must be executed exactly by the C++ runtime; anything else must be rejected here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+from tvm import relax
+
+from .config import DEFAULT_CONFIG, dtype_bytes
+
+logger = logging.getLogger("example_npu")
+
+# dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
+NPU_DTYPES = frozenset({"int8", "int16", "float16", "float32"})
+EXECUTABLE_DTYPES = frozenset({"float32"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of a support check; ``reason`` says why an op stays on the CPU."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+ACCEPT = Verdict(True)
+
+
+def reject(reason: str) -> Verdict:
+    return Verdict(False, reason)
+
+
+def first_failure(verdicts: Iterable[Verdict]) -> Verdict:
+    """The first rejecting verdict, evaluated lazily, or ACCEPT."""
+    for verdict in verdicts:
+        if not verdict:
+            return verdict
+    return ACCEPT
+
+
+def tensor_shape(expr: Any) -> list[int] | None:
+    """Static shape of a tensor-typed expression, or None when unknown or symbolic."""
+    ty = expr.ty
+    if isinstance(ty, tvm.ir.type.TupleType):
+        ty = ty.fields[0]
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    try:
+        return [int(dim) for dim in ty.shape]
+    except TypeError:
+        return None
+
+
+def tensor_dtype(expr: Any) -> str:
+    ty = expr.ty
+    if isinstance(ty, tvm.ir.type.TupleType):
+        ty = ty.fields[0]
+    return str(ty.dtype) if isinstance(ty, relax.TensorType) else "unknown"
+
+
+def _op_name(call: relax.Call) -> str:
+    return call.op.name.removeprefix("relax.")
+
+
+def check_static_shapes(call: relax.Call) -> Verdict:
+    tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
+    for tensor in tensors:
+        if tensor_shape(tensor) is None:
+            return reject(f"{_op_name(call)}: dynamic or unknown shape {tensor.ty}")
+    return ACCEPT
+
+
+def check_dtypes(call: relax.Call) -> Verdict:
+    """All tensor operands and the result share one dtype that the runtime executes."""
+    tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
+    dtypes = {tensor_dtype(tensor) for tensor in tensors}
+    name = _op_name(call)
+    if len(dtypes) != 1:
+        return reject(f"{name}: mixed dtypes {sorted(dtypes)}")
+    (dtype,) = dtypes
+    if dtype not in NPU_DTYPES:
+        return reject(f"{name}: dtype {dtype} has no NPU datapath (supported: {sorted(NPU_DTYPES)})")
+    if dtype not in EXECUTABLE_DTYPES:
+        return reject(f"{name}: {dtype} kernels are not in the runtime yet (float32 only)")
+    return ACCEPT
+
+
+def check_out_dtype(call: relax.Call) -> Verdict:
+    out_dtype = getattr(call.attrs, "out_dtype", None)
+    if out_dtype is not None and str(out_dtype) not in ("", "void", tensor_dtype(call.args[0])):
+        return reject(f"{_op_name(call)}: out_dtype {out_dtype} differs from the input dtype")
+    return ACCEPT
+
+
+def check_layouts(call: relax.Call) -> Verdict:
+    attrs = call.attrs
+    name = _op_name(call)
+    data_layout = str(getattr(attrs, "data_layout", getattr(attrs, "layout", "")))
+    out_layout = str(getattr(attrs, "out_layout", data_layout))
+    if data_layout not in ("NCHW", "NHWC", "NCW", "NWC"):
+        return reject(f"{name}: data layout {data_layout} (NPU supports NCHW/NHWC, NCW/NWC)")
+    if out_layout != data_layout:
+        return reject(f"{name}: out_layout {out_layout} differs from data layout {data_layout}")
+    kernel_layout = getattr(attrs, "kernel_layout", None)
+    if kernel_layout is not None and str(kernel_layout) not in ("OIHW", "HWIO", "OIW", "WIO"):
+        return reject(f"{name}: kernel layout {kernel_layout} (NPU supports OIHW/HWIO, OIW/WIO)")
+    return ACCEPT
+
+
+def _channels_axis(layout: str) -> int:
+    return layout.index("C")
+
+
+def check_conv(call: relax.Call) -> Verdict:
+    return first_failure(
+        (check_static_shapes(call), check_dtypes(call), check_out_dtype(call), check_layouts(call),
+         check_fits_on_chip(call))
+    )
+
+
+def check_depthwise(call: relax.Call) -> Verdict:
+    """conv2d whose groups equal the input channels (each channel filtered on its own)."""
+    shape = tensor_shape(call.args[0])
+    groups = int(call.attrs.groups)
+    if shape is None:
+        return reject("depthwise_conv2d: unknown input shape")
+    channels = shape[_channels_axis(str(call.attrs.data_layout))]
+    if groups <= 1 or groups != channels:
+        return reject(f"depthwise_conv2d: groups={groups} is not the channel count {channels}")
+    return check_conv(call)
+
+
+def check_pool(call: relax.Call) -> Verdict:
+    return first_failure(
+        (check_static_shapes(call), check_dtypes(call), check_layouts(call),
+         check_fits_on_chip(call))
+    )
+
+
+def check_batch_norm(call: relax.Call) -> Verdict:
+    if bool(call.attrs.training):
+        return reject("batch_norm: training=True computes batch statistics; NPU runs inference only")
+    return first_failure((check_static_shapes(call), check_dtypes(call)))
+
+
+def check_softmax(call: relax.Call) -> Verdict:
+    return first_failure((check_static_shapes(call), check_dtypes(call), check_fits_on_chip(call)))
+
+
+def check_elementwise(call: relax.Call) -> Verdict:
+    return first_failure((check_static_shapes(call), check_dtypes(call)))
+
+
+def check_matmul(call: relax.Call) -> Verdict:
+    return first_failure(
+        (check_static_shapes(call), check_dtypes(call), check_out_dtype(call))
+    )
+
+
+def check_relu6(call: relax.Call) -> Verdict:
+    """clip(x, 0, 6) only: other clip bounds are not the relu6 activation."""
+    bounds = [getattr(arg, "value", None) for arg in call.args[1:]]
+    if bounds != [0, 6] and bounds != [0.0, 6.0]:
+        return reject(f"clip: bounds {bounds} are not relu6's (0, 6)")
+    return check_elementwise(call)
+
+
+def check_not_executable(call: relax.Call) -> Verdict:
+    return reject(f"{_op_name(call)}: quantized kernels are not in the runtime yet")
+
+
+def check_fits_on_chip(call: relax.Call, l1_bytes: int | None = None) -> Verdict:
+    """Rejects ops whose smallest tile working set cannot fit the L1 SRAM.
+
+    Matmul, elementwise ops and batch_norm split into tiles along every dimension, so they
+    always fit. A softmax row must be resident in full (max, sum and scale passes read it three
+    times), and a convolution or pooling window must fit for one 16-channel vector, double
+    buffered.
+    """
+    l1_bytes = l1_bytes if l1_bytes is not None else DEFAULT_CONFIG.l1_sram_bytes
+    shape = tensor_shape(call.args[0])
+    if shape is None:
+        return reject(f"{_op_name(call)}: unknown input shape")
+    item = dtype_bytes(tensor_dtype(call.args[0]))
+    name = _op_name(call)
+    if name == "nn.softmax":
+        row_bytes = shape[int(call.attrs.axis)] * item * 2
+        if row_bytes > l1_bytes:
+            return reject(f"softmax: a {row_bytes}-byte row does not fit the {l1_bytes}-byte L1")
+        return ACCEPT
+    window = _window_taps(call)
+    vector = DEFAULT_CONFIG.vector_elements
+    if window * vector * item * 2 > l1_bytes:
+        return reject(f"{name}: a {window}-tap window does not fit the L1 for one vector")
+    return ACCEPT
+
+
+def _window_taps(call: relax.Call) -> int:
+    attrs = call.attrs
+    if hasattr(attrs, "pool_size"):
+        return int(attrs.pool_size[0]) * int(attrs.pool_size[1])
+    weight = tensor_shape(call.args[1]) or []
+    spatial = [weight[i] for i, axis in enumerate(str(attrs.kernel_layout)) if axis in "HW"]
+    taps = 1
+    for extent in spatial:
+        taps *= extent
+    return taps
+
+
+def explain(call: relax.Call, verdict: Verdict) -> bool:
+    """Logs why a call stays on the CPU and returns the boolean FuseOpsByPattern expects."""
+    if not verdict:
+        logger.info("example_npu: %s stays on the CPU: %s", _op_name(call), verdict.reason)
+    return verdict.ok

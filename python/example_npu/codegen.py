@@ -1,0 +1,213 @@
+"""Codegen: partitioned Relax functions -> NPU graph JSON -> runtime modules.
+
+``RunCodegen`` calls the global ``relax.ext.example_npu`` once with every function whose
+``Codegen`` attribute is ``"example_npu"``. Each function is flattened into the NPU graph format
+(see ``src/graph/graph.h``): parameters become input nodes, ``relax.Constant`` objects become
+const nodes (named as TVM's constant loader expects), and every Relax op call inside the
+composite functions becomes one kernel node. Fusion of those nodes is the C++ compiler's job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import relax
+from tvm.ir.expr import Constant
+
+CODEGEN_NAME = "example_npu"
+GRAPH_FORMAT_VERSION = 1
+
+# A value in the builder's environment: one node id, or a tuple of them (batch_norm's 3 outputs).
+_Value = int | tuple
+
+
+class CodegenError(ValueError):
+    """The partitioned function contains something the NPU graph format cannot express."""
+
+
+def _tensor_type(ty: Any, what: str) -> tuple[list[int], str]:
+    if isinstance(ty, tvm.ir.type.TupleType):
+        ty = ty.fields[0]
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        raise CodegenError(f"{what}: expected a tensor with a static shape, got {ty}")
+    try:
+        shape = [int(dim) for dim in ty.shape]
+    except TypeError as err:
+        raise CodegenError(f"{what}: shape {ty.shape} is not static") from err
+    return shape, str(ty.dtype)
+
+
+def _attr_value(value: Any) -> Any:
+    """Converts a Relax attribute field to plain JSON data."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tvm_ffi.Array, list, tuple)):
+        return [_attr_value(item) for item in value]
+    if hasattr(value, "value") and isinstance(value.value, (int, float)):
+        return value.value  # IntImm / FloatImm
+    return str(value)  # DataType and string-like objects
+
+
+def _attrs_to_dict(attrs: Any) -> dict[str, Any]:
+    if attrs is None:
+        return {}
+    fields = type(attrs).__tvm_ffi_type_info__.fields
+    return {field.name: _attr_value(getattr(attrs, field.name)) for field in fields}
+
+
+def _scalar_arg(expr: Any, what: str) -> float:
+    value = getattr(expr, "value", None)
+    if isinstance(value, (int, float)):
+        return float(value)
+    raise CodegenError(f"{what}: expected a scalar literal, got {expr}")
+
+
+class _GraphBuilder:
+    """Flattens one partitioned function (and the composites it calls) into graph nodes."""
+
+    def __init__(self, symbol: str, constant_names: Mapping[Any, str]):
+        self.symbol = symbol
+        self.constant_names = constant_names
+        self.nodes: list[dict[str, Any]] = []
+        self.const_ids: dict[str, int] = {}
+
+    def _add(self, node: dict[str, Any]) -> int:
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def build(self, func: relax.Function) -> dict[str, Any]:
+        env: dict[Any, Any] = {}
+        arg_nodes = []
+        for param in func.params:
+            shape, dtype = _tensor_type(param.ty, f"parameter {param.name}")
+            node_id = self._add({"op": "input", "name": param.name, "shape": shape, "dtype": dtype})
+            env[param] = node_id
+            arg_nodes.append(node_id)
+        result = self._eval_body(func.body, env, composite="")
+        return {
+            "version": GRAPH_FORMAT_VERSION,
+            "symbol": self.symbol,
+            "nodes": self.nodes,
+            "arg_nodes": arg_nodes,
+            "heads": list(_flatten(result)),
+        }
+
+    def _eval_body(self, body: Any, env: dict[Any, Any], composite: str) -> _Value:
+        if not isinstance(body, relax.SeqExpr):
+            return self._eval(body, env, composite)
+        for block in body.blocks:
+            for binding in block.bindings:
+                if not isinstance(binding, relax.VarBinding):
+                    raise CodegenError(f"{self.symbol}: unsupported binding {type(binding).__name__}")
+                if isinstance(binding.value, relax.Function):
+                    env[binding.var] = binding.value  # a composite, inlined where it is called
+                else:
+                    env[binding.var] = self._eval(binding.value, env, composite, binding.var.name)
+        return self._eval(body.body, env, composite)
+
+    def _eval(self, expr: Any, env: dict[Any, Any], composite: str, name: str = "") -> _Value:
+        if isinstance(expr, relax.Var):
+            if expr not in env:
+                raise CodegenError(f"{self.symbol}: unbound variable {expr.name}")
+            return env[expr]
+        if isinstance(expr, Constant):
+            return self._const(expr)
+        if isinstance(expr, relax.Tuple):
+            return tuple(self._eval(field, env, composite) for field in expr.fields)
+        if isinstance(expr, relax.TupleGetItem):
+            value = self._eval(expr.tuple_value, env, composite)
+            if not isinstance(value, tuple):
+                raise CodegenError(f"{self.symbol}: indexing a non-tuple value")
+            return value[expr.index]
+        if isinstance(expr, relax.Call):
+            if isinstance(expr.op, relax.Var):
+                return self._inline_composite(expr, env)
+            if isinstance(expr.op, tvm.ir.Op):
+                return self._op_node(expr, env, composite, name)
+        raise CodegenError(f"{self.symbol}: cannot serialise {type(expr).__name__} to the NPU graph")
+
+    def _inline_composite(self, call: relax.Call, env: dict[Any, Any]) -> _Value:
+        func = env.get(call.op)
+        if not isinstance(func, relax.Function):
+            raise CodegenError(f"{self.symbol}: call to {call.op.name} is not a composite function")
+        composite = str(func.attrs["Composite"]) if "Composite" in func.attrs else ""
+        inner_env: dict[Any, Any] = {}
+        for param, arg in zip(func.params, call.args):
+            inner_env[param] = self._eval(arg, env, composite)
+        return self._eval_body(func.body, inner_env, composite)
+
+    def _const(self, const: Constant) -> int:
+        if const not in self.constant_names:
+            raise CodegenError(f"{self.symbol}: constant has no name from RunCodegen")
+        name = str(self.constant_names[const])
+        if name not in self.const_ids:
+            shape, dtype = _tensor_type(const.ty, f"constant {name}")
+            self.const_ids[name] = self._add(
+                {"op": "const", "name": name, "shape": shape, "dtype": dtype}
+            )
+        return self.const_ids[name]
+
+    def _op_node(self, call: relax.Call, env: dict[Any, Any], composite: str, name: str) -> _Value:
+        op_name = call.op.name.removeprefix("relax.")
+        attrs = _attrs_to_dict(call.attrs)
+        tensor_args = call.args
+        if op_name == "clip":
+            attrs = {"min": _scalar_arg(call.args[1], "clip min"),
+                     "max": _scalar_arg(call.args[2], "clip max")}
+            tensor_args = call.args[:1]
+        inputs = []
+        for arg in tensor_args:
+            value = self._eval(arg, env, composite)
+            if isinstance(value, tuple):
+                raise CodegenError(f"{self.symbol}: {op_name} takes a tuple argument")
+            inputs.append(value)
+        shape, dtype = _tensor_type(call.ty, f"{op_name} result")
+        node_id = self._add({
+            "op": op_name,
+            "name": name or f"{op_name}_{len(self.nodes)}",
+            "inputs": inputs,
+            "shape": shape,
+            "dtype": dtype,
+            "attrs": attrs,
+            "composite": composite,
+        })
+        if op_name == "nn.batch_norm":
+            # Inference batch_norm returns (out, moving_mean, moving_var) unchanged.
+            return (node_id, inputs[3], inputs[4])
+        return node_id
+
+
+def _flatten(value: _Value):
+    if isinstance(value, tuple):
+        for item in value:
+            yield from _flatten(item)
+    else:
+        yield value
+
+
+def serialize_function(func: relax.Function, constant_names: Mapping[Any, str]) -> dict[str, Any]:
+    """Returns the NPU graph (as a dict) of one function carrying ``Codegen="example_npu"``."""
+    symbol = str(func.attrs["global_symbol"])
+    return _GraphBuilder(symbol, constant_names).build(func)
+
+
+def create_runtime_module(graph: dict[str, Any]) -> tvm_ffi.Module:
+    """Builds the C++ ``example_npu_json`` module; the C++ side validates the graph again."""
+    const_names = [node["name"] for node in graph["nodes"] if node["op"] == "const"]
+    create = tvm_ffi.get_global_func("runtime.ExampleNPUJSONRuntimeCreate")
+    return create(graph["symbol"], json.dumps(graph), const_names)
+
+
+def example_npu_codegen(
+    functions: Sequence[relax.Function],
+    options: Mapping[str, Any],
+    constant_names: Mapping[Any, str],
+) -> list[tvm_ffi.Module]:
+    """The ``relax.ext.example_npu`` entry point called by ``RunCodegen``."""
+    if options:
+        raise CodegenError(f"unknown example_npu codegen options: {sorted(options)}")
+    return [create_runtime_module(serialize_function(f, constant_names)) for f in functions]

@@ -1,0 +1,33 @@
+"""partition_for_npu: the offload pipeline as one explicit pass sequence."""
+
+from __future__ import annotations
+
+import tvm
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
+
+from .patterns import PREFIX
+
+
+def partition_for_npu(mod: tvm.IRModule, *, bind_constants: bool = True) -> tvm.IRModule:
+    """Offloads every supported region of ``mod["main"]`` to the NPU.
+
+    Adjacent supported ops are merged into one NPU function per region (so the NPU compiler
+    sees, e.g., relu -> max_pool2d -> relu as one subgraph with on-chip intermediates), codegen
+    runs, and the returned module is ready for ``tvm.compile(mod, target="llvm")``. Calls the
+    checks reject stay in Relax and are compiled for the CPU. With ``bind_constants`` (default)
+    weights stay inside the NPU functions and reach the runtime through TVM's constant loader.
+    """
+    seq = tvm.transform.Sequential(
+        [
+            FuseOpsByPattern(
+                get_patterns_with_prefix(PREFIX + "."),
+                bind_constants=bind_constants,
+                annotate_codegen=False,
+            ),
+            MergeCompositeFunctions(),
+            RunCodegen(),
+        ],
+        name="example_npu.partition_for_npu",
+    )
+    return seq(mod)

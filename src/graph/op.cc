@@ -1,0 +1,82 @@
+#include "graph/op.h"
+
+#include <array>
+#include <utility>
+
+namespace example_npu {
+namespace {
+
+constexpr std::array<std::pair<DType, const char*>, 5> kDTypeNames = {{
+    {DType::kFloat32, "float32"},
+    {DType::kFloat16, "float16"},
+    {DType::kInt8, "int8"},
+    {DType::kInt16, "int16"},
+    {DType::kInt32, "int32"},
+}};
+
+constexpr std::array<std::pair<OpKind, const char*>, 18> kOpNames = {{
+    {OpKind::kMatmul, "matmul"},
+    {OpKind::kPermuteDims, "permute_dims"},
+    {OpKind::kConv1d, "nn.conv1d"},
+    {OpKind::kConv2d, "nn.conv2d"},
+    {OpKind::kMaxPool2d, "nn.max_pool2d"},
+    {OpKind::kAvgPool2d, "nn.avg_pool2d"},
+    {OpKind::kBatchNorm, "nn.batch_norm"},
+    {OpKind::kSoftmax, "nn.softmax"},
+    {OpKind::kAdd, "add"},
+    {OpKind::kSubtract, "subtract"},
+    {OpKind::kMultiply, "multiply"},
+    {OpKind::kDivide, "divide"},
+    {OpKind::kRelu, "nn.relu"},
+    {OpKind::kClip, "clip"},
+    {OpKind::kSigmoid, "sigmoid"},
+    {OpKind::kTanh, "tanh"},
+    {OpKind::kGelu, "nn.gelu"},
+    {OpKind::kGeluTanh, "nn.gelu_tanh"},
+}};
+
+}  // namespace
+
+std::optional<DType> ParseDType(std::string_view name) {
+  for (const auto& [dtype, dtype_name] : kDTypeNames) {
+    if (name == dtype_name) return dtype;
+  }
+  return std::nullopt;
+}
+
+const char* DTypeName(DType dtype) {
+  for (const auto& [candidate, name] : kDTypeNames) {
+    if (candidate == dtype) return name;
+  }
+  return "unknown";
+}
+
+int64_t DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat16:
+    case DType::kInt16:
+      return 2;
+    case DType::kInt8:
+      return 1;
+  }
+  return 0;
+}
+
+std::optional<OpKind> ParseOpKind(std::string_view name) {
+  for (const auto& [kind, op_name] : kOpNames) {
+    if (name == op_name) return kind;
+  }
+  return std::nullopt;
+}
+
+const char* OpKindName(OpKind kind) {
+  for (const auto& [candidate, name] : kOpNames) {
+    if (candidate == kind) return name;
+  }
+  return "unknown";
+}
+
+}  // namespace example_npu

@@ -1,0 +1,96 @@
+/*!
+ * \file graph/op.h
+ * \brief NPU operator kinds and their typed attributes.
+ *
+ * Op names arrive as strings in the graph JSON (the Relax op name without the "relax." prefix).
+ * They are parsed exactly once, at graph load, into OpKind plus one typed attribute struct; nothing
+ * downstream looks at op-name strings again.
+ */
+#ifndef EXAMPLE_NPU_GRAPH_OP_H_
+#define EXAMPLE_NPU_GRAPH_OP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace example_npu {
+
+/*! \brief Element types the graph can carry. */
+enum class DType { kFloat32, kFloat16, kInt8, kInt16, kInt32 };
+
+std::optional<DType> ParseDType(std::string_view name);
+const char* DTypeName(DType dtype);
+int64_t DTypeBytes(DType dtype);
+
+/*! \brief Every operator the NPU graph format can express. */
+enum class OpKind {
+  kMatmul,
+  kPermuteDims,
+  kConv1d,
+  kConv2d,
+  kMaxPool2d,
+  kAvgPool2d,
+  kBatchNorm,
+  kSoftmax,
+  kAdd,
+  kSubtract,
+  kMultiply,
+  kDivide,
+  kRelu,
+  kClip,
+  kSigmoid,
+  kTanh,
+  kGelu,
+  kGeluTanh,
+};
+
+/*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
+std::optional<OpKind> ParseOpKind(std::string_view name);
+const char* OpKindName(OpKind kind);
+
+/*! \brief Attribute-free ops (elementwise arithmetic, relu, sigmoid, ...). */
+struct NoAttrs {};
+
+/*!
+ * \brief conv1d and conv2d. conv1d is stored as a conv2d over a height-1 image: NCW -> NCHW,
+ * NWC -> NHWC, OIW -> OIHW, WIO -> HWIO, with unit stride/dilation and zero padding in H.
+ */
+struct ConvAttrs {
+  kernels::Conv2dParams params;
+};
+
+struct PoolAttrs {
+  kernels::Pool2dParams params;
+};
+
+struct SoftmaxAttrs {
+  int64_t axis = -1;  // normalised to [0, rank) at load
+};
+
+struct ClipAttrs {
+  float min = 0.0f;
+  float max = 0.0f;
+};
+
+struct BatchNormAttrs {
+  int64_t axis = 1;  // normalised to [0, rank) at load
+  float epsilon = 1e-5f;
+  bool center = true;
+  bool scale = true;
+};
+
+struct PermuteDimsAttrs {
+  std::vector<int64_t> axes;  // empty in JSON means reverse; filled in at load
+};
+
+using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs,
+                             BatchNormAttrs, PermuteDimsAttrs>;
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_GRAPH_OP_H_

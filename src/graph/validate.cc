@@ -1,0 +1,296 @@
+/*!
+ * \file graph/validate.cc
+ * \brief Structural checks, axis normalisation and shape inference for NPU graphs.
+ *
+ * The shapes in the JSON come from Relax's own shape inference; re-deriving them here means a
+ * graph whose attributes and shapes disagree (hand-edited, truncated, or produced by a buggy
+ * codegen) is rejected at load instead of making a kernel read out of bounds.
+ */
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace example_npu {
+namespace {
+
+std::string ShapeStr(const Shape& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << (shape.size() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+std::string Where(const Node& node) { return "node " + node.name + " (" + OpKindName(node.op) + ")"; }
+
+void ExpectRank(const Node& node, const Shape& shape, size_t rank, const char* what) {
+  if (shape.size() != rank) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": " << what << " must have rank " << rank
+                              << ", got shape " << ShapeStr(shape);
+  }
+}
+
+int64_t NormalizeAxis(int64_t axis, size_t rank, const std::string& what) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    TVM_FFI_THROW(ValueError) << what << ": axis " << axis << " is out of range for rank " << r;
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
+/*! \brief numpy broadcasting of two shapes, aligned at the trailing dimension. */
+Shape Broadcast(const Node& node, const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": shapes " << ShapeStr(a) << " and "
+                                << ShapeStr(b) << " do not broadcast";
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape InferMatmul(const Node& node, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": matmul operands must have rank >= 1";
+  }
+  Shape lhs = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape rhs = b.size() == 1 ? Shape{b[0], 1} : b;
+  if (lhs.back() != rhs[rhs.size() - 2]) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": reduction dims differ for " << ShapeStr(a)
+                              << " x " << ShapeStr(b);
+  }
+  Shape batch = Broadcast(node, Shape(lhs.begin(), lhs.end() - 2), Shape(rhs.begin(), rhs.end() - 2));
+  if (a.size() > 1) batch.push_back(lhs[lhs.size() - 2]);
+  if (b.size() > 1) batch.push_back(rhs.back());
+  return batch;
+}
+
+int64_t WindowOutput(const Node& node, int64_t in, int64_t pad, int64_t kernel, int64_t stride,
+                     int64_t dilation, bool ceil_mode) {
+  if (stride <= 0 || dilation <= 0 || kernel <= 0) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": strides, dilation and window must be positive";
+  }
+  int64_t numerator = in + pad - dilation * (kernel - 1) - 1;
+  if (numerator < 0) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": window larger than the padded input";
+  }
+  if (ceil_mode) numerator += stride - 1;
+  return numerator / stride + 1;
+}
+
+Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) {
+  const kernels::Conv2dParams& p = std::get<ConvAttrs>(node.attrs).params;
+  bool is_1d = node.op == OpKind::kConv1d;
+  ExpectRank(node, data_in, is_1d ? 3 : 4, "data");
+  ExpectRank(node, weight_in, is_1d ? 3 : 4, "weight");
+  Shape data = LiftConv1dData(data_in, p.data_layout);
+  Shape weight = LiftConv1dWeight(weight_in, p.kernel_layout);
+  bool nchw = p.data_layout == kernels::DataLayout::kNCHW;
+  bool oihw = p.kernel_layout == kernels::KernelLayout::kOIHW;
+  int64_t n = data[0], c = nchw ? data[1] : data[3], h = nchw ? data[2] : data[1],
+          w = nchw ? data[3] : data[2];
+  int64_t o = oihw ? weight[0] : weight[3], i = oihw ? weight[1] : weight[2],
+          kh = oihw ? weight[2] : weight[0], kw = oihw ? weight[3] : weight[1];
+  if (p.groups <= 0 || c % p.groups != 0 || o % p.groups != 0 || i * p.groups != c) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": groups=" << p.groups << " inconsistent with "
+                              << c << " input channels, weight " << ShapeStr(weight_in);
+  }
+  int64_t oh = WindowOutput(node, h, p.padding[0] + p.padding[2], kh, p.strides[0], p.dilation[0],
+                            false);
+  int64_t ow = WindowOutput(node, w, p.padding[1] + p.padding[3], kw, p.strides[1], p.dilation[1],
+                            false);
+  if (is_1d) return nchw ? Shape{n, o, ow} : Shape{n, ow, o};
+  return nchw ? Shape{n, o, oh, ow} : Shape{n, oh, ow, o};
+}
+
+Shape InferPool(const Node& node, const Shape& data) {
+  const kernels::Pool2dParams& p = std::get<PoolAttrs>(node.attrs).params;
+  ExpectRank(node, data, 4, "data");
+  bool nchw = p.layout == kernels::DataLayout::kNCHW;
+  int64_t h = nchw ? data[2] : data[1], w = nchw ? data[3] : data[2];
+  int64_t oh = WindowOutput(node, h, p.padding[0] + p.padding[2], p.pool_size[0], p.strides[0],
+                            p.dilation[0], p.ceil_mode);
+  int64_t ow = WindowOutput(node, w, p.padding[1] + p.padding[3], p.pool_size[1], p.strides[1],
+                            p.dilation[1], p.ceil_mode);
+  return nchw ? Shape{data[0], data[1], oh, ow} : Shape{data[0], oh, ow, data[3]};
+}
+
+Shape InferBatchNorm(const Node& node, const std::vector<const Shape*>& in) {
+  int64_t axis = std::get<BatchNormAttrs>(node.attrs).axis;
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (*in[i] != Shape{(*in[0])[axis]}) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": parameter " << i << " has shape "
+                                << ShapeStr(*in[i]) << ", expected (" << (*in[0])[axis] << ",)";
+    }
+  }
+  return *in[0];
+}
+
+Shape InferPermute(const Node& node, const Shape& data) {
+  const std::vector<int64_t>& axes = std::get<PermuteDimsAttrs>(node.attrs).axes;
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted.size() != data.size() || sorted[i] != static_cast<int64_t>(i)) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": axes are not a permutation of the "
+                                << data.size() << " input dims";
+    }
+  }
+  Shape out;
+  for (int64_t axis : axes) out.push_back(data[axis]);
+  return out;
+}
+
+size_t ExpectedArity(OpKind op) {
+  switch (op) {
+    case OpKind::kMatmul:
+    case OpKind::kConv1d:
+    case OpKind::kConv2d:
+    case OpKind::kAdd:
+    case OpKind::kSubtract:
+    case OpKind::kMultiply:
+    case OpKind::kDivide:
+      return 2;
+    case OpKind::kBatchNorm:
+      return 5;
+    default:
+      return 1;
+  }
+}
+
+void CheckStructure(const Graph& graph) {
+  int64_t count = static_cast<int64_t>(graph.nodes.size());
+  for (int64_t i = 0; i < count; ++i) {
+    const Node& node = graph.nodes[i];
+    if (node.kind != NodeKind::kOp) continue;
+    if (node.inputs.size() != ExpectedArity(node.op)) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": expects " << ExpectedArity(node.op)
+                                << " inputs, got " << node.inputs.size();
+    }
+    for (int64_t input : node.inputs) {
+      if (input < 0 || input >= i) {
+        TVM_FFI_THROW(ValueError) << Where(node) << ": input " << input
+                                  << " does not name an earlier node";
+      }
+    }
+  }
+  std::vector<bool> seen(graph.nodes.size(), false);
+  for (int64_t arg : graph.arg_nodes) {
+    if (arg < 0 || arg >= count || graph.nodes[arg].kind != NodeKind::kInput || seen[arg]) {
+      TVM_FFI_THROW(ValueError) << "NPU graph: arg_nodes entry " << arg
+                                << " is not a distinct input node";
+    }
+    seen[arg] = true;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    if (graph.nodes[i].kind == NodeKind::kInput && !seen[i]) {
+      TVM_FFI_THROW(ValueError) << "NPU graph: input node " << graph.nodes[i].name
+                                << " is missing from arg_nodes";
+    }
+  }
+  if (graph.heads.empty()) TVM_FFI_THROW(ValueError) << "NPU graph has no outputs (heads)";
+  for (int64_t head : graph.heads) {
+    if (head < 0 || head >= count) {
+      TVM_FFI_THROW(ValueError) << "NPU graph: head " << head << " does not name a node";
+    }
+  }
+}
+
+}  // namespace
+
+Shape LiftConv1dData(const Shape& s, kernels::DataLayout layout) {
+  if (s.size() != 3) return s;
+  return layout == kernels::DataLayout::kNCHW ? Shape{s[0], s[1], 1, s[2]}
+                                              : Shape{s[0], 1, s[1], s[2]};
+}
+
+Shape LiftConv1dWeight(const Shape& s, kernels::KernelLayout layout) {
+  if (s.size() != 3) return s;
+  return layout == kernels::KernelLayout::kOIHW ? Shape{s[0], s[1], 1, s[2]}
+                                                : Shape{1, s[0], s[1], s[2]};
+}
+
+void NormalizeAxes(Graph* graph) {
+  CheckStructure(*graph);
+  for (Node& node : graph->nodes) {
+    if (node.kind != NodeKind::kOp) continue;
+    size_t rank = graph->nodes[node.inputs[0]].shape.size();
+    if (auto* softmax = std::get_if<SoftmaxAttrs>(&node.attrs)) {
+      softmax->axis = NormalizeAxis(softmax->axis, rank, Where(node));
+    } else if (auto* bn = std::get_if<BatchNormAttrs>(&node.attrs)) {
+      bn->axis = NormalizeAxis(bn->axis, rank, Where(node));
+    } else if (auto* permute = std::get_if<PermuteDimsAttrs>(&node.attrs)) {
+      if (permute->axes.empty()) {
+        permute->axes.resize(rank);
+        std::iota(permute->axes.rbegin(), permute->axes.rend(), 0);
+      }
+      for (int64_t& axis : permute->axes) axis = NormalizeAxis(axis, rank, Where(node));
+    }
+  }
+}
+
+Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
+  switch (node.op) {
+    case OpKind::kMatmul:
+      return InferMatmul(node, *in[0], *in[1]);
+    case OpKind::kPermuteDims:
+      return InferPermute(node, *in[0]);
+    case OpKind::kConv1d:
+    case OpKind::kConv2d:
+      return InferConv(node, *in[0], *in[1]);
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+      return InferPool(node, *in[0]);
+    case OpKind::kBatchNorm:
+      return InferBatchNorm(node, in);
+    case OpKind::kAdd:
+    case OpKind::kSubtract:
+    case OpKind::kMultiply:
+    case OpKind::kDivide:
+      return Broadcast(node, *in[0], *in[1]);
+    case OpKind::kSoftmax:
+    case OpKind::kRelu:
+    case OpKind::kClip:
+    case OpKind::kSigmoid:
+    case OpKind::kTanh:
+    case OpKind::kGelu:
+    case OpKind::kGeluTanh:
+      return *in[0];
+  }
+  TVM_FFI_THROW(ValueError) << Where(node) << ": no shape rule";
+  TVM_FFI_UNREACHABLE();
+}
+
+void ValidateGraph(const Graph& graph) {
+  CheckStructure(graph);
+  for (const Node& node : graph.nodes) {
+    if (node.kind != NodeKind::kOp) continue;
+    std::vector<const Shape*> input_shapes;
+    for (int64_t input : node.inputs) {
+      const Node& producer = graph.nodes[input];
+      if (producer.dtype != node.dtype) {
+        TVM_FFI_THROW(ValueError) << Where(node) << ": input " << producer.name << " is "
+                                  << DTypeName(producer.dtype) << " but the node is "
+                                  << DTypeName(node.dtype) << " (mixed dtypes are not supported)";
+      }
+      input_shapes.push_back(&producer.shape);
+    }
+    Shape inferred = InferShape(node, input_shapes);
+    if (inferred != node.shape) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": declared shape " << ShapeStr(node.shape)
+                                << " but the op computes " << ShapeStr(inferred);
+    }
+  }
+}
+
+}  // namespace example_npu

@@ -1,0 +1,113 @@
+/*!
+ * \file kernels/kernels.h
+ * \brief Float32 compute kernels of the NPU engines (matrix, vector, pooling, activation units).
+ *
+ * Kernels work on dense, row-major, contiguous float32 buffers. Shapes are validated by the graph
+ * stage before any kernel runs, so kernels assume consistent shapes (they still check invariants
+ * with TVM_FFI_ICHECK where a mistake would write out of bounds). Each kernel has a naive
+ * reference in tests/cpp that it is tested against.
+ */
+#ifndef EXAMPLE_NPU_KERNELS_KERNELS_H_
+#define EXAMPLE_NPU_KERNELS_KERNELS_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace example_npu {
+namespace kernels {
+
+using Shape = std::vector<int64_t>;
+
+/*! \brief Number of elements of a shape (1 for a scalar). */
+int64_t NumElements(const Shape& shape);
+
+/*!
+ * \brief numpy.matmul semantics: rank >= 1 operands; leading (batch) dims broadcast; a 1-D lhs is
+ * a row vector and a 1-D rhs a column vector (the added dim is dropped from the output).
+ */
+void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Shape& rhs_shape,
+            float* out, const Shape& out_shape);
+
+/*! \brief Feature-map layouts of convolution and pooling. */
+enum class DataLayout { kNCHW, kNHWC };
+/*! \brief Convolution weight layouts: OIHW goes with NCHW, HWIO with NHWC (any mix is allowed). */
+enum class KernelLayout { kOIHW, kHWIO };
+
+/*! \brief Attributes of a 2-D convolution; padding is {top, left, bottom, right}. */
+struct Conv2dParams {
+  std::array<int64_t, 2> strides{1, 1};
+  std::array<int64_t, 4> padding{0, 0, 0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+  DataLayout data_layout = DataLayout::kNCHW;
+  KernelLayout kernel_layout = KernelLayout::kOIHW;
+};
+
+/*!
+ * \brief Grouped, dilated, strided, zero-padded 2-D convolution (cross-correlation, as in TVM).
+ * in_shape is 4-D in data_layout; weight_shape is 4-D in kernel_layout with I = C_in / groups;
+ * out_shape is 4-D in data_layout.
+ */
+void Conv2d(const float* input, const Shape& in_shape, const float* weight,
+            const Shape& weight_shape, float* out, const Shape& out_shape,
+            const Conv2dParams& params);
+
+enum class PoolKind { kMax, kAvg };
+
+/*! \brief Attributes of 2-D pooling; padding is {top, left, bottom, right}. */
+struct Pool2dParams {
+  PoolKind kind = PoolKind::kMax;
+  std::array<int64_t, 2> pool_size{1, 1};
+  std::array<int64_t, 2> strides{1, 1};
+  std::array<int64_t, 2> dilation{1, 1};
+  std::array<int64_t, 4> padding{0, 0, 0, 0};
+  bool ceil_mode = false;
+  /*! \brief Average pooling divides by the full window (padding included) when true. */
+  bool count_include_pad = false;
+  DataLayout layout = DataLayout::kNCHW;
+};
+
+/*!
+ * \brief Max / average 2-D pooling with TVM's semantics: padded positions are ignored by max
+ * pooling; average pooling divides by the number of in-bounds taps unless count_include_pad.
+ * With ceil_mode, windows that start inside the padded input but run past it are clipped.
+ */
+void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
+            const Pool2dParams& params);
+
+/*! \brief Numerically stable softmax along axis (0 <= axis < rank). */
+void Softmax(const float* input, const Shape& shape, int64_t axis, float* out);
+
+enum class UnaryOp { kRelu, kClip, kSigmoid, kTanh, kGelu, kGeluTanh };
+
+/*!
+ * \brief Elementwise activation. kClip clamps to [clip_min, clip_max]; kGelu is the erf form
+ * 0.5 x (1 + erf(x / sqrt 2)); kGeluTanh is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ */
+void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min = 0.0f,
+           float clip_max = 0.0f);
+
+enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide };
+
+/*! \brief Elementwise binary op with numpy broadcasting of lhs_shape and rhs_shape to out_shape. */
+void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
+            const Shape& rhs_shape, float* out, const Shape& out_shape);
+
+/*!
+ * \brief Inference batch normalisation along axis:
+ * out = (x - mean) / sqrt(var + epsilon) * (scale ? gamma : 1) + (center ? beta : 0).
+ * gamma, beta, mean, var each hold shape[axis] values.
+ */
+void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float* gamma,
+               const float* beta, const float* mean, const float* var, float epsilon, bool center,
+               bool scale, float* out);
+
+/*! \brief out = input permuted by axes (numpy.transpose); out has shape in_shape[axes[i]]. */
+void Transpose(const float* input, const Shape& in_shape, const std::vector<int64_t>& axes,
+               float* out);
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_KERNELS_H_

@@ -1,0 +1,161 @@
+/*!
+ * \file runtime/npu_module.cc
+ * \brief The example_npu_json runtime module: TVM's BYOC JSON-runtime protocol on tvm-ffi.
+ *
+ * One module per partitioned function. The Relax VM resolves the function's global symbol among
+ * the executable's imports and calls it destination-passing style (inputs, then outputs); TVM's
+ * constant loader first calls __init_<symbol> with the weights listed by get_const_vars.
+ */
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/extra/json.h>
+#include <tvm/ffi/extra/module.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/reflection/registry.h>
+#include <tvm/ffi/string.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "runtime/executor.h"
+
+namespace example_npu {
+namespace {
+
+namespace ffi = tvm::ffi;
+namespace json = tvm::ffi::json;
+
+constexpr const char* kModuleKind = "example_npu_json";
+constexpr int64_t kBytesFormatVersion = 1;
+
+class NPUModuleObj : public ffi::ModuleObj {
+ public:
+  NPUModuleObj(std::string graph_json, const std::vector<std::string>& const_names)
+      : graph_json_(std::move(graph_json)),
+        executor_(std::make_shared<Executor>(ParseGraph(graph_json_))) {
+    const Graph& graph = executor_->graph();
+    if (const_names != graph.ConstNames()) {
+      TVM_FFI_THROW(ValueError) << graph.symbol
+                                << ": const_names do not match the graph's const nodes";
+    }
+  }
+
+  const char* kind() const final { return kModuleKind; }
+
+  int GetPropertyMask() const final {
+    return ffi::Module::kBinarySerializable | ffi::Module::kRunnable;
+  }
+
+  ffi::Optional<ffi::Function> GetFunction(const ffi::String& name) final {
+    const std::string& symbol = executor_->graph().symbol;
+    // Functions hold the executor, not `this`: the VM may keep them beyond the module's life.
+    std::shared_ptr<Executor> executor = executor_;
+    if (name == "get_symbol") {
+      return ffi::Function::FromTyped([symbol]() { return ffi::String(symbol); });
+    }
+    if (name == "get_const_vars") {
+      ffi::Array<ffi::String> names;
+      for (const std::string& const_name : executor->graph().ConstNames()) {
+        names.push_back(const_name);
+      }
+      return ffi::Function::FromTyped([names]() { return names; });
+    }
+    if (name == "__init_" + symbol) {
+      return ffi::Function::FromTyped([executor](ffi::Array<ffi::Tensor> constants) {
+        executor->SetConstants(std::vector<ffi::Tensor>(constants.begin(), constants.end()));
+        return 0;
+      });
+    }
+    if (name == symbol) {
+      return ffi::Function::FromPacked([executor](ffi::PackedArgs args, ffi::Any* rv) {
+        Call(*executor, args);
+      });
+    }
+    return std::nullopt;
+  }
+
+  ffi::Bytes SaveToBytes() const final {
+    json::Object root;
+    root.Set(ffi::String("format"), ffi::String(kModuleKind));
+    root.Set(ffi::String("version"), kBytesFormatVersion);
+    root.Set(ffi::String("graph"), ffi::String(graph_json_));
+    return ffi::Bytes(std::string(json::Stringify(root)));
+  }
+
+  ffi::String InspectSource(const ffi::String& format) const final { return graph_json_; }
+
+  static ffi::Module LoadFromBytes(const ffi::Bytes& bytes) {
+    ffi::String error;
+    json::Value value = json::Parse(ffi::String(bytes.data(), bytes.size()), &error);
+    auto root = value.try_cast<json::Object>();
+    if (!error.empty() || !root.has_value()) {
+      TVM_FFI_THROW(ValueError) << "example_npu_json module bytes are corrupt or truncated";
+    }
+    auto format = root->Get(ffi::String("format"));
+    auto version = root->Get(ffi::String("version"));
+    auto graph = root->Get(ffi::String("graph"));
+    if (!format.has_value() || format->try_cast<ffi::String>() != ffi::String(kModuleKind) ||
+        !version.has_value() || version->try_cast<int64_t>() != kBytesFormatVersion ||
+        !graph.has_value() || !graph->try_cast<ffi::String>().has_value()) {
+      TVM_FFI_THROW(ValueError) << "example_npu_json module bytes have an unknown layout";
+    }
+    std::string graph_json(graph->cast<ffi::String>());
+    return Create(graph_json, ParseGraph(graph_json).ConstNames());
+  }
+
+  static ffi::Module Create(std::string graph_json, const std::vector<std::string>& const_names) {
+    return ffi::Module(ffi::make_object<NPUModuleObj>(std::move(graph_json), const_names));
+  }
+
+ private:
+  static void Call(const Executor& executor, ffi::PackedArgs args) {
+    const Graph& graph = executor.graph();
+    size_t num_inputs = graph.arg_nodes.size();
+    size_t expected = num_inputs + graph.heads.size();
+    if (static_cast<size_t>(args.size()) != expected) {
+      TVM_FFI_THROW(ValueError) << graph.symbol << " expects " << expected
+                                << " tensor arguments (" << num_inputs << " inputs, "
+                                << graph.heads.size() << " outputs), got " << args.size();
+    }
+    std::vector<const DLTensor*> inputs;
+    std::vector<DLTensor*> outputs;
+    for (int i = 0; i < args.size(); ++i) {
+      auto tensor = args[i].try_cast<DLTensor*>();
+      if (!tensor.has_value()) {
+        TVM_FFI_THROW(TypeError) << graph.symbol << ": argument " << i << " is a "
+                                 << args[i].GetTypeKey() << ", expected a tensor";
+      }
+      if (static_cast<size_t>(i) < num_inputs) {
+        inputs.push_back(*tensor);
+      } else {
+        outputs.push_back(*tensor);
+      }
+    }
+    executor.Run(inputs, outputs);
+  }
+
+  std::string graph_json_;
+  std::shared_ptr<Executor> executor_;
+};
+
+}  // namespace
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef()
+      .def("runtime.ExampleNPUJSONRuntimeCreate",
+           [](ffi::String symbol, ffi::String graph_json, ffi::Array<ffi::String> const_names) {
+             std::vector<std::string> names(const_names.begin(), const_names.end());
+             ffi::Module module = NPUModuleObj::Create(std::string(graph_json), names);
+             auto get_symbol = module->GetFunction("get_symbol");
+             if ((*get_symbol)().cast<ffi::String>() != symbol) {
+               TVM_FFI_THROW(ValueError) << "graph symbol does not match " << symbol;
+             }
+             return module;
+           })
+      .def("ffi.Module.load_from_bytes.example_npu_json", NPUModuleObj::LoadFromBytes);
+}
+
+}  // namespace example_npu
