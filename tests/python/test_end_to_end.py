@@ -1,0 +1,131 @@
+"""End to end: NPU-partitioned modules equal TVM's own CPU build of the same module, and numpy."""
+
+from __future__ import annotations
+
+import example_npu
+import numpy as np
+import pytest
+import tvm
+from spec_models import SPEC_MODULES, MatmulReLU, external_symbols, random_inputs, run
+from tvm import relax
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
+from tvm.script import relax as R
+
+
+def quick_start_flow(mod: tvm.IRModule) -> tvm.IRModule:
+    """The specification's flow: one external call per composite."""
+    patterns = get_patterns_with_prefix("example_npu")
+    mod = FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=True)(mod)
+    mod = MergeCompositeFunctions()(mod)
+    return RunCodegen()(mod)
+
+
+NUMPY_REFERENCES = {
+    "MatmulReLU": lambda x, w: np.maximum(x @ w, 0),
+    "MultipleOps": lambda x: np.maximum(x, 0).reshape(1, 16, 16, 2, 16, 2).max(axis=(3, 5)),
+    "Softmax": lambda x: np.exp(x - x.max(1, keepdims=True))
+    / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True),
+    "Conv2dReLU": lambda x, w: np.maximum(
+        np.einsum("nchwij,ocij->nohw",
+                  np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w), 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPEC_MODULES))
+@pytest.mark.parametrize("flow", ["quick_start", "partition_for_npu"])
+def test_spec_modules_match_tvm_cpu_build_and_numpy(name, flow):
+    mod = SPEC_MODULES[name]
+    offloaded = quick_start_flow(mod) if flow == "quick_start" else example_npu.partition_for_npu(mod)
+    assert external_symbols(offloaded), "nothing was offloaded"
+    inputs = random_inputs(mod, seed=7)
+    npu = run(offloaded, inputs)
+    np.testing.assert_allclose(npu, run(mod, inputs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(npu, NUMPY_REFERENCES[name](*inputs), rtol=1e-4, atol=1e-4)
+
+
+@tvm.script.ir_module
+class CpuBetweenRegions:
+    """relu -> (exp on the CPU: no NPU pattern) -> matmul + relu: two NPU regions."""
+
+    @R.function
+    def main(x: R.Tensor((4, 16), "float32"), w: R.Tensor((16, 8), "float32")):
+        with R.dataflow():
+            a = R.nn.relu(x)
+            b = R.exp(a)
+            c = R.matmul(b, w)
+            d = R.nn.relu(c)
+            R.output(d)
+        return d
+
+
+def test_partly_offloaded_model_runs_cpu_ops_between_npu_regions():
+    mod = example_npu.partition_for_npu(CpuBetweenRegions)
+    assert len(external_symbols(mod)) == 2
+    inputs = random_inputs(CpuBetweenRegions, seed=3)
+    x, w = inputs
+    np.testing.assert_allclose(run(mod, inputs), run(CpuBetweenRegions, inputs), rtol=1e-5)
+    np.testing.assert_allclose(run(mod, inputs), np.maximum(np.exp(np.maximum(x, 0)) @ w, 0),
+                               rtol=1e-4)
+
+
+@tvm.script.ir_module
+class Float64Matmul:
+    @R.function
+    def main(x: R.Tensor((3, 5), "float64"), w: R.Tensor((5, 2), "float64")):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            R.output(y)
+        return y
+
+
+def test_float64_matmul_falls_back_to_cpu_and_is_correct():
+    mod = example_npu.partition_for_npu(Float64Matmul)
+    assert external_symbols(mod) == []
+    x, w = random_inputs(Float64Matmul)
+    np.testing.assert_allclose(run(mod, [x, w]), x @ w, rtol=1e-12)
+
+
+def _conv_bn_model(training: bool = False) -> tvm.IRModule:
+    rng = np.random.default_rng(1)
+    x = relax.Var("x", relax.TensorType((1, 4, 10, 10), "float32"))
+    weight = relax.const(rng.standard_normal((8, 4, 3, 3)).astype("float32"))
+    params = [relax.const(rng.uniform(0.5, 1.5, 8).astype("float32")) for _ in range(4)]
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(x, weight, padding=(1, 1, 1, 1)))
+            bn = bb.emit(relax.op.nn.batch_norm(conv, *params, axis=1, training=training))
+            pooled = bb.emit(relax.op.nn.avg_pool2d(relax.TupleGetItem(bn, 0), (2, 2), (2, 2)))
+            out = bb.emit_output(relax.op.nn.softmax(pooled, axis=1))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_bound_weights_conv_batchnorm_pool_softmax_fully_offloaded():
+    model = _conv_bn_model()
+    mod = example_npu.partition_for_npu(model)
+    assert len(external_symbols(mod)) == 1
+    inputs = random_inputs(model, seed=5)
+    np.testing.assert_allclose(run(mod, inputs), run(model, inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_tuple_outputs_through_quick_start_flow():
+    model = _conv_bn_model()
+    mod = quick_start_flow(model)
+    inputs = random_inputs(model, seed=6)
+    np.testing.assert_allclose(run(mod, inputs), run(model, inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_training_batch_norm_stays_on_cpu_and_is_correct():
+    model = _conv_bn_model(training=True)
+    mod = example_npu.partition_for_npu(model)
+    assert all("batch_norm" not in symbol for symbol in external_symbols(mod))
+    inputs = random_inputs(model, seed=8)
+    np.testing.assert_allclose(run(mod, inputs), run(model, inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_quick_start_numbers_equal_numpy():
+    x, w = random_inputs(MatmulReLU, seed=42)
+    out = run(quick_start_flow(MatmulReLU), [x, w])
+    np.testing.assert_allclose(out, np.maximum(x @ w, 0), rtol=1e-6)
