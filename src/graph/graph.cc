@@ -86,7 +86,7 @@ std::array<int64_t, N> FixedInts(const JsonObject& attrs, const char* key) {
     TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must have " << N << " values, got "
                               << values.size();
   }
-  std::array<int64_t, N> result;
+  std::array<int64_t, N> result{};
   std::copy(values.begin(), values.end(), result.begin());
   return result;
 }

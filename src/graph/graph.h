@@ -72,7 +72,8 @@ void NormalizeAxes(Graph* graph);
  */
 void ValidateGraph(const Graph& graph);
 
-/*! \brief conv1d shapes seen as conv2d shapes (a unit H dim inserted); rank-4 shapes pass through. */
+/*! \brief conv1d shapes seen as conv2d shapes (a unit H dim inserted); rank-4 shapes pass through.
+ */
 Shape LiftConv1dData(const Shape& shape, kernels::DataLayout layout);
 Shape LiftConv1dWeight(const Shape& shape, kernels::KernelLayout layout);
 

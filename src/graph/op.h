@@ -88,8 +88,8 @@ struct PermuteDimsAttrs {
   std::vector<int64_t> axes;  // empty in JSON means reverse; filled in at load
 };
 
-using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs,
-                             BatchNormAttrs, PermuteDimsAttrs>;
+using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
+                             PermuteDimsAttrs>;
 
 }  // namespace example_npu
 

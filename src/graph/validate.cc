@@ -14,6 +14,7 @@
 #include <string>
 
 #include "graph/graph.h"
+#include "kernels/window.h"
 
 namespace example_npu {
 namespace {
@@ -26,7 +27,9 @@ std::string ShapeStr(const Shape& shape) {
   return os.str();
 }
 
-std::string Where(const Node& node) { return "node " + node.name + " (" + OpKindName(node.op) + ")"; }
+std::string Where(const Node& node) {
+  return "node " + node.name + " (" + OpKindName(node.op) + ")";
+}
 
 void ExpectRank(const Node& node, const Shape& shape, size_t rank, const char* what) {
   if (shape.size() != rank) {
@@ -69,23 +72,22 @@ Shape InferMatmul(const Node& node, const Shape& a, const Shape& b) {
     TVM_FFI_THROW(ValueError) << Where(node) << ": reduction dims differ for " << ShapeStr(a)
                               << " x " << ShapeStr(b);
   }
-  Shape batch = Broadcast(node, Shape(lhs.begin(), lhs.end() - 2), Shape(rhs.begin(), rhs.end() - 2));
+  Shape batch =
+      Broadcast(node, Shape(lhs.begin(), lhs.end() - 2), Shape(rhs.begin(), rhs.end() - 2));
   if (a.size() > 1) batch.push_back(lhs[lhs.size() - 2]);
   if (b.size() > 1) batch.push_back(rhs.back());
   return batch;
 }
 
-int64_t WindowOutput(const Node& node, int64_t in, int64_t pad, int64_t kernel, int64_t stride,
-                     int64_t dilation, bool ceil_mode) {
-  if (stride <= 0 || dilation <= 0 || kernel <= 0) {
-    TVM_FFI_THROW(ValueError) << Where(node) << ": strides, dilation and window must be positive";
+int64_t WindowOutput(const Node& node, int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel,
+                     int64_t stride, int64_t dilation, bool ceil_mode) {
+  if (stride <= 0 || dilation <= 0 || kernel <= 0 || pad_lo < 0 || pad_hi < 0) {
+    TVM_FFI_THROW(ValueError) << Where(node)
+                              << ": strides, dilation and window must be positive, padding >= 0";
   }
-  int64_t numerator = in + pad - dilation * (kernel - 1) - 1;
-  if (numerator < 0) {
-    TVM_FFI_THROW(ValueError) << Where(node) << ": window larger than the padded input";
-  }
-  if (ceil_mode) numerator += stride - 1;
-  return numerator / stride + 1;
+  int64_t out = kernels::WindowOutputSize(in, kernel, stride, dilation, pad_lo, pad_hi, ceil_mode);
+  if (out <= 0) TVM_FFI_THROW(ValueError) << Where(node) << ": window larger than the padded input";
+  return out;
 }
 
 Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) {
@@ -105,10 +107,10 @@ Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) 
     TVM_FFI_THROW(ValueError) << Where(node) << ": groups=" << p.groups << " inconsistent with "
                               << c << " input channels, weight " << ShapeStr(weight_in);
   }
-  int64_t oh = WindowOutput(node, h, p.padding[0] + p.padding[2], kh, p.strides[0], p.dilation[0],
-                            false);
-  int64_t ow = WindowOutput(node, w, p.padding[1] + p.padding[3], kw, p.strides[1], p.dilation[1],
-                            false);
+  int64_t oh =
+      WindowOutput(node, h, p.padding[0], p.padding[2], kh, p.strides[0], p.dilation[0], false);
+  int64_t ow =
+      WindowOutput(node, w, p.padding[1], p.padding[3], kw, p.strides[1], p.dilation[1], false);
   if (is_1d) return nchw ? Shape{n, o, ow} : Shape{n, ow, o};
   return nchw ? Shape{n, o, oh, ow} : Shape{n, oh, ow, o};
 }
@@ -118,9 +120,9 @@ Shape InferPool(const Node& node, const Shape& data) {
   ExpectRank(node, data, 4, "data");
   bool nchw = p.layout == kernels::DataLayout::kNCHW;
   int64_t h = nchw ? data[2] : data[1], w = nchw ? data[3] : data[2];
-  int64_t oh = WindowOutput(node, h, p.padding[0] + p.padding[2], p.pool_size[0], p.strides[0],
+  int64_t oh = WindowOutput(node, h, p.padding[0], p.padding[2], p.pool_size[0], p.strides[0],
                             p.dilation[0], p.ceil_mode);
-  int64_t ow = WindowOutput(node, w, p.padding[1] + p.padding[3], p.pool_size[1], p.strides[1],
+  int64_t ow = WindowOutput(node, w, p.padding[1], p.padding[3], p.pool_size[1], p.strides[1],
                             p.dilation[1], p.ceil_mode);
   return nchw ? Shape{data[0], data[1], oh, ow} : Shape{data[0], oh, ow, data[3]};
 }

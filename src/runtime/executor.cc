@@ -57,8 +57,8 @@ void CheckTensor(const DLTensor& t, const Node& node, const std::string& what) {
   }
   Shape shape(t.shape, t.shape + t.ndim);
   if (shape != node.shape) {
-    TVM_FFI_THROW(ValueError) << what << " has shape " << ShapeStr(t.shape, t.ndim)
-                              << ", expected " << ShapeStr(node.shape.data(), node.shape.size());
+    TVM_FFI_THROW(ValueError) << what << " has shape " << ShapeStr(t.shape, t.ndim) << ", expected "
+                              << ShapeStr(node.shape.data(), node.shape.size());
   }
   if (!IsCompact(t)) TVM_FFI_THROW(ValueError) << what << " must be contiguous";
   if (t.data == nullptr && kernels::NumElements(shape) > 0) {
@@ -137,8 +137,7 @@ void RunNode(const Graph& graph, const Node& node, const std::vector<const float
     case OpKind::kSubtract:
     case OpKind::kMultiply:
     case OpKind::kDivide:
-      kernels::Binary(ToBinaryOp(node.op), in[0], in_shape(0), in[1], in_shape(1), out,
-                      node.shape);
+      kernels::Binary(ToBinaryOp(node.op), in[0], in_shape(0), in[1], in_shape(1), out, node.shape);
       return;
     case OpKind::kClip: {
       const ClipAttrs& clip = std::get<ClipAttrs>(node.attrs);
@@ -171,8 +170,8 @@ Executor::Executor(Graph graph) : graph_(std::move(graph)) {
 void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {
   std::vector<int64_t> ids = graph_.ConstNodes();
   if (constants.size() != ids.size()) {
-    TVM_FFI_THROW(ValueError) << graph_.symbol << ": expected " << ids.size()
-                              << " constants, got " << constants.size();
+    TVM_FFI_THROW(ValueError) << graph_.symbol << ": expected " << ids.size() << " constants, got "
+                              << constants.size();
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     const Node& node = graph_.nodes[ids[i]];

@@ -33,8 +33,7 @@ class Executor {
    * \brief Computes every head into outputs. Checks count, dtype, shape, device and contiguity of
    * each argument first and throws ValueError / TypeError naming the offending argument.
    */
-  void Run(const std::vector<const DLTensor*>& inputs,
-           const std::vector<DLTensor*>& outputs) const;
+  void Run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) const;
 
  private:
   Graph graph_;

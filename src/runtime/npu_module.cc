@@ -69,9 +69,8 @@ class NPUModuleObj : public ffi::ModuleObj {
       });
     }
     if (name == symbol) {
-      return ffi::Function::FromPacked([executor](ffi::PackedArgs args, ffi::Any* rv) {
-        Call(*executor, args);
-      });
+      return ffi::Function::FromPacked(
+          [executor](ffi::PackedArgs args, ffi::Any*) { Call(*executor, args); });
     }
     return std::nullopt;
   }
@@ -84,7 +83,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     return ffi::Bytes(std::string(json::Stringify(root)));
   }
 
-  ffi::String InspectSource(const ffi::String& format) const final { return graph_json_; }
+  ffi::String InspectSource(const ffi::String& /*format*/) const final { return graph_json_; }
 
   static ffi::Module LoadFromBytes(const ffi::Bytes& bytes) {
     ffi::String error;
@@ -115,9 +114,9 @@ class NPUModuleObj : public ffi::ModuleObj {
     size_t num_inputs = graph.arg_nodes.size();
     size_t expected = num_inputs + graph.heads.size();
     if (static_cast<size_t>(args.size()) != expected) {
-      TVM_FFI_THROW(ValueError) << graph.symbol << " expects " << expected
-                                << " tensor arguments (" << num_inputs << " inputs, "
-                                << graph.heads.size() << " outputs), got " << args.size();
+      TVM_FFI_THROW(ValueError) << graph.symbol << " expects " << expected << " tensor arguments ("
+                                << num_inputs << " inputs, " << graph.heads.size()
+                                << " outputs), got " << args.size();
     }
     std::vector<const DLTensor*> inputs;
     std::vector<DLTensor*> outputs;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: set-up, C++ unit tests (CTest), Python tests (pytest).
+# Any failure, and pytest's "no tests ran" (exit 5), fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== C++ unit tests (GoogleTest via CTest)"
+.venv/bin/cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
+  -DEXAMPLE_NPU_BUILD_TESTS=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
+.venv/bin/cmake --build build/cpp-tests -j2
+(cd build/cpp-tests && ../../.venv/bin/ctest --output-on-failure -j2)
+
+echo "== Python tests (pytest)"
+.venv/bin/python -m pytest tests/python -q -rs "$@"

@@ -1,0 +1,49 @@
+/*!
+ * \file kernels/window.h
+ * \brief Sliding-window arithmetic shared by convolution, pooling and graph shape inference.
+ */
+#ifndef EXAMPLE_NPU_KERNELS_WINDOW_H_
+#define EXAMPLE_NPU_KERNELS_WINDOW_H_
+
+#include <algorithm>
+#include <cstdint>
+
+namespace example_npu {
+namespace kernels {
+
+/*! \brief Half-open index range [begin, end). */
+struct Range {
+  int64_t begin;
+  int64_t end;
+};
+
+/*!
+ * \brief The indices i in [0, count) for which offset + i * step lies in [0, extent). Clipping
+ * loops to this range replaces a bounds test per tap with implicit zero padding.
+ */
+inline Range ValidRange(int64_t offset, int64_t step, int64_t extent, int64_t count) {
+  const int64_t begin = offset >= 0 ? 0 : (-offset + step - 1) / step;
+  const int64_t last = extent - 1 - offset;
+  const int64_t end = last < 0 ? 0 : std::min(count, last / step + 1);
+  return {std::min(begin, end), end};
+}
+
+/*!
+ * \brief Output extent of a window of `kernel` taps (dilated) sliding with `stride` over `extent`
+ * padded by pad_lo/pad_hi; 0 when the window does not fit. ceil_mode (pooling) rounds up but, as
+ * in TVM, drops a last window that would start beyond the user-padded input.
+ */
+inline int64_t WindowOutputSize(int64_t extent, int64_t kernel, int64_t stride, int64_t dilation,
+                                int64_t pad_lo, int64_t pad_hi, bool ceil_mode = false) {
+  int64_t span = extent + pad_lo + pad_hi - (kernel - 1) * dilation - 1;
+  if (ceil_mode) span += stride - 1;
+  if (span < 0) return 0;
+  int64_t out = span / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= extent + pad_lo) --out;
+  return out;
+}
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_WINDOW_H_

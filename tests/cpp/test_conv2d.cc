@@ -1,0 +1,205 @@
+/*!
+ * \file tests/cpp/test_conv2d.cc
+ * \brief Conv2d against a naive per-output-element reference, all four layout combinations.
+ */
+#include <gtest/gtest.h>
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+using test_util::ExpectAllClose;
+using test_util::RandomVector;
+
+/*! \brief Layout-independent description of one convolution. */
+struct ConvCase {
+  int64_t n, c_in, h, w, c_out, kh, kw;
+  std::array<int64_t, 2> strides;
+  std::array<int64_t, 4> padding;  // top, left, bottom, right
+  std::array<int64_t, 2> dilation;
+  int64_t groups;
+
+  int64_t OutH() const {
+    return (h + padding[0] + padding[2] - (kh - 1) * dilation[0] - 1) / strides[0] + 1;
+  }
+  int64_t OutW() const {
+    return (w + padding[1] + padding[3] - (kw - 1) * dilation[1] - 1) / strides[1] + 1;
+  }
+  std::string ToString() const {
+    std::ostringstream os;
+    os << "N" << n << " C" << c_in << " H" << h << " W" << w << " O" << c_out << " K" << kh << "x"
+       << kw << " s" << strides[0] << "," << strides[1] << " p" << padding[0] << "," << padding[1]
+       << "," << padding[2] << "," << padding[3] << " d" << dilation[0] << "," << dilation[1]
+       << " g" << groups;
+    return os.str();
+  }
+};
+
+Shape DataShape(int64_t n, int64_t c, int64_t h, int64_t w, DataLayout layout) {
+  return layout == DataLayout::kNCHW ? Shape{n, c, h, w} : Shape{n, h, w, c};
+}
+
+int64_t DataIndex(const Shape& s, DataLayout layout, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return layout == DataLayout::kNCHW ? ((n * s[1] + c) * s[2] + h) * s[3] + w
+                                     : ((n * s[1] + h) * s[2] + w) * s[3] + c;
+}
+
+Shape WeightShape(const ConvCase& c, KernelLayout layout) {
+  const int64_t in_per_group = c.c_in / c.groups;
+  return layout == KernelLayout::kOIHW ? Shape{c.c_out, in_per_group, c.kh, c.kw}
+                                       : Shape{c.kh, c.kw, in_per_group, c.c_out};
+}
+
+int64_t WeightIndex(const Shape& s, KernelLayout layout, int64_t o, int64_t i, int64_t kh,
+                    int64_t kw) {
+  return layout == KernelLayout::kOIHW ? ((o * s[1] + i) * s[2] + kh) * s[3] + kw
+                                       : ((kh * s[1] + kw) * s[2] + i) * s[3] + o;
+}
+
+/*!
+ * \brief Each output element summed straight from the definition: window taps that fall outside
+ * the input are skipped (zero padding); output channel o of group o / (C_out / groups) reads that
+ * group's input channels.
+ */
+std::vector<double> NaiveConv(const ConvCase& c, const std::vector<float>& in, DataLayout dl,
+                              const std::vector<float>& wt, KernelLayout kl) {
+  const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, dl);
+  const Shape w_shape = WeightShape(c, kl);
+  const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), dl);
+  const int64_t in_per_group = c.c_in / c.groups;
+  const int64_t out_per_group = c.c_out / c.groups;
+  std::vector<double> out(NumElements(out_shape));
+  for (int64_t n = 0; n < c.n; ++n) {
+    for (int64_t o = 0; o < c.c_out; ++o) {
+      const int64_t group = o / out_per_group;
+      for (int64_t oh = 0; oh < c.OutH(); ++oh) {
+        for (int64_t ow = 0; ow < c.OutW(); ++ow) {
+          double acc = 0.0;
+          for (int64_t i = 0; i < in_per_group; ++i) {
+            for (int64_t ky = 0; ky < c.kh; ++ky) {
+              for (int64_t kx = 0; kx < c.kw; ++kx) {
+                const int64_t y = oh * c.strides[0] - c.padding[0] + ky * c.dilation[0];
+                const int64_t x = ow * c.strides[1] - c.padding[1] + kx * c.dilation[1];
+                if (y < 0 || y >= c.h || x < 0 || x >= c.w) continue;
+                acc += static_cast<double>(
+                           in[DataIndex(in_shape, dl, n, group * in_per_group + i, y, x)]) *
+                       wt[WeightIndex(w_shape, kl, o, i, ky, kx)];
+              }
+            }
+          }
+          out[DataIndex(out_shape, dl, n, o, oh, ow)] = acc;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void CheckConv(const ConvCase& c, std::mt19937* rng) {
+  for (DataLayout dl : {DataLayout::kNCHW, DataLayout::kNHWC}) {
+    for (KernelLayout kl : {KernelLayout::kOIHW, KernelLayout::kHWIO}) {
+      const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, dl);
+      const Shape w_shape = WeightShape(c, kl);
+      const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), dl);
+      const std::vector<float> in = RandomVector(NumElements(in_shape), rng);
+      const std::vector<float> wt = RandomVector(NumElements(w_shape), rng);
+      std::vector<float> out(NumElements(out_shape), -123.0f);
+      Conv2dParams p;
+      p.strides = c.strides;
+      p.padding = c.padding;
+      p.dilation = c.dilation;
+      p.groups = c.groups;
+      p.data_layout = dl;
+      p.kernel_layout = kl;
+      Conv2d(in.data(), in_shape, wt.data(), w_shape, out.data(), out_shape, p);
+      const double reduction = static_cast<double>(c.c_in / c.groups * c.kh * c.kw);
+      ExpectAllClose(out, NaiveConv(c, in, dl, wt, kl),
+                     c.ToString() + (dl == DataLayout::kNCHW ? " NCHW" : " NHWC") +
+                         (kl == KernelLayout::kOIHW ? "/OIHW" : "/HWIO"),
+                     1e-5, 1e-5 * std::sqrt(reduction));
+    }
+  }
+}
+
+TEST(Conv2dTest, PlainConvolutionSizes) {
+  std::mt19937 rng(21);
+  const std::vector<ConvCase> cases = {
+      {1, 3, 5, 5, 4, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 1, 1, 1, 1, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {2, 16, 8, 8, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 32, 9, 9, 33, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {1, 3, 33, 32, 5, 5, 5, {3, 3}, {2, 0, 1, 3}, {1, 1}, 1},
+      {1, 4, 16, 17, 8, 3, 2, {2, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 2, 31, 15, 3, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+  };
+  for (const ConvCase& c : cases) CheckConv(c, &rng);
+}
+
+TEST(Conv2dTest, StridesPaddingDilation) {
+  std::mt19937 rng(22);
+  const std::vector<ConvCase> cases = {
+      {2, 3, 7, 9, 4, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {1, 3, 11, 10, 2, 3, 3, {3, 2}, {0, 2, 1, 0}, {1, 1}, 1},
+      {1, 2, 6, 6, 3, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1},
+      {1, 2, 9, 12, 2, 3, 2, {2, 3}, {1, 0, 2, 3}, {2, 1}, 1},
+      {1, 1, 3, 3, 1, 3, 3, {1, 1}, {3, 3, 3, 3}, {1, 1}, 1},  // corners see only padding
+      {1, 2, 4, 4, 2, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1},  // kernel wider than the input
+      {1, 3, 5, 18, 2, 2, 3, {1, 2}, {0, 1, 0, 1}, {2, 2}, 1},
+  };
+  for (const ConvCase& c : cases) CheckConv(c, &rng);
+}
+
+TEST(Conv2dTest, GroupedAndDepthwise) {
+  std::mt19937 rng(23);
+  const std::vector<ConvCase> cases = {
+      {2, 4, 7, 9, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2},
+      {1, 8, 16, 16, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},   // depthwise
+      {1, 8, 17, 15, 16, 3, 3, {1, 2}, {0, 1, 2, 1}, {2, 2}, 8},  // depth multiplier 2
+      {2, 6, 12, 10, 9, 2, 3, {2, 3}, {1, 2, 0, 1}, {2, 1}, 3},
+      {1, 33, 5, 6, 33, 3, 3, {2, 1}, {1, 0, 1, 2}, {1, 1}, 33},
+      {1, 4, 6, 6, 2, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2},
+  };
+  for (const ConvCase& c : cases) CheckConv(c, &rng);
+}
+
+TEST(Conv2dTest, KnownValues) {
+  // 3x3 ramp, 2x2 kernel [[1, 2], [3, 4]]: cross-correlation, not convolution (no kernel flip).
+  const std::vector<float> in = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> wt = {1, 2, 3, 4};
+  std::vector<float> out(4);
+  Conv2d(in.data(), {1, 1, 3, 3}, wt.data(), {1, 1, 2, 2}, out.data(), {1, 1, 2, 2}, {});
+  EXPECT_EQ(out, (std::vector<float>{27, 37, 57, 67}));
+}
+
+TEST(Conv2dTest, RejectsInconsistentShapes) {
+  std::vector<float> buf(1024, 0.0f);
+  Conv2dParams p;
+  // Weight input channels must be C_in / groups.
+  EXPECT_THROW(
+      Conv2d(buf.data(), {1, 4, 5, 5}, buf.data(), {2, 3, 3, 3}, buf.data(), {1, 2, 3, 3}, p),
+      tvm::ffi::Error);
+  // Output spatial size inconsistent with the attributes.
+  EXPECT_THROW(
+      Conv2d(buf.data(), {1, 4, 5, 5}, buf.data(), {2, 4, 3, 3}, buf.data(), {1, 2, 4, 4}, p),
+      tvm::ffi::Error);
+  p.groups = 3;
+  EXPECT_THROW(
+      Conv2d(buf.data(), {1, 4, 5, 5}, buf.data(), {3, 1, 3, 3}, buf.data(), {1, 3, 3, 3}, p),
+      tvm::ffi::Error);
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace example_npu

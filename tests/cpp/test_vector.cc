@@ -1,0 +1,295 @@
+/*!
+ * \file tests/cpp/test_vector.cc
+ * \brief Softmax, Unary, Binary and BatchNorm against naive double-precision references.
+ */
+#include <gtest/gtest.h>
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+using test_util::ExpectAllClose;
+using test_util::RandomVector;
+using test_util::Ravel;
+using test_util::ShapeToString;
+using test_util::Unravel;
+
+// ---------------------------------------------------------------------------------------------
+// Softmax
+
+/*! \brief softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max), walking each line by index. */
+std::vector<double> NaiveSoftmax(const std::vector<float>& in, const Shape& shape, int64_t axis) {
+  std::vector<double> out(in.size());
+  for (int64_t flat = 0; flat < static_cast<int64_t>(in.size()); ++flat) {
+    std::vector<int64_t> idx = Unravel(flat, shape);
+    double max_v = -std::numeric_limits<double>::infinity();
+    for (int64_t a = 0; a < shape[axis]; ++a) {
+      idx[axis] = a;
+      max_v = std::max(max_v, static_cast<double>(in[Ravel(idx, shape)]));
+    }
+    double sum = 0.0;
+    for (int64_t a = 0; a < shape[axis]; ++a) {
+      idx[axis] = a;
+      sum += std::exp(in[Ravel(idx, shape)] - max_v);
+    }
+    out[flat] = std::exp(in[flat] - max_v) / sum;
+  }
+  return out;
+}
+
+TEST(SoftmaxTest, EveryAxisOfVariousShapes) {
+  std::mt19937 rng(41);
+  const std::vector<Shape> shapes = {
+      {7}, {1}, {3, 5}, {40, 3}, {2, 3, 4}, {16, 16}, {2, 1, 17, 33}, {3, 32, 2}, {5, 1, 1, 9}};
+  for (const Shape& shape : shapes) {
+    const std::vector<float> in = RandomVector(NumElements(shape), &rng, -5.0f, 5.0f);
+    for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+      std::vector<float> out(in.size(), -1.0f);
+      Softmax(in.data(), shape, axis, out.data());
+      ExpectAllClose(out, NaiveSoftmax(in, shape, axis),
+                     ShapeToString(shape) + " axis " + std::to_string(axis));
+    }
+  }
+}
+
+TEST(SoftmaxTest, LargeInputsDoNotOverflow) {
+  // exp(1000) overflows float; subtracting the max first keeps every term in range.
+  const std::vector<float> in = {1000.0f, 999.0f, 998.0f, -1000.0f, 500.0f, 1000.0f};
+  for (int64_t axis : {0, 1}) {
+    const Shape shape = {2, 3};
+    std::vector<float> out(in.size());
+    Softmax(in.data(), shape, axis, out.data());
+    for (float v : out) EXPECT_TRUE(std::isfinite(v));
+    ExpectAllClose(out, NaiveSoftmax(in, shape, axis), "large axis " + std::to_string(axis));
+  }
+}
+
+TEST(SoftmaxTest, RejectsBadAxis) {
+  std::vector<float> buf(6);
+  EXPECT_THROW(Softmax(buf.data(), {2, 3}, 2, buf.data()), tvm::ffi::Error);
+  EXPECT_THROW(Softmax(buf.data(), {2, 3}, -1, buf.data()), tvm::ffi::Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unary
+
+double NaiveUnary(UnaryOp op, double x, double lo, double hi) {
+  const double pi = 3.14159265358979323846;
+  switch (op) {
+    case UnaryOp::kRelu:
+      return x > 0 ? x : 0;
+    case UnaryOp::kClip:
+      return x < lo ? lo : (x > hi ? hi : x);
+    case UnaryOp::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryOp::kTanh:
+      return std::tanh(x);
+    case UnaryOp::kGelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case UnaryOp::kGeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+  }
+  return 0.0;
+}
+
+TEST(UnaryTest, AllOpsMatchDefinitions) {
+  std::mt19937 rng(42);
+  std::vector<float> in = RandomVector(1000, &rng, -6.0f, 6.0f);
+  // Extremes: sigmoid must not produce NaN/inf, clip and relu must pass through exactly.
+  const std::vector<float> extremes = {0.0f,   -0.0f,   1e-7f, -1e-7f, 30.0f, -30.0f, 88.0f, -88.0f,
+                                       100.0f, -100.0f, 1e30f, -1e30f, 0.5f,  -0.25f, 1.0f};
+  in.insert(in.end(), extremes.begin(), extremes.end());
+  const std::vector<std::pair<UnaryOp, std::string>> ops = {
+      {UnaryOp::kRelu, "relu"}, {UnaryOp::kClip, "clip"}, {UnaryOp::kSigmoid, "sigmoid"},
+      {UnaryOp::kTanh, "tanh"}, {UnaryOp::kGelu, "gelu"}, {UnaryOp::kGeluTanh, "gelu_tanh"},
+  };
+  const float lo = -0.5f;
+  const float hi = 2.0f;
+  for (const auto& [op, name] : ops) {
+    // GeluTanh cubes x: keep 1e30 out of its input so the reference is not inf * 0.
+    std::vector<float> input = in;
+    if (op == UnaryOp::kGeluTanh) {
+      for (float& x : input) x = std::max(std::min(x, 100.0f), -100.0f);
+    }
+    std::vector<float> out(input.size(), -123.0f);
+    Unary(op, input.data(), out.data(), static_cast<int64_t>(input.size()), lo, hi);
+    std::vector<double> expected(input.size());
+    for (size_t i = 0; i < input.size(); ++i) expected[i] = NaiveUnary(op, input[i], lo, hi);
+    for (float v : out) EXPECT_FALSE(std::isnan(v)) << name;
+    ExpectAllClose(out, expected, name);
+  }
+}
+
+TEST(UnaryTest, KnownValues) {
+  const std::vector<float> in = {-1.0f, 0.0f, 1.0f, 3.0f};
+  std::vector<float> out(4);
+  Unary(UnaryOp::kRelu, in.data(), out.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{0.0f, 0.0f, 1.0f, 3.0f}));
+  Unary(UnaryOp::kClip, in.data(), out.data(), 4, 0.0f, 2.0f);
+  EXPECT_EQ(out, (std::vector<float>{0.0f, 0.0f, 1.0f, 2.0f}));
+  Unary(UnaryOp::kSigmoid, in.data(), out.data(), 4);
+  EXPECT_NEAR(out[0], 0.26894142f, 1e-6);
+  EXPECT_EQ(out[1], 0.5f);
+  Unary(UnaryOp::kGelu, in.data(), out.data(), 4);
+  EXPECT_NEAR(out[0], -0.15865525f, 1e-6);
+  EXPECT_NEAR(out[2], 0.84134475f, 1e-6);
+  Unary(UnaryOp::kGeluTanh, in.data(), out.data(), 4);
+  EXPECT_NEAR(out[2], 0.84119199f, 1e-6);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary
+
+double NaiveBinary(BinaryOp op, double a, double b) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSubtract:
+      return a - b;
+    case BinaryOp::kMultiply:
+      return a * b;
+    case BinaryOp::kDivide:
+      return a / b;
+  }
+  return 0.0;
+}
+
+Shape BroadcastShape(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
+    const int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+/*! \brief Index of an operand element feeding output index idx (right-aligned broadcasting). */
+int64_t OperandIndex(const std::vector<int64_t>& idx, const Shape& shape) {
+  std::vector<int64_t> oi(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    oi[d] = shape[d] == 1 ? 0 : idx[d + idx.size() - shape.size()];
+  }
+  return Ravel(oi, shape);
+}
+
+TEST(BinaryTest, BroadcastingShapes) {
+  std::mt19937 rng(43);
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 4}, {2, 3, 4}},
+      {{}, {}},
+      {{2, 3}, {}},
+      {{}, {2, 3}},
+      {{2, 1, 4}, {3, 1}},
+      {{3, 1}, {2, 1, 4}},
+      {{1}, {5}},
+      {{5}, {1}},
+      {{3, 1}, {1, 4}},
+      {{4}, {2, 3, 4}},
+      {{2, 3, 4}, {3, 1}},
+      {{1, 1, 1}, {}},
+      {{5, 1, 3, 1}, {4, 1, 2}},
+      {{1, 1}, {2, 3}},
+      {{2, 3}, {1, 1}},
+      {{33, 17}, {17}},
+      {{2, 1, 1, 40}, {2, 3, 5, 1}},
+      {{1, 3, 1}, {2, 1, 4}},
+      {{16, 1}, {16, 16}},
+  };
+  const std::vector<BinaryOp> ops = {BinaryOp::kAdd, BinaryOp::kSubtract, BinaryOp::kMultiply,
+                                     BinaryOp::kDivide};
+  for (const auto& [lhs_shape, rhs_shape] : cases) {
+    const Shape out_shape = BroadcastShape(lhs_shape, rhs_shape);
+    const std::vector<float> lhs = RandomVector(NumElements(lhs_shape), &rng, -2.0f, 2.0f);
+    // Divisors are kept away from zero so the relative tolerance stays meaningful.
+    const std::vector<float> rhs = RandomVector(NumElements(rhs_shape), &rng, 0.5f, 2.0f);
+    for (BinaryOp op : ops) {
+      std::vector<float> out(NumElements(out_shape), -123.0f);
+      Binary(op, lhs.data(), lhs_shape, rhs.data(), rhs_shape, out.data(), out_shape);
+      std::vector<double> expected(out.size());
+      for (int64_t flat = 0; flat < static_cast<int64_t>(out.size()); ++flat) {
+        const std::vector<int64_t> idx = Unravel(flat, out_shape);
+        expected[flat] =
+            NaiveBinary(op, lhs[OperandIndex(idx, lhs_shape)], rhs[OperandIndex(idx, rhs_shape)]);
+      }
+      ExpectAllClose(out, expected,
+                     ShapeToString(lhs_shape) + " op" + std::to_string(static_cast<int>(op)) + " " +
+                         ShapeToString(rhs_shape));
+    }
+  }
+}
+
+TEST(BinaryTest, RejectsIncompatibleShapes) {
+  std::vector<float> buf(64);
+  EXPECT_THROW(Binary(BinaryOp::kAdd, buf.data(), {2, 3}, buf.data(), {4}, buf.data(), {2, 3}),
+               tvm::ffi::Error);
+  EXPECT_THROW(Binary(BinaryOp::kAdd, buf.data(), {2, 3}, buf.data(), {3}, buf.data(), {3}),
+               tvm::ffi::Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// BatchNorm
+
+TEST(BatchNormTest, EveryAxisAndFlagCombination) {
+  std::mt19937 rng(44);
+  const std::vector<Shape> shapes = {{6}, {2, 3, 4, 5}, {1, 17, 3}, {4, 33}};
+  for (const Shape& shape : shapes) {
+    const std::vector<float> in = RandomVector(NumElements(shape), &rng, -3.0f, 3.0f);
+    for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+      const int64_t channels = shape[axis];
+      const std::vector<float> gamma = RandomVector(channels, &rng, -2.0f, 2.0f);
+      const std::vector<float> beta = RandomVector(channels, &rng, -1.0f, 1.0f);
+      const std::vector<float> mean = RandomVector(channels, &rng, -1.0f, 1.0f);
+      const std::vector<float> var = RandomVector(channels, &rng, 0.1f, 2.0f);
+      const float eps = 1e-5f;
+      for (bool center : {false, true}) {
+        for (bool scale : {false, true}) {
+          std::vector<float> out(in.size(), -123.0f);
+          BatchNorm(in.data(), shape, axis, gamma.data(), beta.data(), mean.data(), var.data(), eps,
+                    center, scale, out.data());
+          std::vector<double> expected(in.size());
+          for (int64_t flat = 0; flat < static_cast<int64_t>(in.size()); ++flat) {
+            const int64_t c = Unravel(flat, shape)[axis];
+            double v = (in[flat] - static_cast<double>(mean[c])) /
+                       std::sqrt(static_cast<double>(var[c]) + eps);
+            if (scale) v *= gamma[c];
+            if (center) v += beta[c];
+            expected[flat] = v;
+          }
+          ExpectAllClose(out, expected,
+                         ShapeToString(shape) + " axis " + std::to_string(axis) + " center " +
+                             std::to_string(center) + " scale " + std::to_string(scale));
+        }
+      }
+    }
+  }
+}
+
+TEST(BatchNormTest, KnownValues) {
+  // Two channels on axis 1: (x - mean) / sqrt(var + eps) * gamma + beta.
+  const std::vector<float> in = {1.0f, 2.0f, 3.0f, 4.0f};
+  const std::vector<float> gamma = {2.0f, 0.5f};
+  const std::vector<float> beta = {1.0f, -1.0f};
+  const std::vector<float> mean = {1.0f, 2.0f};
+  const std::vector<float> var = {4.0f, 0.25f};
+  std::vector<float> out(4);
+  BatchNorm(in.data(), {2, 2}, 1, gamma.data(), beta.data(), mean.data(), var.data(), 0.0f, true,
+            true, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1.0f, -1.0f, 3.0f, 1.0f}));
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace example_npu
