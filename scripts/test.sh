@@ -11,5 +11,8 @@ echo "== C++ unit tests (GoogleTest via CTest)"
 .venv/bin/cmake --build build/cpp-tests -j2
 (cd build/cpp-tests && ../../.venv/bin/ctest --output-on-failure -j2)
 
+echo "== Lint (ruff)"
+.venv/bin/ruff check python tests benchmarks examples
+
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest tests/python -q -rs "$@"

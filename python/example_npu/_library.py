@@ -38,8 +38,8 @@ def load_runtime_library() -> tvm_ffi.Module:
     taken = [name for name in RUNTIME_GLOBALS if tvm_ffi.get_global_func(name, allow_missing=True)]
     if taken:
         raise RegistrationConflictError(
-            f"{taken} are already registered (is this a TVM built with USE_EXAMPLE_NPU_RUNTIME=ON?);"
-            " example_npu cannot register its runtime over them"
+            f"{taken} are already registered (is this a TVM built with "
+            "USE_EXAMPLE_NPU_RUNTIME=ON?); example_npu cannot register its runtime over them"
         )
     path = PACKAGE_DIR / "lib" / "libexample_npu.so"
     if not path.exists():

@@ -92,7 +92,9 @@ def check_dtypes(call: relax.Call) -> Verdict:
         return reject(f"{name}: mixed dtypes {sorted(dtypes)}")
     (dtype,) = dtypes
     if dtype not in NPU_DTYPES:
-        return reject(f"{name}: dtype {dtype} has no NPU datapath (supported: {sorted(NPU_DTYPES)})")
+        return reject(
+            f"{name}: dtype {dtype} has no NPU datapath (supported: {sorted(NPU_DTYPES)})"
+        )
     if dtype not in EXECUTABLE_DTYPES:
         return reject(f"{name}: {dtype} kernels are not in the runtime yet (float32 only)")
     return ACCEPT
@@ -126,8 +128,13 @@ def _channels_axis(layout: str) -> int:
 
 def check_conv(call: relax.Call) -> Verdict:
     return first_failure(
-        (check_static_shapes(call), check_dtypes(call), check_out_dtype(call), check_layouts(call),
-         check_fits_on_chip(call))
+        (
+            check_static_shapes(call),
+            check_dtypes(call),
+            check_out_dtype(call),
+            check_layouts(call),
+            check_fits_on_chip(call),
+        )
     )
 
 
@@ -145,14 +152,20 @@ def check_depthwise(call: relax.Call) -> Verdict:
 
 def check_pool(call: relax.Call) -> Verdict:
     return first_failure(
-        (check_static_shapes(call), check_dtypes(call), check_layouts(call),
-         check_fits_on_chip(call))
+        (
+            check_static_shapes(call),
+            check_dtypes(call),
+            check_layouts(call),
+            check_fits_on_chip(call),
+        )
     )
 
 
 def check_batch_norm(call: relax.Call) -> Verdict:
     if bool(call.attrs.training):
-        return reject("batch_norm: training=True computes batch statistics; NPU runs inference only")
+        return reject(
+            "batch_norm: training=True computes batch statistics; NPU runs inference only"
+        )
     return first_failure((check_static_shapes(call), check_dtypes(call)))
 
 
@@ -165,9 +178,7 @@ def check_elementwise(call: relax.Call) -> Verdict:
 
 
 def check_matmul(call: relax.Call) -> Verdict:
-    return first_failure(
-        (check_static_shapes(call), check_dtypes(call), check_out_dtype(call))
-    )
+    return first_failure((check_static_shapes(call), check_dtypes(call), check_out_dtype(call)))
 
 
 def check_relu6(call: relax.Call) -> Verdict:
@@ -223,5 +234,5 @@ def _window_taps(call: relax.Call) -> int:
 def explain(call: relax.Call, verdict: Verdict) -> bool:
     """Logs why a call stays on the CPU and returns the boolean FuseOpsByPattern expects."""
     if not verdict:
-        logger.info("example_npu: %s stays on the CPU: %s", _op_name(call), verdict.reason)
+        logger.info("%s stays on the CPU: %s", _op_name(call), verdict.reason)
     return verdict.ok

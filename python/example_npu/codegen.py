@@ -102,7 +102,9 @@ class _GraphBuilder:
         for block in body.blocks:
             for binding in block.bindings:
                 if not isinstance(binding, relax.VarBinding):
-                    raise CodegenError(f"{self.symbol}: unsupported binding {type(binding).__name__}")
+                    raise CodegenError(
+                        f"{self.symbol}: unsupported binding {type(binding).__name__}"
+                    )
                 if isinstance(binding.value, relax.Function):
                     env[binding.var] = binding.value  # a composite, inlined where it is called
                 else:
@@ -128,7 +130,9 @@ class _GraphBuilder:
                 return self._inline_composite(expr, env)
             if isinstance(expr.op, tvm.ir.Op):
                 return self._op_node(expr, env, composite, name)
-        raise CodegenError(f"{self.symbol}: cannot serialise {type(expr).__name__} to the NPU graph")
+        raise CodegenError(
+            f"{self.symbol}: cannot serialise {type(expr).__name__} to the NPU graph"
+        )
 
     def _inline_composite(self, call: relax.Call, env: dict[Any, Any]) -> _Value:
         func = env.get(call.op)
@@ -136,7 +140,7 @@ class _GraphBuilder:
             raise CodegenError(f"{self.symbol}: call to {call.op.name} is not a composite function")
         composite = str(func.attrs["Composite"]) if "Composite" in func.attrs else ""
         inner_env: dict[Any, Any] = {}
-        for param, arg in zip(func.params, call.args):
+        for param, arg in zip(func.params, call.args, strict=True):
             inner_env[param] = self._eval(arg, env, composite)
         return self._eval_body(func.body, inner_env, composite)
 
@@ -156,8 +160,10 @@ class _GraphBuilder:
         attrs = _attrs_to_dict(call.attrs)
         tensor_args = call.args
         if op_name == "clip":
-            attrs = {"min": _scalar_arg(call.args[1], "clip min"),
-                     "max": _scalar_arg(call.args[2], "clip max")}
+            attrs = {
+                "min": _scalar_arg(call.args[1], "clip min"),
+                "max": _scalar_arg(call.args[2], "clip max"),
+            }
             tensor_args = call.args[:1]
         inputs = []
         for arg in tensor_args:
@@ -166,15 +172,17 @@ class _GraphBuilder:
                 raise CodegenError(f"{self.symbol}: {op_name} takes a tuple argument")
             inputs.append(value)
         shape, dtype = _tensor_type(call.ty, f"{op_name} result")
-        node_id = self._add({
-            "op": op_name,
-            "name": name or f"{op_name}_{len(self.nodes)}",
-            "inputs": inputs,
-            "shape": shape,
-            "dtype": dtype,
-            "attrs": attrs,
-            "composite": composite,
-        })
+        node_id = self._add(
+            {
+                "op": op_name,
+                "name": name or f"{op_name}_{len(self.nodes)}",
+                "inputs": inputs,
+                "shape": shape,
+                "dtype": dtype,
+                "attrs": attrs,
+                "composite": composite,
+            }
+        )
         if op_name == "nn.batch_norm":
             # Inference batch_norm returns (out, moving_mean, moving_var) unchanged.
             return (node_id, inputs[3], inputs[4])

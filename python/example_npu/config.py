@@ -42,7 +42,9 @@ class NPUConfig:
         for field in fields(self):
             value = getattr(self, field.name)
             if field.type == "int" and (not isinstance(value, int) or value <= 0):
-                raise InvalidConfigError(f"NPUConfig.{field.name} must be a positive int: {value!r}")
+                raise InvalidConfigError(
+                    f"NPUConfig.{field.name} must be a positive int: {value!r}"
+                )
         if self.power_mode not in POWER_MODES:
             raise InvalidConfigError(
                 f"NPUConfig.power_mode {self.power_mode!r} is not one of {POWER_MODES}"

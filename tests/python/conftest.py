@@ -15,5 +15,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if os.environ.get("CI") and skipped and exitstatus == 0:
-        reporter.write_line(f"CI: {len(skipped)} test(s) skipped; skips are failures in CI", red=True)
+        reporter.write_line(
+            f"CI: {len(skipped)} test(s) skipped; skips are failures in CI", red=True
+        )
         session.exitstatus = 1

@@ -11,9 +11,9 @@ from tvm.script import relax as R
 @tvm.script.ir_module
 class MatmulReLU:
     @R.function
-    def main(
-        x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 8), "float32")
-    ) -> R.Tensor((2, 8), "float32"):
+    def main(x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 8), "float32")) -> R.Tensor(
+        (2, 8), "float32"
+    ):
         with R.dataflow():
             y = relax.op.matmul(x, w)
             z = relax.op.nn.relu(y)

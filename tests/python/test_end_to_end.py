@@ -24,11 +24,16 @@ def quick_start_flow(mod: tvm.IRModule) -> tvm.IRModule:
 NUMPY_REFERENCES = {
     "MatmulReLU": lambda x, w: np.maximum(x @ w, 0),
     "MultipleOps": lambda x: np.maximum(x, 0).reshape(1, 16, 16, 2, 16, 2).max(axis=(3, 5)),
-    "Softmax": lambda x: np.exp(x - x.max(1, keepdims=True))
-    / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True),
+    "Softmax": lambda x: (
+        np.exp(x - x.max(1, keepdims=True))
+        / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)
+    ),
     "Conv2dReLU": lambda x, w: np.maximum(
-        np.einsum("nchwij,ocij->nohw",
-                  np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w), 0),
+        np.einsum(
+            "nchwij,ocij->nohw", np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w
+        ),
+        0,
+    ),
 }
 
 
@@ -36,7 +41,9 @@ NUMPY_REFERENCES = {
 @pytest.mark.parametrize("flow", ["quick_start", "partition_for_npu"])
 def test_spec_modules_match_tvm_cpu_build_and_numpy(name, flow):
     mod = SPEC_MODULES[name]
-    offloaded = quick_start_flow(mod) if flow == "quick_start" else example_npu.partition_for_npu(mod)
+    offloaded = (
+        quick_start_flow(mod) if flow == "quick_start" else example_npu.partition_for_npu(mod)
+    )
     assert external_symbols(offloaded), "nothing was offloaded"
     inputs = random_inputs(mod, seed=7)
     npu = run(offloaded, inputs)
@@ -65,8 +72,9 @@ def test_partly_offloaded_model_runs_cpu_ops_between_npu_regions():
     inputs = random_inputs(CpuBetweenRegions, seed=3)
     x, w = inputs
     np.testing.assert_allclose(run(mod, inputs), run(CpuBetweenRegions, inputs), rtol=1e-5)
-    np.testing.assert_allclose(run(mod, inputs), np.maximum(np.exp(np.maximum(x, 0)) @ w, 0),
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        run(mod, inputs), np.maximum(np.exp(np.maximum(x, 0)) @ w, 0), rtol=1e-4
+    )
 
 
 @tvm.script.ir_module

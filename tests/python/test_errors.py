@@ -30,7 +30,9 @@ def relu_graph(**overrides):
 
 
 def make(graph, symbol="f", const_names=()):
-    return create(symbol, json.dumps(graph) if isinstance(graph, dict) else graph, list(const_names))
+    return create(
+        symbol, json.dumps(graph) if isinstance(graph, dict) else graph, list(const_names)
+    )
 
 
 def test_valid_graph_runs():
@@ -49,24 +51,62 @@ def test_valid_graph_runs():
         (relu_graph(version=2), "version 2"),
         (relu_graph(heads=[5]), "head 5"),
         (relu_graph(arg_nodes=[]), "missing from arg_nodes"),
-        (relu_graph(nodes=[{"op": "input", "name": "x", "shape": [2], "dtype": "float32"},
-                           {"op": "nn.frob", "name": "y", "inputs": [0], "shape": [2],
-                            "dtype": "float32"}]), "not an NPU operator"),
-        (relu_graph(nodes=[{"op": "input", "name": "x", "shape": [2], "dtype": "float64"}]),
-         "not an NPU dtype"),
-        (relu_graph(nodes=[{"op": "input", "name": "x", "shape": [2], "dtype": "float32"},
-                           {"op": "nn.relu", "name": "y", "inputs": [3], "shape": [2],
-                            "dtype": "float32"}]), "does not name an earlier node"),
-        (relu_graph(nodes=[{"op": "input", "name": "x", "shape": [2], "dtype": "float32"},
-                           {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [3],
-                            "dtype": "float32"}]), "declared shape"),
-        (relu_graph(nodes=[{"op": "input", "name": "x", "shape": [1, 1, 4, 4], "dtype": "float32"},
-                           {"op": "nn.max_pool2d", "name": "y", "inputs": [0],
-                            "shape": [1, 1, 2, 2], "dtype": "float32",
-                            "attrs": {"pool_size": [2, 2]}}]), "no \"strides\""),
-        (relu_graph(nodes=[{"op": "input", "name": "x", "shape": [2], "dtype": "float16"},
-                           {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [2],
-                            "dtype": "float16"}]), "not executable"),
+        (
+            relu_graph(
+                nodes=[
+                    {"op": "input", "name": "x", "shape": [2], "dtype": "float32"},
+                    {"op": "nn.frob", "name": "y", "inputs": [0], "shape": [2], "dtype": "float32"},
+                ]
+            ),
+            "not an NPU operator",
+        ),
+        (
+            relu_graph(nodes=[{"op": "input", "name": "x", "shape": [2], "dtype": "float64"}]),
+            "not an NPU dtype",
+        ),
+        (
+            relu_graph(
+                nodes=[
+                    {"op": "input", "name": "x", "shape": [2], "dtype": "float32"},
+                    {"op": "nn.relu", "name": "y", "inputs": [3], "shape": [2], "dtype": "float32"},
+                ]
+            ),
+            "does not name an earlier node",
+        ),
+        (
+            relu_graph(
+                nodes=[
+                    {"op": "input", "name": "x", "shape": [2], "dtype": "float32"},
+                    {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [3], "dtype": "float32"},
+                ]
+            ),
+            "declared shape",
+        ),
+        (
+            relu_graph(
+                nodes=[
+                    {"op": "input", "name": "x", "shape": [1, 1, 4, 4], "dtype": "float32"},
+                    {
+                        "op": "nn.max_pool2d",
+                        "name": "y",
+                        "inputs": [0],
+                        "shape": [1, 1, 2, 2],
+                        "dtype": "float32",
+                        "attrs": {"pool_size": [2, 2]},
+                    },
+                ]
+            ),
+            'no "strides"',
+        ),
+        (
+            relu_graph(
+                nodes=[
+                    {"op": "input", "name": "x", "shape": [2], "dtype": "float16"},
+                    {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [2], "dtype": "float16"},
+                ]
+            ),
+            "not executable",
+        ),
     ],
 )
 def test_malformed_graphs_raise_value_error(graph, message):

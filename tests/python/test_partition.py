@@ -20,8 +20,11 @@ def composites(mod: tvm.IRModule) -> dict[str, list[str]]:
             ops: list[str] = []
             relax.analysis.post_order_visit(
                 func.body,
-                lambda e: ops.append(e.op.name)
-                if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) else None,
+                lambda e: (
+                    ops.append(e.op.name)
+                    if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op)
+                    else None
+                ),
             )
             found.setdefault(str(func.attrs["Composite"]), []).extend(ops)
         relax.analysis.post_order_visit(
@@ -35,8 +38,11 @@ def composites(mod: tvm.IRModule) -> dict[str, list[str]]:
 
 
 def codegen_functions(mod: tvm.IRModule) -> list[relax.Function]:
-    return [f for _, f in mod.functions.items()
-            if isinstance(f, relax.Function) and f.attrs is not None and "Codegen" in f.attrs]
+    return [
+        f
+        for _, f in mod.functions.items()
+        if isinstance(f, relax.Function) and f.attrs is not None and "Codegen" in f.attrs
+    ]
 
 
 def partition(mod: tvm.IRModule, annotate_codegen: bool) -> tvm.IRModule:

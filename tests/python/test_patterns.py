@@ -11,12 +11,32 @@ from example_npu.patterns import PATTERN_TABLE, op_exists
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 
 SPEC_PATTERNS = {
-    "dense", "matmul", "conv1d", "conv2d", "depthwise_conv2d", "max_pool2d", "avg_pool2d",
-    "batch_norm", "softmax", "add", "multiply", "subtract", "divide", "relu", "gelu",
-    "quantize", "dequantize", "conv2d_relu_fused", "matmul_relu_fused",
+    "dense",
+    "matmul",
+    "conv1d",
+    "conv2d",
+    "depthwise_conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "batch_norm",
+    "softmax",
+    "add",
+    "multiply",
+    "subtract",
+    "divide",
+    "relu",
+    "gelu",
+    "quantize",
+    "dequantize",
+    "conv2d_relu_fused",
+    "matmul_relu_fused",
 }
-BUILD_DEPENDENT = {"relu6": "relax.clip", "sigmoid": "relax.sigmoid", "tanh": "relax.tanh",
-                   "gelu_tanh": "relax.nn.gelu_tanh"}
+BUILD_DEPENDENT = {
+    "relu6": "relax.clip",
+    "sigmoid": "relax.sigmoid",
+    "tanh": "relax.tanh",
+    "gelu_tanh": "relax.nn.gelu_tanh",
+}
 
 
 def registered_names() -> list[str]:

@@ -29,7 +29,8 @@ def test_export_and_load_in_a_new_process(tmp_path):
         import example_npu  # registers ffi.Module.load_from_bytes.example_npu_json
         lib = tvm.runtime.load_module({str(library)!r})
         vm = relax.VirtualMachine(lib, tvm.cpu())
-        inputs = [tvm.runtime.tensor(np.load({str(tmp_path)!r} + f"/in{{i}}.npy")) for i in range(2)]
+        folder = {str(tmp_path)!r}
+        inputs = [tvm.runtime.tensor(np.load(f"{{folder}}/in{{i}}.npy")) for i in range(2)]
         out = vm["main"](*inputs).numpy()
         np.testing.assert_allclose(out, np.load({str(tmp_path)!r} + "/expected.npy"), rtol=1e-5)
         print("loaded-ok")

@@ -1,0 +1,87 @@
+"""Partition report: what went to the NPU and why the rest stayed on the CPU."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+import tvm
+from tvm import relax
+
+from .checks import logger as checks_logger
+from .partition import partition_for_npu
+
+# Relax calls that are plumbing, not compute a user would expect on the NPU.
+_PLUMBING_OPS = frozenset({"relax.call_dps_packed", "relax.call_tir", "relax.call_packed"})
+
+
+@dataclass
+class PartitionReport:
+    """Ops per side of the partition, with the check reasons for ops kept on the CPU."""
+
+    npu_functions: list[str] = field(default_factory=list)
+    npu_ops: Counter = field(default_factory=Counter)
+    cpu_ops: Counter = field(default_factory=Counter)
+    reasons: dict[str, set[str]] = field(default_factory=dict)
+
+    def cpu_reason(self, op: str) -> str:
+        found = self.reasons.get(op.removeprefix("relax."))
+        return "; ".join(sorted(found)) if found else f"no example_npu pattern for {op}"
+
+    def table(self) -> str:
+        lines = [f"NPU functions: {len(self.npu_functions)}"]
+        lines += [f"  NPU  {op:<24} x{count}" for op, count in sorted(self.npu_ops.items())]
+        lines += [
+            f"  CPU  {op:<24} x{count}  ({self.cpu_reason(op)})"
+            for op, count in sorted(self.cpu_ops.items())
+        ]
+        return "\n".join(lines)
+
+
+class _ReasonCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.reasons: dict[str, set[str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        op, reason = record.args  # set by checks.explain
+        self.reasons.setdefault(str(op), set()).add(str(reason))
+
+
+def _count_ops(expr: relax.Expr) -> Counter:
+    counts: Counter = Counter()
+
+    def visit(node: object) -> None:
+        if isinstance(node, relax.Call) and isinstance(node.op, tvm.ir.Op):
+            if node.op.name not in _PLUMBING_OPS:
+                counts[node.op.name] += 1
+
+    relax.analysis.post_order_visit(expr, visit)
+    return counts
+
+
+def partition_with_report(mod: tvm.IRModule) -> tuple[tvm.IRModule, PartitionReport]:
+    """partition_for_npu plus a report of which ops each side got and why."""
+    original_ops = _count_ops(mod["main"].body)
+    collector = _ReasonCollector()
+    previous_level = checks_logger.level
+    checks_logger.addHandler(collector)
+    checks_logger.setLevel(logging.INFO)
+    try:
+        partitioned = partition_for_npu(mod)
+    finally:
+        checks_logger.removeHandler(collector)
+        checks_logger.setLevel(previous_level)
+    cpu_ops = _count_ops(partitioned["main"].body)
+    report = PartitionReport(
+        npu_functions=[
+            str(m.get_function("get_symbol")()) for m in partitioned.attrs.get("external_mods", [])
+        ]
+        if partitioned.attrs
+        else [],
+        npu_ops=original_ops - cpu_ops,
+        cpu_ops=cpu_ops,
+        reasons=collector.reasons,
+    )
+    return partitioned, report
