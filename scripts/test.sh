@@ -12,7 +12,7 @@ echo "== C++ unit tests (GoogleTest via CTest)"
 (cd build/cpp-tests && ../../.venv/bin/ctest --output-on-failure -j2)
 
 echo "== Lint (ruff)"
-.venv/bin/ruff check python tests benchmarks examples
+.venv/bin/ruff check .
 
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest tests/python -q -rs "$@"
