@@ -9,7 +9,7 @@ accepts must be executed exactly by the C++ runtime; anything else must be rejec
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,8 @@ logger = logging.getLogger("example_npu")
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
 NPU_DTYPES = frozenset({"int8", "int16", "float16", "float32"})
-EXECUTABLE_DTYPES = frozenset({"float32"})
+# float16 runs on the float32 datapath with every op result rounded to float16.
+EXECUTABLE_DTYPES = frozenset({"float32", "float16"})
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def check_dtypes(call: relax.Call) -> Verdict:
             f"{name}: dtype {dtype} has no NPU datapath (supported: {sorted(NPU_DTYPES)})"
         )
     if dtype not in EXECUTABLE_DTYPES:
-        return reject(f"{name}: {dtype} kernels are not in the runtime yet (float32 only)")
+        return reject(f"{name}: {dtype} kernels are not in the runtime yet (float32/float16 only)")
     return ACCEPT
 
 
@@ -179,6 +180,17 @@ def check_elementwise(call: relax.Call) -> Verdict:
 
 def check_matmul(call: relax.Call) -> Verdict:
     return first_failure((check_static_shapes(call), check_dtypes(call), check_out_dtype(call)))
+
+
+def check_bias_keeps_shape(annotated: Mapping[str, Any]) -> Verdict:
+    """A fused bias add may only add a bias: its result keeps the producer's shape."""
+    producer_shape = tensor_shape(annotated["producer"])
+    add_shape = tensor_shape(annotated["add"])
+    if add_shape != producer_shape:
+        return reject(
+            f"add: the bias broadcast grows the result from {producer_shape} to {add_shape}"
+        )
+    return ACCEPT
 
 
 def check_relu6(call: relax.Call) -> Verdict:

@@ -165,6 +165,8 @@ class _GraphBuilder:
                 "max": _scalar_arg(call.args[2], "clip max"),
             }
             tensor_args = call.args[:1]
+        elif op_name == "reshape":
+            tensor_args = call.args[:1]  # the target shape is the node's own shape
         inputs = []
         for arg in tensor_args:
             value = self._eval(arg, env, composite)

@@ -7,8 +7,9 @@ last). Build-dependent rows register only when their Relax op exists in the inst
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import tvm
 from tvm.relax.backend import _ffi_api as _registry_api
@@ -35,6 +36,8 @@ class PatternRow:
     call_checks: tuple[tuple[str, CallCheck], ...]
     # Relax ops that must exist in the installed TVM for the row to register.
     requires_ops: tuple[str, ...] = ()
+    # A check across the matched calls (e.g. a fused bias must not change the result shape).
+    region_check: Callable[[Mapping[str, Any]], Verdict] | None = None
 
     @property
     def full_name(self) -> str:
@@ -45,6 +48,9 @@ class PatternRow:
             call = context.annotated_expr[annotation]
             if not checks.explain(call, call_check(call)):
                 return False
+        if self.region_check is not None:
+            root = context.annotated_expr["root"]
+            return checks.explain(root, self.region_check(context.annotated_expr))
         return True
 
 
@@ -66,22 +72,66 @@ def _binary(op: str) -> PatternBuilder:
     return build
 
 
-def _dense() -> tuple[DFPattern, dict[str, DFPattern]]:
-    """The Linear-layer form the PyTorch importer emits: matmul(x, permute_dims(w))."""
-    data, weight = wildcard(), wildcard()
-    transpose = is_op("relax.permute_dims")(weight)
-    root = is_op("relax.matmul")(data, transpose)
-    return root, {"input": data, "weight": weight, "transpose": transpose, "root": root}
+_PRODUCER_OPS = {"conv2d": "relax.nn.conv2d", "matmul": "relax.matmul", "dense": "relax.matmul"}
+_PRODUCER_CHECKS = {
+    "conv2d": checks.check_conv,
+    "matmul": checks.check_matmul,
+    "dense": checks.check_matmul,
+}
+_ACTIVATIONS = {
+    "relu": ("relax.nn.relu", 0, checks.check_elementwise),
+    "relu6": ("relax.clip", 2, checks.check_relu6),
+    "gelu": ("relax.nn.gelu", 0, checks.check_elementwise),
+}
 
 
-def _with_relu(producer_op: str, producer_key: str) -> PatternBuilder:
+def _chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
+    """producer [+ bias add, either operand order, bias optionally reshaped] [+ activation].
+
+    These are the shapes real models are made of (PyTorch's importer emits conv2d followed by
+    add(reshape(bias)) and Linear as matmul(x, permute_dims(w)) + add(bias)); matching the whole
+    chain lets the NPU apply bias and activation to the accumulator tile before it leaves L1.
+    """
+
     def build() -> tuple[DFPattern, dict[str, DFPattern]]:
         data, weight = wildcard(), wildcard()
-        producer = is_op(producer_op)(data, weight)
-        root = is_op("relax.nn.relu")(producer)
-        return root, {"input": data, "weight": weight, producer_key: producer, "root": root}
+        annotations: dict[str, DFPattern] = {"input": data, "weight": weight}
+        rhs = weight
+        if producer == "dense":
+            rhs = annotations["transpose"] = is_op("relax.permute_dims")(weight)
+        root = annotations["producer"] = is_op(_PRODUCER_OPS[producer])(data, rhs)
+        if bias:
+            bias_value = wildcard()
+            # The reshape alternative first, so a reshaped bias joins the composite.
+            bias_term = is_op("relax.reshape")(bias_value, wildcard()) | bias_value
+            annotations["bias"] = bias_value
+            add = is_op("relax.add")
+            root = annotations["add"] = add(root, bias_term) | add(bias_term, root)
+        if activation is not None:
+            op, extra_args, _ = _ACTIVATIONS[activation]
+            extra = [wildcard() for _ in range(extra_args)]  # distinct: clip's bounds differ
+            root = annotations["activation"] = is_op(op)(root, *extra)
+        annotations["root"] = root
+        return root, annotations
 
     return build
+
+
+def _chain_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
+    name = producer + ("_bias" if bias else "") + (f"_{activation}" if activation else "")
+    call_checks: list[tuple[str, CallCheck]] = [("producer", _PRODUCER_CHECKS[producer])]
+    if producer == "dense":
+        call_checks.append(("transpose", checks.check_elementwise))
+    if bias:
+        call_checks.append(("add", checks.check_elementwise))
+    if activation is not None:
+        call_checks.append(("activation", _ACTIVATIONS[activation][2]))
+    if bias or activation:
+        name += "_fused"
+    region_check = checks.check_bias_keeps_shape if bias else None
+    return PatternRow(
+        name, _chain(producer, bias, activation), tuple(call_checks), region_check=region_check
+    )
 
 
 def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> PatternRow:
@@ -106,22 +156,24 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("max_pool2d", _unary("relax.nn.max_pool2d"), checks.check_pool),
     _row("avg_pool2d", _unary("relax.nn.avg_pool2d"), checks.check_pool),
     _row("matmul", _binary("relax.matmul"), checks.check_matmul),
-    PatternRow(
-        "dense", _dense, (("root", checks.check_matmul), ("transpose", checks.check_elementwise))
-    ),
+    _chain_row("dense", bias=False, activation=None),
     _row("conv1d", _binary("relax.nn.conv1d"), checks.check_conv),
     _row("conv2d", _binary("relax.nn.conv2d"), checks.check_conv),
     _row("depthwise_conv2d", _binary("relax.nn.conv2d"), checks.check_depthwise),
-    PatternRow(
-        "matmul_relu_fused",
-        _with_relu("relax.matmul", "matmul"),
-        (("matmul", checks.check_matmul), ("root", checks.check_elementwise)),
-    ),
-    PatternRow(
-        "conv2d_relu_fused",
-        _with_relu("relax.nn.conv2d", "conv"),
-        (("conv", checks.check_conv), ("root", checks.check_elementwise)),
-    ),
+    # Fused chains, longest last so they win over their prefixes.
+    _chain_row("matmul", bias=False, activation="relu"),
+    _chain_row("dense", bias=False, activation="relu"),
+    _chain_row("conv2d", bias=False, activation="relu"),
+    *[
+        _chain_row(producer, bias=True, activation=None)
+        for producer in ("conv2d", "matmul", "dense")
+    ],
+    *[_chain_row("conv2d", bias=True, activation=act) for act in ("relu", "relu6")],
+    *[
+        _chain_row(producer, bias=True, activation=act)
+        for producer in ("matmul", "dense")
+        for act in ("relu", "gelu")
+    ],
 )
 
 

@@ -14,9 +14,10 @@ constexpr std::array<std::pair<DType, const char*>, 5> kDTypeNames = {{
     {DType::kInt32, "int32"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 18> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 19> kOpNames = {{
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
+    {OpKind::kReshape, "reshape"},
     {OpKind::kConv1d, "nn.conv1d"},
     {OpKind::kConv2d, "nn.conv2d"},
     {OpKind::kMaxPool2d, "nn.max_pool2d"},

@@ -31,6 +31,7 @@ int64_t DTypeBytes(DType dtype);
 enum class OpKind {
   kMatmul,
   kPermuteDims,
+  kReshape,
   kConv1d,
   kConv2d,
   kMaxPool2d,

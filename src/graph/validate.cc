@@ -247,6 +247,12 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return InferMatmul(node, *in[0], *in[1]);
     case OpKind::kPermuteDims:
       return InferPermute(node, *in[0]);
+    case OpKind::kReshape:
+      if (kernels::NumElements(*in[0]) != kernels::NumElements(node.shape)) {
+        TVM_FFI_THROW(ValueError) << Where(node) << ": reshape changes the element count of "
+                                  << ShapeStr(*in[0]);
+      }
+      return node.shape;
     case OpKind::kConv1d:
     case OpKind::kConv2d:
       return InferConv(node, *in[0], *in[1]);

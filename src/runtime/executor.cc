@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/half.h"
+
 namespace example_npu {
 namespace {
 
@@ -109,6 +111,9 @@ void RunNode(const Graph& graph, const Node& node, const std::vector<const float
     case OpKind::kMatmul:
       kernels::Matmul(in[0], in_shape(0), in[1], in_shape(1), out, node.shape);
       return;
+    case OpKind::kReshape:
+      std::memcpy(out, in[0], kernels::NumElements(node.shape) * sizeof(float));
+      return;
     case OpKind::kPermuteDims:
       kernels::Transpose(in[0], in_shape(0), std::get<PermuteDimsAttrs>(node.attrs).axes, out);
       return;
@@ -159,9 +164,9 @@ void RunNode(const Graph& graph, const Node& node, const std::vector<const float
 
 Executor::Executor(Graph graph) : graph_(std::move(graph)) {
   for (const Node& node : graph_.nodes) {
-    if (node.dtype != DType::kFloat32) {
+    if (node.dtype != DType::kFloat32 && node.dtype != DType::kFloat16) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << ": dtype " << DTypeName(node.dtype)
-                                << " is not executable by the NPU runtime yet (float32 only)";
+                                << " is not executable by the NPU runtime yet (float32/float16)";
     }
   }
   constants_bound_ = graph_.ConstNodes().empty();
@@ -173,11 +178,18 @@ void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {
     TVM_FFI_THROW(ValueError) << graph_.symbol << ": expected " << ids.size() << " constants, got "
                               << constants.size();
   }
+  std::vector<std::vector<float>> widened(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     const Node& node = graph_.nodes[ids[i]];
-    CheckTensor(*constants[i].GetDLTensorPtr(), node, "constant " + node.name);
+    const DLTensor& tensor = *constants[i].GetDLTensorPtr();
+    CheckTensor(tensor, node, "constant " + node.name);
+    if (node.dtype == DType::kFloat16) {
+      widened[i].resize(kernels::NumElements(node.shape));
+      kernels::HalfToFloat(DataPtr<const uint16_t>(tensor), widened[i].data(), widened[i].size());
+    }
   }
   constants_ = std::move(constants);
+  widened_constants_ = std::move(widened);
   constants_bound_ = true;
 }
 
@@ -194,45 +206,64 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
                               << inputs.size() + outputs.size() << " arguments";
   }
   size_t count = graph_.nodes.size();
+  // Every value is float32 while the graph runs; float16 tensors are widened on the way in and
+  // narrowed on the way out, and float16 op results are rounded as a float16 store would.
   std::vector<const float*> values(count, nullptr);
+  std::vector<std::vector<float>> owned(count);
+  auto widen = [&](size_t id, const uint16_t* half) {
+    owned[id].resize(kernels::NumElements(graph_.nodes[id].shape));
+    kernels::HalfToFloat(half, owned[id].data(), owned[id].size());
+    values[id] = owned[id].data();
+  };
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const Node& node = graph_.nodes[graph_.arg_nodes[i]];
+    int64_t id = graph_.arg_nodes[i];
+    const Node& node = graph_.nodes[id];
     CheckTensor(*inputs[i], node, sym + " input " + std::to_string(i) + " (" + node.name + ")");
-    values[graph_.arg_nodes[i]] = DataPtr<const float>(*inputs[i]);
+    if (node.dtype == DType::kFloat16) {
+      widen(id, DataPtr<const uint16_t>(*inputs[i]));
+    } else {
+      values[id] = DataPtr<const float>(*inputs[i]);
+    }
   }
   std::vector<int64_t> const_ids = graph_.ConstNodes();
   for (size_t i = 0; i < const_ids.size(); ++i) {
-    values[const_ids[i]] = DataPtr<const float>(*constants_[i].GetDLTensorPtr());
+    values[const_ids[i]] = graph_.nodes[const_ids[i]].dtype == DType::kFloat16
+                               ? widened_constants_[i].data()
+                               : DataPtr<const float>(*constants_[i].GetDLTensorPtr());
   }
-  // An op node that is an output is computed straight into the caller's buffer.
+  // A float32 op node that is an output is computed straight into the caller's buffer.
   std::vector<float*> in_place(count, nullptr);
   for (size_t i = 0; i < outputs.size(); ++i) {
     int64_t head = graph_.heads[i];
     const Node& node = graph_.nodes[head];
     CheckTensor(*outputs[i], node, sym + " output " + std::to_string(i));
-    if (node.kind == NodeKind::kOp && in_place[head] == nullptr) {
+    if (node.kind == NodeKind::kOp && node.dtype == DType::kFloat32 && in_place[head] == nullptr) {
       in_place[head] = DataPtr<float>(*outputs[i]);
     }
   }
-  std::vector<std::vector<float>> scratch(count);
   for (size_t id = 0; id < count; ++id) {
     const Node& node = graph_.nodes[id];
     if (node.kind != NodeKind::kOp) continue;
+    int64_t size = kernels::NumElements(node.shape);
     float* out = in_place[id];
     if (out == nullptr) {
-      scratch[id].resize(kernels::NumElements(node.shape));
-      out = scratch[id].data();
+      owned[id].resize(size);
+      out = owned[id].data();
     }
     std::vector<const float*> in;
     for (int64_t input : node.inputs) in.push_back(values[input]);
     RunNode(graph_, node, in, out);
+    if (node.dtype == DType::kFloat16) kernels::RoundToHalf(out, size);
     values[id] = out;
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    float* dst = DataPtr<float>(*outputs[i]);
+    const Node& node = graph_.nodes[graph_.heads[i]];
     const float* src = values[graph_.heads[i]];
-    if (dst != src) {
-      std::memcpy(dst, src, kernels::NumElements(graph_.nodes[graph_.heads[i]].shape) * 4);
+    int64_t size = kernels::NumElements(node.shape);
+    if (node.dtype == DType::kFloat16) {
+      kernels::FloatToHalf(src, DataPtr<uint16_t>(*outputs[i]), size);
+    } else if (DataPtr<float>(*outputs[i]) != src) {
+      std::memcpy(DataPtr<float>(*outputs[i]), src, size * sizeof(float));
     }
   }
 }

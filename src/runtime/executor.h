@@ -19,7 +19,10 @@ namespace example_npu {
 
 class Executor {
  public:
-  /*! \brief Throws ValueError when the graph uses a dtype the kernels cannot execute yet. */
+  /*!
+   * \brief Throws ValueError when the graph uses a dtype the kernels cannot execute yet.
+   * float16 graphs run on the float32 kernels with every op result rounded to float16.
+   */
   explicit Executor(Graph graph);
 
   const Graph& graph() const { return graph_; }
@@ -38,6 +41,8 @@ class Executor {
  private:
   Graph graph_;
   std::vector<tvm::ffi::Tensor> constants_;
+  /*! \brief float32 copies of float16 constants (empty for float32 ones), made once at init. */
+  std::vector<std::vector<float>> widened_constants_;
   bool constants_bound_ = false;
 };
 

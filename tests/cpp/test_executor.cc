@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/half.h"
 #include "runtime/executor.h"
 
 namespace example_npu {
@@ -71,6 +72,40 @@ TEST(ExecutorTest, HonoursByteOffset) {
   DLTensor out0 = View(&pooled, &pooled_shape), out1 = View(&relu, &x_shape);
   executor.Run({&in}, {&out0, &out1});
   EXPECT_EQ(pooled, (std::vector<float>(4, 3.0f)));
+}
+
+}  // namespace
+}  // namespace example_npu
+
+namespace example_npu {
+namespace {
+
+TEST(ExecutorTest, Float16GraphsAccumulateInFloat32AndRoundEachResult) {
+  // y = reshape(x, (4,)) * c with c a float16 constant.
+  Executor executor(ParseGraph(R"({"version": 1, "symbol": "h", "nodes": [
+    {"op": "input", "name": "x", "shape": [2, 2], "dtype": "float16"},
+    {"op": "const", "name": "c", "shape": [4], "dtype": "float16"},
+    {"op": "reshape", "name": "r", "inputs": [0], "shape": [4], "dtype": "float16"},
+    {"op": "multiply", "name": "y", "inputs": [2, 1], "shape": [4], "dtype": "float16"}],
+    "arg_nodes": [0], "heads": [3]})"));
+  const uint16_t one = 0x3c00, third = 0x3555;  // 1.0 and the float16 nearest 1/3
+  std::vector<uint16_t> x = {one, third, 0xc000, 0x0000}, c = {third, third, third, one}, y(4);
+  std::vector<int64_t> x_shape = {2, 2}, c_shape = {4};
+  DLTensor in{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 16, 1}, x_shape.data(), nullptr, 0};
+  DLTensor out{y.data(), {kDLCPU, 0}, 1, {kDLFloat, 16, 1}, c_shape.data(), nullptr, 0};
+  struct HalfAlloc {
+    std::vector<uint16_t>* src;
+    void AllocData(DLTensor* t) { t->data = src->data(); }
+    void FreeData(DLTensor*) {}
+  };
+  executor.SetConstants({tvm::ffi::Tensor::FromNDAlloc(
+      HalfAlloc{&c}, tvm::ffi::Shape({4}), DLDataType{kDLFloat, 16, 1}, DLDevice{kDLCPU, 0})});
+  executor.Run({&in}, {&out});
+  const float third_f = kernels::HalfToFloat(third);
+  EXPECT_EQ(y[0], third);
+  EXPECT_EQ(y[1], kernels::FloatToHalf(third_f * third_f));
+  EXPECT_EQ(y[2], kernels::FloatToHalf(-2.0f * third_f));
+  EXPECT_EQ(y[3], 0x0000);
 }
 
 }  // namespace

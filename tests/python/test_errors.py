@@ -101,8 +101,8 @@ def test_valid_graph_runs():
         (
             relu_graph(
                 nodes=[
-                    {"op": "input", "name": "x", "shape": [2], "dtype": "float16"},
-                    {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [2], "dtype": "float16"},
+                    {"op": "input", "name": "x", "shape": [2], "dtype": "int8"},
+                    {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [2], "dtype": "int8"},
                 ]
             ),
             "not executable",
