@@ -262,6 +262,8 @@ Graph ParseGraph(const std::string& json_text) {
   }
   Graph graph;
   graph.symbol = root.String_("symbol");
+  if (root.Has("npu_config"))
+    graph.npu_config_json = std::string(json::Stringify(root.Get("npu_config")));
   auto nodes = root.Get("nodes").try_cast<json::Array>();
   if (!nodes.has_value()) TVM_FFI_THROW(ValueError) << "NPU graph.nodes must be a list";
   for (size_t i = 0; i < nodes->size(); ++i) graph.nodes.push_back(ParseNode((*nodes)[i], i));

@@ -44,6 +44,8 @@ struct Node {
 
 struct Graph {
   std::string symbol;
+  /*! \brief The optional "npu_config" object (the NPUConfig it was compiled for), as JSON. */
+  std::string npu_config_json;
   std::vector<Node> nodes;
   std::vector<int64_t> arg_nodes;
   std::vector<int64_t> heads;

@@ -7,7 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "kernels/half.h"
+#include "compiler/compiler.h"
+#include "sim/emulator.h"
 
 namespace example_npu {
 namespace {
@@ -73,198 +74,77 @@ T* DataPtr(const DLTensor& t) {
   return reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset);
 }
 
-kernels::BinaryOp ToBinaryOp(OpKind op) {
-  switch (op) {
-    case OpKind::kSubtract:
-      return kernels::BinaryOp::kSubtract;
-    case OpKind::kMultiply:
-      return kernels::BinaryOp::kMultiply;
-    case OpKind::kDivide:
-      return kernels::BinaryOp::kDivide;
-    default:
-      return kernels::BinaryOp::kAdd;
-  }
-}
-
-kernels::UnaryOp ToUnaryOp(OpKind op) {
-  switch (op) {
-    case OpKind::kClip:
-      return kernels::UnaryOp::kClip;
-    case OpKind::kSigmoid:
-      return kernels::UnaryOp::kSigmoid;
-    case OpKind::kTanh:
-      return kernels::UnaryOp::kTanh;
-    case OpKind::kGelu:
-      return kernels::UnaryOp::kGelu;
-    case OpKind::kGeluTanh:
-      return kernels::UnaryOp::kGeluTanh;
-    default:
-      return kernels::UnaryOp::kRelu;
-  }
-}
-
-/*! \brief Runs one op node; `in` are its input buffers, parallel to node.inputs. */
-void RunNode(const Graph& graph, const Node& node, const std::vector<const float*>& in,
-             float* out) {
-  auto in_shape = [&](size_t i) -> const Shape& { return graph.nodes[node.inputs[i]].shape; };
-  switch (node.op) {
-    case OpKind::kMatmul:
-      kernels::Matmul(in[0], in_shape(0), in[1], in_shape(1), out, node.shape);
-      return;
-    case OpKind::kReshape:
-      std::memcpy(out, in[0], kernels::NumElements(node.shape) * sizeof(float));
-      return;
-    case OpKind::kPermuteDims:
-      kernels::Transpose(in[0], in_shape(0), std::get<PermuteDimsAttrs>(node.attrs).axes, out);
-      return;
-    case OpKind::kConv1d:
-    case OpKind::kConv2d: {
-      const kernels::Conv2dParams& p = std::get<ConvAttrs>(node.attrs).params;
-      kernels::Conv2d(in[0], LiftConv1dData(in_shape(0), p.data_layout), in[1],
-                      LiftConv1dWeight(in_shape(1), p.kernel_layout), out,
-                      LiftConv1dData(node.shape, p.data_layout), p);
-      return;
-    }
-    case OpKind::kMaxPool2d:
-    case OpKind::kAvgPool2d:
-      kernels::Pool2d(in[0], in_shape(0), out, node.shape, std::get<PoolAttrs>(node.attrs).params);
-      return;
-    case OpKind::kBatchNorm: {
-      const BatchNormAttrs& a = std::get<BatchNormAttrs>(node.attrs);
-      kernels::BatchNorm(in[0], in_shape(0), a.axis, in[1], in[2], in[3], in[4], a.epsilon,
-                         a.center, a.scale, out);
-      return;
-    }
-    case OpKind::kSoftmax:
-      kernels::Softmax(in[0], in_shape(0), std::get<SoftmaxAttrs>(node.attrs).axis, out);
-      return;
-    case OpKind::kAdd:
-    case OpKind::kSubtract:
-    case OpKind::kMultiply:
-    case OpKind::kDivide:
-      kernels::Binary(ToBinaryOp(node.op), in[0], in_shape(0), in[1], in_shape(1), out, node.shape);
-      return;
-    case OpKind::kClip: {
-      const ClipAttrs& clip = std::get<ClipAttrs>(node.attrs);
-      kernels::Unary(kernels::UnaryOp::kClip, in[0], out, kernels::NumElements(node.shape),
-                     clip.min, clip.max);
-      return;
-    }
-    case OpKind::kRelu:
-    case OpKind::kSigmoid:
-    case OpKind::kTanh:
-    case OpKind::kGelu:
-    case OpKind::kGeluTanh:
-      kernels::Unary(ToUnaryOp(node.op), in[0], out, kernels::NumElements(node.shape));
-      return;
-  }
-}
-
 }  // namespace
 
-Executor::Executor(Graph graph) : graph_(std::move(graph)) {
-  for (const Node& node : graph_.nodes) {
+Executor::Executor(Graph graph, NPUConfig config) {
+  for (const Node& node : graph.nodes) {
     if (node.dtype != DType::kFloat32 && node.dtype != DType::kFloat16) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << ": dtype " << DTypeName(node.dtype)
                                 << " is not executable by the NPU runtime yet (float32/float16)";
     }
   }
-  constants_bound_ = graph_.ConstNodes().empty();
+  program_ = Compile(graph, config);
+  profile_ = Simulate(program_);
+  constants_bound_ = program_.graph.ConstNodes().empty();
 }
 
 void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {
-  std::vector<int64_t> ids = graph_.ConstNodes();
+  const Graph& graph = program_.graph;
+  std::vector<int64_t> ids = graph.ConstNodes();
   if (constants.size() != ids.size()) {
-    TVM_FFI_THROW(ValueError) << graph_.symbol << ": expected " << ids.size() << " constants, got "
+    TVM_FFI_THROW(ValueError) << graph.symbol << ": expected " << ids.size() << " constants, got "
                               << constants.size();
   }
-  std::vector<std::vector<float>> widened(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    const Node& node = graph_.nodes[ids[i]];
-    const DLTensor& tensor = *constants[i].GetDLTensorPtr();
-    CheckTensor(tensor, node, "constant " + node.name);
-    if (node.dtype == DType::kFloat16) {
-      widened[i].resize(kernels::NumElements(node.shape));
-      kernels::HalfToFloat(DataPtr<const uint16_t>(tensor), widened[i].data(), widened[i].size());
-    }
+    const Node& node = graph.nodes[ids[i]];
+    CheckTensor(*constants[i].GetDLTensorPtr(), node, "constant " + node.name);
   }
   constants_ = std::move(constants);
-  widened_constants_ = std::move(widened);
   constants_bound_ = true;
 }
 
 void Executor::Run(const std::vector<const DLTensor*>& inputs,
                    const std::vector<DLTensor*>& outputs) const {
-  const std::string& sym = graph_.symbol;
+  const Graph& graph = program_.graph;
+  const std::string& sym = graph.symbol;
   if (!constants_bound_) {
     TVM_FFI_THROW(RuntimeError) << sym << ": constants were not initialised (__init_" << sym
                                 << " was not called)";
   }
-  if (inputs.size() != graph_.arg_nodes.size() || outputs.size() != graph_.heads.size()) {
-    TVM_FFI_THROW(ValueError) << sym << " expects " << graph_.arg_nodes.size() << " inputs and "
-                              << graph_.heads.size() << " outputs, got "
+  if (inputs.size() != graph.arg_nodes.size() || outputs.size() != graph.heads.size()) {
+    TVM_FFI_THROW(ValueError) << sym << " expects " << graph.arg_nodes.size() << " inputs and "
+                              << graph.heads.size() << " outputs, got "
                               << inputs.size() + outputs.size() << " arguments";
   }
-  size_t count = graph_.nodes.size();
-  // Every value is float32 while the graph runs; float16 tensors are widened on the way in and
-  // narrowed on the way out, and float16 op results are rounded as a float16 store would.
-  std::vector<const float*> values(count, nullptr);
-  std::vector<std::vector<float>> owned(count);
-  auto widen = [&](size_t id, const uint16_t* half) {
-    owned[id].resize(kernels::NumElements(graph_.nodes[id].shape));
-    kernels::HalfToFloat(half, owned[id].data(), owned[id].size());
-    values[id] = owned[id].data();
-  };
+  DramBindings dram;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    int64_t id = graph_.arg_nodes[i];
-    const Node& node = graph_.nodes[id];
+    const Node& node = graph.nodes[graph.arg_nodes[i]];
     CheckTensor(*inputs[i], node, sym + " input " + std::to_string(i) + " (" + node.name + ")");
-    if (node.dtype == DType::kFloat16) {
-      widen(id, DataPtr<const uint16_t>(*inputs[i]));
-    } else {
-      values[id] = DataPtr<const float>(*inputs[i]);
-    }
-  }
-  std::vector<int64_t> const_ids = graph_.ConstNodes();
-  for (size_t i = 0; i < const_ids.size(); ++i) {
-    values[const_ids[i]] = graph_.nodes[const_ids[i]].dtype == DType::kFloat16
-                               ? widened_constants_[i].data()
-                               : DataPtr<const float>(*constants_[i].GetDLTensorPtr());
-  }
-  // A float32 op node that is an output is computed straight into the caller's buffer.
-  std::vector<float*> in_place(count, nullptr);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    int64_t head = graph_.heads[i];
-    const Node& node = graph_.nodes[head];
-    CheckTensor(*outputs[i], node, sym + " output " + std::to_string(i));
-    if (node.kind == NodeKind::kOp && node.dtype == DType::kFloat32 && in_place[head] == nullptr) {
-      in_place[head] = DataPtr<float>(*outputs[i]);
-    }
-  }
-  for (size_t id = 0; id < count; ++id) {
-    const Node& node = graph_.nodes[id];
-    if (node.kind != NodeKind::kOp) continue;
-    int64_t size = kernels::NumElements(node.shape);
-    float* out = in_place[id];
-    if (out == nullptr) {
-      owned[id].resize(size);
-      out = owned[id].data();
-    }
-    std::vector<const float*> in;
-    for (int64_t input : node.inputs) in.push_back(values[input]);
-    RunNode(graph_, node, in, out);
-    if (node.dtype == DType::kFloat16) kernels::RoundToHalf(out, size);
-    values[id] = out;
+    dram.inputs.push_back(DataPtr<const char>(*inputs[i]));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const Node& node = graph_.nodes[graph_.heads[i]];
-    const float* src = values[graph_.heads[i]];
-    int64_t size = kernels::NumElements(node.shape);
-    if (node.dtype == DType::kFloat16) {
-      kernels::FloatToHalf(src, DataPtr<uint16_t>(*outputs[i]), size);
-    } else if (DataPtr<float>(*outputs[i]) != src) {
-      std::memcpy(DataPtr<float>(*outputs[i]), src, size * sizeof(float));
+    CheckTensor(*outputs[i], graph.nodes[graph.heads[i]], sym + " output " + std::to_string(i));
+    dram.outputs.push_back(DataPtr<char>(*outputs[i]));
+  }
+  for (const tvm::ffi::Tensor& constant : constants_) {
+    dram.constants.push_back(DataPtr<const char>(*constant.GetDLTensorPtr()));
+  }
+  Emulate(program_, dram);
+  // Outputs no group wrote: a returned input or constant, or a value returned twice.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const int64_t head = graph.heads[i];
+    const TensorPlacement& placement = program_.placements[head];
+    if (placement.kind == TensorPlacement::Kind::kOutput &&
+        placement.index == static_cast<int64_t>(i)) {
+      continue;
     }
+    const void* source =
+        placement.kind == TensorPlacement::Kind::kInput   ? dram.inputs[placement.index]
+        : placement.kind == TensorPlacement::Kind::kConst ? dram.constants[placement.index]
+                                                          : dram.outputs[placement.index];
+    std::memcpy(
+        dram.outputs[i], source,
+        kernels::NumElements(graph.nodes[head].shape) * DTypeBytes(graph.nodes[head].dtype));
   }
 }
 

@@ -1,10 +1,10 @@
 /*!
  * \file runtime/executor.h
- * \brief Runs a validated NPU graph on caller-provided DLTensors, node by node.
+ * \brief Runs one NPU function: compiles its graph once for an NPUConfig, then emulates the
+ * command stream on caller-provided DLTensors.
  *
- * The executor is independent of the TVM module protocol (npu_module.cc adapts it), so it can be
- * unit-tested from C++ alone. Run() keeps all intermediate state on its own stack, so one executor
- * may be called from several threads at once.
+ * Independent of the TVM module protocol (npu_module.cc adapts it), so it is unit-tested from
+ * C++ alone. Run() keeps all state of a run local, so one executor may serve several threads.
  */
 #ifndef EXAMPLE_NPU_RUNTIME_EXECUTOR_H_
 #define EXAMPLE_NPU_RUNTIME_EXECUTOR_H_
@@ -13,24 +13,29 @@
 
 #include <vector>
 
+#include "compiler/command_stream.h"
+#include "config/npu_config.h"
 #include "graph/graph.h"
+#include "sim/timing.h"
 
 namespace example_npu {
 
 class Executor {
  public:
   /*!
-   * \brief Throws ValueError when the graph uses a dtype the kernels cannot execute yet.
-   * float16 graphs run on the float32 kernels with every op result rounded to float16.
+   * \brief Compiles `graph` for `config`. Throws ValueError when the graph uses a dtype the
+   * emulator cannot execute (float32 and float16 run; float16 accumulates in float32) or when a
+   * group cannot be tiled into the configured memories.
    */
-  explicit Executor(Graph graph);
+  explicit Executor(Graph graph, NPUConfig config = NPUConfig());
 
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return program_.graph; }
+  const Program& program() const { return program_; }
+  /*! \brief Cycles, traffic and energy of one run (static: it depends on shapes, not values). */
+  const Profile& profile() const { return profile_; }
 
   /*! \brief Binds the const-node tensors, in Graph::ConstNames() order; checks shape and dtype. */
   void SetConstants(std::vector<tvm::ffi::Tensor> constants);
-
-  bool HasConstants() const { return constants_bound_; }
 
   /*!
    * \brief Computes every head into outputs. Checks count, dtype, shape, device and contiguity of
@@ -39,10 +44,9 @@ class Executor {
   void Run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) const;
 
  private:
-  Graph graph_;
+  Program program_;
+  Profile profile_;
   std::vector<tvm::ffi::Tensor> constants_;
-  /*! \brief float32 copies of float16 constants (empty for float32 ones), made once at init. */
-  std::vector<std::vector<float>> widened_constants_;
   bool constants_bound_ = false;
 };
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/npu_config.h"
 #include "graph/graph.h"
 #include "runtime/executor.h"
 
@@ -28,18 +29,46 @@ namespace ffi = tvm::ffi;
 namespace json = tvm::ffi::json;
 
 constexpr const char* kModuleKind = "example_npu_json";
+
+/*!
+ * \brief The calling thread's profiling session (example_npu.profile): while it is open, every
+ * NPU call made on this thread appends its subgraph profile. Thread-local, so concurrent
+ * inference on other threads is neither recorded nor slowed.
+ */
+thread_local std::unique_ptr<std::vector<std::string>> profiling_session;
+
+void BeginProfiling() { profiling_session = std::make_unique<std::vector<std::string>>(); }
+
+ffi::Array<ffi::String> EndProfiling() {
+  ffi::Array<ffi::String> profiles;
+  if (profiling_session) {
+    for (const std::string& profile : *profiling_session) profiles.push_back(profile);
+  }
+  profiling_session.reset();
+  return profiles;
+}
+
+void RecordProfile(const Executor& executor) {
+  if (profiling_session) profiling_session->push_back(executor.profile().ToJSON());
+}
 constexpr int64_t kBytesFormatVersion = 1;
 
 class NPUModuleObj : public ffi::ModuleObj {
  public:
   NPUModuleObj(std::string graph_json, const std::vector<std::string>& const_names)
-      : graph_json_(std::move(graph_json)),
-        executor_(std::make_shared<Executor>(ParseGraph(graph_json_))) {
+      : graph_json_(std::move(graph_json)), executor_(MakeExecutor(graph_json_)) {
     const Graph& graph = executor_->graph();
     if (const_names != graph.ConstNames()) {
       TVM_FFI_THROW(ValueError) << graph.symbol
                                 << ": const_names do not match the graph's const nodes";
     }
+  }
+
+  static std::shared_ptr<Executor> MakeExecutor(const std::string& graph_json) {
+    Graph graph = ParseGraph(graph_json);
+    NPUConfig config =
+        graph.npu_config_json.empty() ? NPUConfig() : NPUConfig::FromJSON(graph.npu_config_json);
+    return std::make_shared<Executor>(std::move(graph), std::move(config));
   }
 
   const char* kind() const final { return kModuleKind; }
@@ -83,7 +112,11 @@ class NPUModuleObj : public ffi::ModuleObj {
     return ffi::Bytes(std::string(json::Stringify(root)));
   }
 
-  ffi::String InspectSource(const ffi::String& /*format*/) const final { return graph_json_; }
+  /*! \brief "" / "json": the NPU graph; "commands": the compiled program and command stream. */
+  ffi::String InspectSource(const ffi::String& format) const final {
+    if (format == "commands") return executor_->program().ToText();
+    return graph_json_;
+  }
 
   static ffi::Module LoadFromBytes(const ffi::Bytes& bytes) {
     ffi::String error;
@@ -140,6 +173,13 @@ class NPUModuleObj : public ffi::ModuleObj {
 };
 
 }  // namespace
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef()
+      .def("example_npu.profiler_begin", BeginProfiling)
+      .def("example_npu.profiler_end", EndProfiling);
+}
 
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;

@@ -1,0 +1,50 @@
+#include "compiler/compiler.h"
+
+#include <tvm/ffi/error.h>
+
+#include "compiler/fusion.h"
+#include "compiler/layout.h"
+#include "compiler/memory_planner.h"
+#include "compiler/tile_scheduler.h"
+#include "compiler/tiling_planner.h"
+
+namespace example_npu {
+
+Program Compile(const Graph& graph, const NPUConfig& config) {
+  config.Validate();
+  Program program;
+  program.graph = graph;
+  program.config = config;
+  const Graph& g = program.graph;
+  std::vector<FusedGroup> groups = FuseGraph(g);
+  LayoutPlan layout = PlanLayout(g, groups);
+  program.dram_scratch_bytes = PlanDram(g, groups, layout, &program.placements);
+  TileScheduler scheduler(g, layout, &program);
+  for (const FusedGroup& group : groups) {
+    if (layout.is_view[group.anchor]) continue;  // read through strides, never materialised
+    std::unique_ptr<TilingRule> rule = MakeTilingRule(g, group, layout, config);
+    TilePlan plan = rule->Plan();
+    GroupInfo info;
+    info.name = g.nodes[group.output()].name;
+    info.nodes.push_back(group.anchor);
+    info.nodes.insert(info.nodes.end(), group.chain.begin(), group.chain.end());
+    if (!plan.ok) {
+      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << plan.reason;
+    }
+    BufferPlanResult buffers = PlanBuffers(plan.buffers, config);
+    if (!buffers.ok) {
+      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << buffers.reason;
+    }
+    info.engine = plan.engine;
+    info.tiles = plan.tiles;
+    info.tile_shape = plan.tile_shape;
+    info.l1_bytes = buffers.layout.l1_bytes;
+    info.l2_bytes = buffers.layout.l2_bytes;
+    scheduler.BeginGroup(static_cast<int64_t>(program.groups.size()), plan.buffers, buffers.layout);
+    program.groups.push_back(info);
+    rule->Emit(&scheduler);
+  }
+  return program;
+}
+
+}  // namespace example_npu

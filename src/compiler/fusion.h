@@ -1,0 +1,39 @@
+/*!
+ * \file compiler/fusion.h
+ * \brief Fusion: groups each anchor op with the elementwise ops that consume its result.
+ *
+ * A fused group runs as one tile loop: the anchor (matmul, convolution, pooling, softmax, ...)
+ * produces an output tile in L1 and the chained elementwise ops (bias add, activation) are
+ * applied to that tile before it is stored, so the intermediates never reach DRAM.
+ */
+#ifndef EXAMPLE_NPU_COMPILER_FUSION_H_
+#define EXAMPLE_NPU_COMPILER_FUSION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace example_npu {
+
+struct FusedGroup {
+  int64_t anchor = -1;
+  /*! \brief Elementwise ops applied in order to the anchor's output tile. */
+  std::vector<int64_t> chain;
+  /*! \brief The node whose value the group stores (the last of the chain, or the anchor). */
+  int64_t output() const { return chain.empty() ? anchor : chain.back(); }
+};
+
+/*! \brief True for ops that map one output element to the same-index element of their input(s). */
+bool IsElementwise(OpKind op);
+
+/*!
+ * \brief Partitions the op nodes into fused groups, in topological order. A consumer joins its
+ * producer's group when it is elementwise, is the producer's only consumer, has the producer's
+ * shape, the producer is not a graph output, and its other operand (if any) comes from DRAM.
+ */
+std::vector<FusedGroup> FuseGraph(const Graph& graph);
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_COMPILER_FUSION_H_

@@ -1,0 +1,122 @@
+#include "compiler/layout.h"
+
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace example_npu {
+namespace {
+
+bool IsSpatialAnchor(OpKind op) {
+  return op == OpKind::kConv2d || op == OpKind::kMaxPool2d || op == OpKind::kAvgPool2d;
+}
+
+bool IsNCHW(const Node& node) {
+  if (const auto* conv = std::get_if<ConvAttrs>(&node.attrs)) {
+    return conv->params.data_layout == kernels::DataLayout::kNCHW;
+  }
+  if (const auto* pool = std::get_if<PoolAttrs>(&node.attrs)) {
+    return pool->params.layout == kernels::DataLayout::kNCHW;
+  }
+  return false;
+}
+
+/*! \brief Storage strides of a tensor stored with `order` (outermost logical dim first). */
+std::vector<int64_t> OrderedStrides(const Shape& shape, const std::vector<int64_t>& order) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= shape[*it];
+  }
+  return strides;
+}
+
+bool IsContiguous(const TensorView& view) { return view.strides == ContiguousStrides(view.shape); }
+
+}  // namespace
+
+std::vector<int64_t> ContiguousStrides(const Shape& shape) {
+  std::vector<int64_t> order(shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  return OrderedStrides(shape, order);
+}
+
+bool UsesNHWCTiles(const Graph& graph, const FusedGroup& group) {
+  const Node& anchor = graph.nodes[group.anchor];
+  return IsSpatialAnchor(anchor.op) && IsNCHW(anchor);
+}
+
+TensorView LayoutPlan::SourceView(const Graph& graph, int64_t id) const {
+  const Node& node = graph.nodes[id];
+  TensorView source = ViewOf(graph, node.inputs[0]);
+  TensorView view{source.tensor, node.shape, {}};
+  if (node.op == OpKind::kPermuteDims) {
+    for (int64_t axis : std::get<PermuteDimsAttrs>(node.attrs).axes) {
+      view.strides.push_back(source.strides[axis]);
+    }
+  } else {
+    TVM_FFI_ICHECK(node.op == OpKind::kReshape && IsContiguous(source))
+        << "node " << node.name << " is not expressible as a view";
+    view.strides = ContiguousStrides(node.shape);
+  }
+  return view;
+}
+
+TensorView LayoutPlan::ViewOf(const Graph& graph, int64_t id) const {
+  if (is_view[id]) return SourceView(graph, id);
+  return TensorView{id, graph.nodes[id].shape,
+                    OrderedStrides(graph.nodes[id].shape, storage_order[id])};
+}
+
+LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups) {
+  const size_t count = graph.nodes.size();
+  LayoutPlan plan;
+  plan.storage_order.resize(count);
+  plan.is_view.assign(count, false);
+  for (size_t id = 0; id < count; ++id) {
+    plan.storage_order[id].resize(graph.nodes[id].shape.size());
+    std::iota(plan.storage_order[id].begin(), plan.storage_order[id].end(), 0);
+  }
+  std::vector<int64_t> group_of(count, -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    group_of[groups[g].anchor] = static_cast<int64_t>(g);
+    for (int64_t id : groups[g].chain) group_of[id] = static_cast<int64_t>(g);
+  }
+  auto is_head = [&](int64_t id) {
+    return std::find(graph.heads.begin(), graph.heads.end(), id) != graph.heads.end();
+  };
+  // Boundary layout conversions: an NCHW result of a spatial group whose every consumer is the
+  // data operand of another NCHW spatial group stays in NHWC between them.
+  for (const FusedGroup& group : groups) {
+    int64_t out = group.output();
+    if (!UsesNHWCTiles(graph, group) || is_head(out)) continue;
+    bool all_nhwc_consumers = true;
+    bool any_consumer = false;
+    for (size_t id = 0; id < count; ++id) {
+      const Node& consumer = graph.nodes[id];
+      if (consumer.kind != NodeKind::kOp) continue;
+      for (size_t k = 0; k < consumer.inputs.size(); ++k) {
+        if (consumer.inputs[k] != out) continue;
+        any_consumer = true;
+        const FusedGroup& consumer_group = groups[group_of[id]];
+        bool data_operand = consumer_group.anchor == static_cast<int64_t>(id) && k == 0;
+        all_nhwc_consumers &= data_operand && UsesNHWCTiles(graph, consumer_group);
+      }
+    }
+    if (any_consumer && all_nhwc_consumers) plan.storage_order[out] = {0, 2, 3, 1};
+  }
+  // Views: permute_dims / reshape read by other ops only (reshape needs a contiguous source).
+  for (size_t id = 0; id < count; ++id) {
+    const Node& node = graph.nodes[id];
+    if (node.kind != NodeKind::kOp || is_head(static_cast<int64_t>(id))) continue;
+    if (node.op == OpKind::kPermuteDims) plan.is_view[id] = true;
+    if (node.op == OpKind::kReshape) {
+      plan.is_view[id] = IsContiguous(plan.ViewOf(graph, node.inputs[0]));
+    }
+  }
+  return plan;
+}
+
+}  // namespace example_npu

@@ -1,0 +1,40 @@
+/*!
+ * \file compiler/memory_planner.h
+ * \brief Memory planning: on-chip buffer offsets per group, DRAM offsets for intermediates.
+ *
+ * L1 holds one group's tile buffers at a time (every slot of every buffer class, laid out
+ * back to back, 64-byte aligned); staged weights go to L2. Intermediates between groups live in
+ * DRAM scratch, where a tensor's bytes are reused once its last reader group has run.
+ */
+#ifndef EXAMPLE_NPU_COMPILER_MEMORY_PLANNER_H_
+#define EXAMPLE_NPU_COMPILER_MEMORY_PLANNER_H_
+
+#include <string>
+#include <vector>
+
+#include "compiler/command_stream.h"
+#include "compiler/fusion.h"
+#include "compiler/layout.h"
+#include "compiler/tile_scheduler.h"
+
+namespace example_npu {
+
+/*! \brief Lays out the slots of `classes`; ok=false with a reason when they exceed a tier. */
+struct BufferPlanResult {
+  bool ok = false;
+  std::string reason;
+  BufferLayout layout;
+};
+BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUConfig& config);
+
+/*!
+ * \brief Places every tensor: inputs, outputs and constants where the caller keeps them,
+ * materialised intermediates in DRAM scratch with liveness-based reuse (first-fit over the
+ * interval of groups from producer to last reader). Returns the scratch size in bytes.
+ */
+int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
+                 const LayoutPlan& layout, std::vector<TensorPlacement>* placements);
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_COMPILER_MEMORY_PLANNER_H_

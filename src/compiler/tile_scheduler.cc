@@ -1,0 +1,172 @@
+#include "compiler/tile_scheduler.h"
+
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+namespace example_npu {
+namespace {
+
+// DRAM and CMX move whole bursts: a strided run shorter than this still costs a full burst.
+constexpr int64_t kBurstBytes = 32;
+
+std::vector<int64_t> BoxKey(const TensorView& view, const TensorBox& box) {
+  std::vector<int64_t> key = {view.tensor};
+  key.insert(key.end(), view.strides.begin(), view.strides.end());
+  key.insert(key.end(), box.begin.begin(), box.begin.end());
+  key.insert(key.end(), box.extent.begin(), box.extent.end());
+  key.insert(key.end(), box.tile_order.begin(), box.tile_order.end());
+  return key;
+}
+
+Shape TileShape(const TensorBox& box) {
+  Shape shape;
+  for (int64_t axis : box.tile_order) shape.push_back(box.extent[axis]);
+  return shape;
+}
+
+}  // namespace
+
+int64_t TileElementBytes(DType dtype) { return DTypeBytes(dtype); }
+
+TileScheduler::TileScheduler(const Graph& graph, const LayoutPlan& layout, Program* program)
+    : graph_(graph), layout_(layout), program_(program) {}
+
+void TileScheduler::BeginGroup(int64_t group, const std::vector<BufferClass>& classes,
+                               const BufferLayout& buffers) {
+  group_ = group;
+  classes_ = classes;
+  slots_.assign(classes.size(), {});
+  next_slot_.assign(classes.size(), 0);
+  l2_offsets_ = buffers.l2_offsets;
+  l2_stage_command_.assign(classes.size(), -1);
+  for (size_t c = 0; c < classes.size(); ++c) {
+    for (int64_t offset : buffers.l1_offsets[c]) {
+      Slot slot;
+      slot.offset = offset;
+      slots_[c].push_back(slot);
+    }
+  }
+}
+
+TileScheduler::Slot& TileScheduler::SlotAt(const TileRef& tile) {
+  for (auto& cls : slots_) {
+    for (Slot& slot : cls) {
+      if (slot.offset == tile.offset) return slot;
+    }
+  }
+  TVM_FFI_THROW(InternalError) << "no L1 slot at offset " << tile.offset;
+  TVM_FFI_UNREACHABLE();
+}
+
+int64_t TileScheduler::Append(Command command) {
+  command.id = static_cast<int64_t>(program_->commands.size());
+  command.group = group_;
+  std::sort(command.deps.begin(), command.deps.end());
+  command.deps.erase(std::unique(command.deps.begin(), command.deps.end()), command.deps.end());
+  program_->commands.push_back(std::move(command));
+  return program_->commands.back().id;
+}
+
+void TileScheduler::AddDeps(Command* command, const Slot& slot, bool writes) const {
+  if (slot.writer >= 0) command->deps.push_back(slot.writer);
+  if (writes) command->deps.insert(command->deps.end(), slot.readers.begin(), slot.readers.end());
+}
+
+int64_t TileScheduler::BusBytes(const TensorView& view, const TensorBox& box, DType dtype) const {
+  std::vector<size_t> dims(box.extent.size());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::sort(dims.begin(), dims.end(),
+            [&](size_t a, size_t b) { return view.strides[a] < view.strides[b]; });
+  int64_t run = 1;
+  int64_t expected_stride = 1;
+  for (size_t d : dims) {
+    if (box.extent[d] == 1) continue;
+    if (view.strides[d] != expected_stride) break;
+    run *= box.extent[d];
+    expected_stride = view.strides[d] * box.extent[d];
+  }
+  const int64_t elements = kernels::NumElements(box.extent);
+  const int64_t run_bytes = run * DTypeBytes(dtype);
+  const int64_t bursts = (run_bytes + kBurstBytes - 1) / kBurstBytes;
+  return (elements / std::max<int64_t>(run, 1)) * bursts * kBurstBytes;
+}
+
+TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox& box) {
+  const DType dtype = graph_.nodes[view.tensor].dtype;
+  std::vector<int64_t> key = BoxKey(view, box);
+  for (Slot& slot : slots_[cls]) {
+    if (slot.key == key) return TileRef{Tier::kL1, slot.offset, TileShape(box), dtype};
+  }
+  Command command;
+  command.is_dma = true;
+  DmaCommand& dma = command.dma;
+  dma.box = box;
+  dma.view = view;
+  if (classes_[cls].staged_in_l2) {
+    if (l2_stage_command_[cls] < 0) {
+      // Stage the whole tensor in L2 once; every tile then loads from there.
+      const Shape& full = graph_.nodes[view.tensor].shape;
+      TensorView storage = layout_.ViewOf(graph_, view.tensor);
+      Command stage;
+      stage.is_dma = true;
+      stage.dma.view = storage;
+      stage.dma.box = TensorBox{view.tensor, std::vector<int64_t>(full.size(), 0), full,
+                                layout_.storage_order[view.tensor]};
+      stage.dma.tile = TileRef{Tier::kL2, l2_offsets_[cls], TileShape(stage.dma.box), dtype};
+      stage.dma.bus_bytes = BusBytes(storage, stage.dma.box, dtype);
+      l2_stage_command_[cls] = Append(std::move(stage));
+    }
+    dma.remote_tier = Tier::kL2;
+    dma.remote_offset = l2_offsets_[cls];
+    command.deps.push_back(l2_stage_command_[cls]);
+  }
+  Slot& slot = slots_[cls][next_slot_[cls]];
+  next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
+  dma.tile = TileRef{Tier::kL1, slot.offset, TileShape(box), dtype};
+  dma.bus_bytes = BusBytes(view, box, dtype);
+  AddDeps(&command, slot, /*writes=*/true);
+  slot.writer = Append(std::move(command));
+  slot.readers.clear();
+  slot.key = std::move(key);
+  return program_->commands[slot.writer].dma.tile;
+}
+
+TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape) {
+  Slot& slot = slots_[cls][next_slot_[cls]];
+  next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
+  slot.key.clear();
+  return TileRef{Tier::kL1, slot.offset, shape, DType::kFloat32};
+}
+
+void TileScheduler::Compute(ComputeCommand compute) {
+  Command command;
+  for (const TileRef& input : compute.inputs) AddDeps(&command, SlotAt(input), false);
+  Slot& out = SlotAt(compute.output);
+  AddDeps(&command, out, /*writes=*/true);
+  command.compute = std::move(compute);
+  const int64_t id = Append(std::move(command));
+  for (const TileRef& input : program_->commands[id].compute.inputs) {
+    SlotAt(input).readers.push_back(id);
+  }
+  out.writer = id;
+  out.readers.clear();
+  out.key.clear();
+}
+
+void TileScheduler::Store(const TileRef& tile, const TensorView& view, const TensorBox& box) {
+  Command command;
+  command.is_dma = true;
+  command.dma.store = true;
+  command.dma.view = view;
+  command.dma.box = box;
+  command.dma.tile = tile;
+  command.dma.bus_bytes = BusBytes(view, box, graph_.nodes[view.tensor].dtype);
+  Slot& slot = SlotAt(tile);
+  AddDeps(&command, slot, /*writes=*/false);
+  slot.readers.push_back(Append(std::move(command)));
+}
+
+}  // namespace example_npu

@@ -1,0 +1,449 @@
+/*!
+ * \file compiler/tiling_planner.cc
+ * \brief Tiling rules for elementwise, softmax, pooling and copy groups, and the rule factory.
+ * Matmul and convolution live in tiling_planner_gemm.cc.
+ */
+#include "compiler/tiling_planner.h"
+
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "compiler/tiling_planner_details.h"
+#include "kernels/window.h"
+
+namespace example_npu {
+namespace tiling {
+
+void ForEachTile(
+    const Shape& full, const std::vector<int64_t>& order, const std::vector<int64_t>& tile,
+    const std::function<void(const std::vector<int64_t>&, const std::vector<int64_t>&)>& fn) {
+  const size_t rank = full.size();
+  std::vector<int64_t> begin(rank, 0);
+  std::vector<int64_t> extent(rank, 0);
+  for (int64_t dim : full) {
+    if (dim == 0) return;
+  }
+  while (true) {
+    for (size_t d = 0; d < rank; ++d) extent[d] = std::min(tile[d], full[d] - begin[d]);
+    fn(begin, extent);
+    // Advance the innermost dim of `order` first.
+    int64_t k = static_cast<int64_t>(order.size()) - 1;
+    for (; k >= 0; --k) {
+      const int64_t d = order[k];
+      begin[d] += tile[d];
+      if (begin[d] < full[d]) break;
+      begin[d] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile) {
+  int64_t count = 1;
+  for (size_t d = 0; d < full.size(); ++d) count *= (full[d] + tile[d] - 1) / tile[d];
+  return count;
+}
+
+std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
+                              const std::vector<int64_t>& order) {
+  std::vector<int64_t> result;
+  for (int64_t axis : order) result.push_back(values[axis]);
+  return result;
+}
+
+GroupTiler::GroupTiler(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
+                       const NPUConfig& config)
+    : graph_(graph), group_(group), layout_(layout), config_(config) {}
+
+TensorView GroupTiler::OperandView(const Node& node, size_t input, size_t rank) const {
+  TensorView view = layout_.ViewOf(graph_, node.inputs[input]);
+  if (node.op == OpKind::kBatchNorm && input > 0) {
+    // A per-channel parameter: unit everywhere except the normalised axis.
+    const int64_t axis = std::get<BatchNormAttrs>(node.attrs).axis;
+    TensorView placed{view.tensor, Shape(rank, 1), std::vector<int64_t>(rank, 0)};
+    placed.shape[axis] = view.shape[0];
+    placed.strides[axis] = view.strides[0];
+    return Lift(placed);
+  }
+  const size_t pad = rank - view.shape.size();
+  view.shape.insert(view.shape.begin(), pad, 1);
+  view.strides.insert(view.strides.begin(), pad, 0);
+  return Lift(view);
+}
+
+TensorBox GroupTiler::ProjectBox(const TensorView& view, const TensorBox& out_box) {
+  TensorBox box{view.tensor, out_box.begin, out_box.extent, out_box.tile_order};
+  for (size_t d = 0; d < view.shape.size(); ++d) {
+    if (view.shape[d] == 1) {
+      box.begin[d] = 0;
+      box.extent[d] = 1;
+    }
+  }
+  return box;
+}
+
+int64_t GroupTiler::EpilogueBytes(const std::vector<int64_t>& out_extent) const {
+  const size_t rank = OutputNode().shape.size();
+  TensorBox out_box{-1, std::vector<int64_t>(out_extent.size(), 0), out_extent, {}};
+  int64_t bytes = 2 * AlignUp(kernels::NumElements(out_extent) * 4);
+  int64_t tail = group_.anchor;
+  for (int64_t id : group_.chain) {
+    const Node& node = graph_.nodes[id];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.inputs[k] == tail) continue;
+      TensorBox side = ProjectBox(OperandView(node, k, rank), out_box);
+      bytes += 2 * AlignUp(kernels::NumElements(side.extent) * DTypeBytes(node.dtype));
+    }
+    tail = id;
+  }
+  return bytes;
+}
+
+void GroupTiler::AddEpilogueBuffers(const std::vector<int64_t>& out_extent,
+                                    std::vector<BufferClass>* out) {
+  const size_t rank = OutputNode().shape.size();
+  TensorBox out_box{-1, std::vector<int64_t>(out_extent.size(), 0), out_extent, {}};
+  chain_class_base_ = static_cast<int64_t>(out->size());
+  int64_t tail = group_.anchor;
+  for (int64_t id : group_.chain) {
+    const Node& node = graph_.nodes[id];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.inputs[k] == tail) continue;
+      TensorBox side = ProjectBox(OperandView(node, k, rank), out_box);
+      out->push_back(
+          BufferClass{AlignUp(kernels::NumElements(side.extent) * DTypeBytes(node.dtype)), 2});
+    }
+    tail = id;
+  }
+  result_class_ = static_cast<int64_t>(out->size());
+  out->push_back(BufferClass{AlignUp(kernels::NumElements(out_extent) * 4), 2});
+}
+
+TileRef GroupTiler::NewResult(TileScheduler* scheduler, const TensorBox& out_box) const {
+  return scheduler->NewResult(result_class_, Permuted(out_box.extent, out_box.tile_order));
+}
+
+ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
+                                       std::vector<TileRef> inputs, const TileRef& output,
+                                       OpAttrs attrs) const {
+  ComputeCommand compute;
+  switch (node.op) {
+    case OpKind::kMatmul:
+    case OpKind::kConv1d:
+    case OpKind::kConv2d:
+      compute.engine = Engine::kMatrix;
+      break;
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+      compute.engine = Engine::kPooling;
+      break;
+    case OpKind::kSoftmax:
+    case OpKind::kSigmoid:
+    case OpKind::kTanh:
+    case OpKind::kGelu:
+    case OpKind::kGeluTanh:
+      compute.engine = Engine::kActivation;
+      break;
+    default:
+      compute.engine = Engine::kVector;
+  }
+  compute.node = node_id;
+  compute.attrs = std::move(attrs);
+  compute.inputs = std::move(inputs);
+  compute.output = output;
+  compute.elements = kernels::NumElements(output.shape);
+  compute.round_to_half = node.dtype == DType::kFloat16;
+  return compute;
+}
+
+void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
+                              const TensorBox& out_box) const {
+  const size_t rank = OutputNode().shape.size();
+  int64_t side_class = chain_class_base_;
+  int64_t tail = group_.anchor;
+  for (int64_t id : group_.chain) {
+    const Node& node = graph_.nodes[id];
+    std::vector<TileRef> inputs;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.inputs[k] == tail) {
+        inputs.push_back(result);
+        continue;
+      }
+      TensorView view = OperandView(node, k, rank);
+      inputs.push_back(scheduler->Load(side_class++, view, ProjectBox(view, out_box)));
+    }
+    OpAttrs attrs = node.attrs;
+    if (auto* bn = std::get_if<BatchNormAttrs>(&attrs)) {
+      bn->axis = std::find(out_box.tile_order.begin(), out_box.tile_order.end(), bn->axis) -
+                 out_box.tile_order.begin();
+    }
+    scheduler->Compute(MakeCompute(node, id, std::move(inputs), result, std::move(attrs)));
+    tail = id;
+  }
+  scheduler->Store(result, Lift(layout_.ViewOf(graph_, group_.output())), out_box);
+}
+
+namespace {
+
+/*!
+ * \brief Largest output tile (inner dims of `order` grown first, outer dims then 1) whose
+ * working set fits `budget`; `fixed` dims are never split. Returns an empty vector if even the
+ * smallest tile does not fit.
+ */
+std::vector<int64_t> ChooseOutputTile(
+    const Shape& full, const std::vector<int64_t>& order, const std::vector<bool>& fixed,
+    int64_t budget, const std::function<int64_t(const std::vector<int64_t>&)>& cost,
+    int64_t granule) {
+  std::vector<int64_t> tile(full.size(), 1);
+  for (size_t d = 0; d < full.size(); ++d) {
+    if (fixed[d]) tile[d] = full[d];
+  }
+  if (cost(tile) > budget) return {};
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int64_t d = *it;
+    if (fixed[d]) continue;
+    tile[d] = full[d];
+    if (cost(tile) <= budget) continue;
+    int64_t lo = 1, hi = full[d] - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      tile[d] = mid;
+      if (cost(tile) <= budget) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    tile[d] = lo >= granule ? lo / granule * granule : lo;
+    break;
+  }
+  return tile;
+}
+
+/*! \brief Unary / binary / batch_norm anchors and softmax: tiles of the output, inputs projected.
+ */
+class ElementwiseRule : public GroupTiler {
+ public:
+  using GroupTiler::GroupTiler;
+
+  TilePlan Plan() override {
+    const Node& anchor = Anchor();
+    const Shape& full = anchor.shape;
+    order_.resize(full.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::vector<bool> fixed(full.size(), false);
+    if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
+    auto cost = [&](const std::vector<int64_t>& extent) {
+      return InputBytes(extent) + EpilogueBytes(extent);
+    };
+    TilePlan plan;
+    plan.engine = MakeCompute(anchor, group_.anchor, {}, TileRef{}, {}).engine;
+    tile_ = ChooseOutputTile(full, order_, fixed, L1Budget(), cost, config_.vector_elements);
+    if (tile_.empty()) {
+      plan.reason = std::string(OpKindName(anchor.op)) + ": the smallest tile does not fit L1";
+      return plan;
+    }
+    TensorBox out_box{-1, std::vector<int64_t>(full.size(), 0), tile_, order_};
+    for (size_t k = 0; k < anchor.inputs.size(); ++k) {
+      TensorBox box = ProjectBox(OperandView(anchor, k, full.size()), out_box);
+      plan.buffers.push_back(
+          BufferClass{AlignUp(kernels::NumElements(box.extent) * DTypeBytes(anchor.dtype)), 2});
+    }
+    AddEpilogueBuffers(tile_, &plan.buffers);
+    plan.ok = true;
+    plan.tile_shape = tile_;
+    plan.tiles = CountTiles(full, tile_);
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    const Node& anchor = Anchor();
+    ForEachTile(anchor.shape, order_, tile_,
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  TensorBox out_box{-1, begin, extent, order_};
+                  std::vector<TileRef> inputs;
+                  for (size_t k = 0; k < anchor.inputs.size(); ++k) {
+                    TensorView view = OperandView(anchor, k, anchor.shape.size());
+                    inputs.push_back(
+                        scheduler->Load(static_cast<int64_t>(k), view, ProjectBox(view, out_box)));
+                  }
+                  TileRef result = NewResult(scheduler, out_box);
+                  scheduler->Compute(
+                      MakeCompute(anchor, group_.anchor, std::move(inputs), result, anchor.attrs));
+                  EmitEpilogue(scheduler, result, out_box);
+                });
+  }
+
+ private:
+  int64_t InputBytes(const std::vector<int64_t>& extent) const {
+    const Node& anchor = Anchor();
+    TensorBox out_box{-1, std::vector<int64_t>(extent.size(), 0), extent, order_};
+    int64_t bytes = 0;
+    for (size_t k = 0; k < anchor.inputs.size(); ++k) {
+      TensorBox box = ProjectBox(OperandView(anchor, k, extent.size()), out_box);
+      bytes += 2 * AlignUp(kernels::NumElements(box.extent) * DTypeBytes(anchor.dtype));
+    }
+    return bytes;
+  }
+
+  std::vector<int64_t> order_;
+  std::vector<int64_t> tile_;
+};
+
+/*! \brief A materialised permute_dims / reshape: DMA-only, load a box of the source view in
+ * output order and store it. */
+class CopyRule : public GroupTiler {
+ public:
+  using GroupTiler::GroupTiler;
+
+  TilePlan Plan() override {
+    const Shape& full = Anchor().shape;
+    order_.resize(full.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    const int64_t item = DTypeBytes(Anchor().dtype);
+    auto cost = [&](const std::vector<int64_t>& extent) {
+      return 2 * AlignUp(kernels::NumElements(extent) * item);
+    };
+    TilePlan plan;
+    plan.engine = Engine::kDma;
+    tile_ = ChooseOutputTile(full, order_, std::vector<bool>(full.size(), false), L1Budget(), cost,
+                             config_.vector_elements);
+    if (tile_.empty()) {
+      plan.reason = "copy: the smallest tile does not fit L1";
+      return plan;
+    }
+    plan.buffers.push_back(BufferClass{cost(tile_) / 2, 2});
+    plan.ok = true;
+    plan.tile_shape = tile_;
+    plan.tiles = CountTiles(full, tile_);
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    TensorView source = layout_.SourceView(graph_, group_.anchor);
+    TensorView target = layout_.ViewOf(graph_, group_.anchor);
+    ForEachTile(Anchor().shape, order_, tile_,
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  TensorBox box{-1, begin, extent, order_};
+                  TileRef tile = scheduler->Load(0, source, box);
+                  scheduler->Store(tile, target, box);
+                });
+  }
+
+ private:
+  std::vector<int64_t> order_;
+  std::vector<int64_t> tile_;
+};
+
+/*! \brief Pooling on NHWC tiles: tiles of (n, oh, ow, c) with the input window halo. */
+class PoolRule : public GroupTiler {
+ public:
+  using GroupTiler::GroupTiler;
+
+  TilePlan Plan() override {
+    const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
+    nchw_ = p.layout == kernels::DataLayout::kNCHW;
+    order_ = nchw_ ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 1, 2, 3};
+    const Shape& full = Anchor().shape;
+    const int64_t item = DTypeBytes(Anchor().dtype);
+    auto cost = [&](const std::vector<int64_t>& extent) {
+      TensorBox out_box{-1, std::vector<int64_t>(4, 0), extent, order_};
+      return 2 * AlignUp(kernels::NumElements(InputBox(out_box).box.extent) * item) +
+             EpilogueBytes(extent);
+    };
+    TilePlan plan;
+    plan.engine = Engine::kPooling;
+    tile_ = ChooseOutputTile(full, order_, std::vector<bool>(4, false), L1Budget(), cost,
+                             config_.vector_elements);
+    if (tile_.empty()) {
+      plan.reason = "pool2d: the smallest tile does not fit L1";
+      return plan;
+    }
+    plan.buffers.push_back(BufferClass{cost(tile_) - EpilogueBytes(tile_), 1});
+    plan.buffers[0].bytes /= 2;
+    plan.buffers[0].slots = 2;
+    AddEpilogueBuffers(tile_, &plan.buffers);
+    plan.ok = true;
+    plan.tile_shape = tile_;
+    plan.tiles = CountTiles(full, tile_);
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    TensorView input = layout_.ViewOf(graph_, Anchor().inputs[0]);
+    ForEachTile(Anchor().shape, order_, tile_,
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  TensorBox out_box{-1, begin, extent, order_};
+                  Halo halo = InputBox(out_box);
+                  TileRef in = scheduler->Load(0, input, halo.box);
+                  TileRef result = NewResult(scheduler, out_box);
+                  PoolAttrs attrs = std::get<PoolAttrs>(Anchor().attrs);
+                  attrs.params.layout = kernels::DataLayout::kNHWC;
+                  attrs.params.padding = halo.padding;
+                  ComputeCommand compute =
+                      MakeCompute(Anchor(), group_.anchor, {in}, result, attrs);
+                  compute.elements = kernels::NumElements(result.shape) *
+                                     attrs.params.pool_size[0] * attrs.params.pool_size[1];
+                  scheduler->Compute(std::move(compute));
+                  EmitEpilogue(scheduler, result, out_box);
+                });
+  }
+
+ private:
+  struct Halo {
+    TensorBox box;
+    std::array<int64_t, 4> padding;
+  };
+
+  /*! \brief The input rows/cols an output box reads, and the padding left at the tile edges. */
+  Halo InputBox(const TensorBox& out_box) const {
+    const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
+    const Shape& in_shape = graph_.nodes[Anchor().inputs[0]].shape;
+    Halo halo{TensorBox{-1, out_box.begin, out_box.extent, order_}, {0, 0, 0, 0}};
+    const int64_t h_axis = nchw_ ? 2 : 1;
+    for (int64_t s = 0; s < 2; ++s) {
+      const int64_t axis = h_axis + s;
+      const int64_t first = out_box.begin[axis] * p.strides[s] - p.padding[s];
+      const int64_t last = (out_box.begin[axis] + out_box.extent[axis] - 1) * p.strides[s] -
+                           p.padding[s] + (p.pool_size[s] - 1) * p.dilation[s] + 1;
+      const int64_t lo = std::max<int64_t>(0, first);
+      const int64_t hi = std::min(in_shape[axis], last);
+      halo.box.begin[axis] = lo;
+      halo.box.extent[axis] = std::max<int64_t>(0, hi - lo);
+      halo.padding[s] = lo - first;
+      halo.padding[s + 2] = std::min(p.padding[s + 2], std::max<int64_t>(0, last - in_shape[axis]));
+    }
+    return halo;
+  }
+
+  bool nchw_ = true;
+  std::vector<int64_t> order_;
+  std::vector<int64_t> tile_;
+};
+
+}  // namespace
+}  // namespace tiling
+
+std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup& group,
+                                           const LayoutPlan& layout, const NPUConfig& config) {
+  switch (graph.nodes[group.anchor].op) {
+    case OpKind::kMatmul:
+      return tiling::MakeMatmulRule(graph, group, layout, config);
+    case OpKind::kConv1d:
+    case OpKind::kConv2d:
+      return tiling::MakeConvRule(graph, group, layout, config);
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+      return std::make_unique<tiling::PoolRule>(graph, group, layout, config);
+    case OpKind::kPermuteDims:
+    case OpKind::kReshape:
+      return std::make_unique<tiling::CopyRule>(graph, group, layout, config);
+    default:
+      return std::make_unique<tiling::ElementwiseRule>(graph, group, layout, config);
+  }
+}
+
+}  // namespace example_npu

@@ -1,0 +1,90 @@
+/*!
+ * \file compiler/tiling_planner_details.h
+ * \brief Shared machinery of the tiling rules: fused-chain epilogues and output-tile iteration.
+ */
+#ifndef EXAMPLE_NPU_COMPILER_TILING_PLANNER_DETAILS_H_
+#define EXAMPLE_NPU_COMPILER_TILING_PLANNER_DETAILS_H_
+
+#include <functional>
+#include <vector>
+
+#include "compiler/tiling_planner.h"
+
+namespace example_npu {
+namespace tiling {
+
+constexpr int64_t kAlignBytes = 64;
+
+inline int64_t AlignUp(int64_t bytes) {
+  return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+}
+
+/*! \brief Calls fn(begin, extent) for every tile of `full`, nesting dims in `order` (outer first).
+ */
+void ForEachTile(
+    const Shape& full, const std::vector<int64_t>& order, const std::vector<int64_t>& tile,
+    const std::function<void(const std::vector<int64_t>&, const std::vector<int64_t>&)>& fn);
+
+int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile);
+
+/*! \brief `values` permuted into `order`. */
+std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
+                              const std::vector<int64_t>& order);
+
+/*!
+ * \brief Base of every rule: owns the group's fused elementwise chain (its side operands become
+ * buffer classes appended after the rule's own) and the final store of the result tile.
+ */
+class GroupTiler : public TilingRule {
+ public:
+  GroupTiler(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
+             const NPUConfig& config);
+
+ protected:
+  /*!
+   * \brief Maps a view in the output's logical rank to the rule's tile space (conv1d and 1-D
+   * matmul operands insert unit dims there); identity for most rules.
+   */
+  virtual TensorView Lift(const TensorView& view) const { return view; }
+
+  const Node& Anchor() const { return graph_.nodes[group_.anchor]; }
+  const Node& OutputNode() const { return graph_.nodes[group_.output()]; }
+  int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
+
+  /*! \brief Bytes of all chain side-operand slots plus the two float32 result slots. */
+  int64_t EpilogueBytes(const std::vector<int64_t>& out_extent) const;
+  /*! \brief Appends the chain and result buffer classes (call last in Plan()). */
+  void AddEpilogueBuffers(const std::vector<int64_t>& out_extent, std::vector<BufferClass>* out);
+
+  /*! \brief The view of operand `input` of `node`, padded with leading unit dims to `rank` (and
+   * for batch_norm parameters, placed on the normalised axis). */
+  TensorView OperandView(const Node& node, size_t input, size_t rank) const;
+  /*! \brief The box of `view` that broadcasts onto the output box (unit dims stay unit). */
+  static TensorBox ProjectBox(const TensorView& view, const TensorBox& out_box);
+
+  /*! \brief A new result tile for the output box (float32, in out_box.tile_order). */
+  TileRef NewResult(TileScheduler* scheduler, const TensorBox& out_box) const;
+  /*! \brief Applies the chain to `result` in place, then stores it to out_box of the output. */
+  void EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
+                    const TensorBox& out_box) const;
+  /*! \brief Computes `node` on the given tiles (engine chosen by op). */
+  ComputeCommand MakeCompute(const Node& node, int64_t node_id, std::vector<TileRef> inputs,
+                             const TileRef& output, OpAttrs attrs) const;
+
+  const Graph& graph_;
+  FusedGroup group_;
+  const LayoutPlan& layout_;
+  const NPUConfig& config_;
+  int64_t chain_class_base_ = 0;
+  int64_t result_class_ = 0;
+};
+
+std::unique_ptr<TilingRule> MakeMatmulRule(const Graph& graph, const FusedGroup& group,
+                                           const LayoutPlan& layout, const NPUConfig& config);
+std::unique_ptr<TilingRule> MakeConvRule(const Graph& graph, const FusedGroup& group,
+                                         const LayoutPlan& layout, const NPUConfig& config);
+
+}  // namespace tiling
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_COMPILER_TILING_PLANNER_DETAILS_H_

@@ -1,0 +1,407 @@
+/*!
+ * \file compiler/tiling_planner_gemm.cc
+ * \brief Tiling rules of the matrix engine: matmul (batched, broadcast) and convolution.
+ *
+ * Both search tile sizes aligned to the engine (multiples of matrix_engine_dim) for the least
+ * estimated time max(compute, DRAM traffic / bandwidth), where traffic accounts for which operand
+ * a loop order keeps resident: matmul iterates (batch, m, n, k) so an lhs strip is reused across
+ * n when K is not split; convolution iterates (n, oh, ow, oc, ic) so an input tile is reused
+ * across output-channel blocks and the whole weight stays resident when it fits. Re-read weights
+ * that fit L2 are staged there once.
+ */
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include "compiler/tiling_planner_details.h"
+
+namespace example_npu {
+namespace tiling {
+namespace {
+
+/*! \brief Tile-size candidates for an extent: the extent, engine multiples, and small sizes. */
+std::vector<int64_t> Candidates(int64_t extent, int64_t granule) {
+  std::set<int64_t> values = {extent};
+  for (int64_t v = granule; v < extent; v *= 2) values.insert(v);
+  for (int64_t v = 1; v < std::min(extent, granule); v *= 2) values.insert(v);
+  return std::vector<int64_t>(values.rbegin(), values.rend());
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/*! \brief Inserts a unit dim (stride 0) at `position`. */
+TensorView InsertUnitDim(TensorView view, size_t position) {
+  view.shape.insert(view.shape.begin() + position, 1);
+  view.strides.insert(view.strides.begin() + position, 0);
+  return view;
+}
+
+class MatmulRule : public GroupTiler {
+ public:
+  MatmulRule(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
+             const NPUConfig& config)
+      : GroupTiler(graph, group, layout, config) {
+    const Shape& a = graph_.nodes[Anchor().inputs[0]].shape;
+    const Shape& b = graph_.nodes[Anchor().inputs[1]].shape;
+    lhs_vector_ = a.size() == 1;
+    rhs_vector_ = b.size() == 1;
+    out_ =
+        Lift(TensorView{-1, Anchor().shape, std::vector<int64_t>(Anchor().shape.size(), 0)}).shape;
+    rank_ = out_.size();
+    m_ = out_[rank_ - 2];
+    n_ = out_[rank_ - 1];
+    k_ = lhs_vector_ ? a[0] : a.back();
+  }
+
+  TensorView Lift(const TensorView& view) const override {
+    TensorView lifted = view;
+    if (lhs_vector_) lifted = InsertUnitDim(lifted, lifted.shape.size() - (rhs_vector_ ? 0 : 1));
+    if (rhs_vector_) lifted = InsertUnitDim(lifted, lifted.shape.size());
+    return lifted;
+  }
+
+  TilePlan Plan() override {
+    const int64_t item = DTypeBytes(Anchor().dtype);
+    const int64_t dim = config_.matrix_engine_dim;
+    const double slow = static_cast<double>(dim * dim) / config_.MatrixMacsPerCycle(Anchor().dtype);
+    const int64_t batches = kernels::NumElements(Shape(out_.begin(), out_.end() - 2));
+    const int64_t rhs_bytes = kernels::NumElements(graph_.nodes[Anchor().inputs[1]].shape) * item;
+    const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
+    const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
+    double best = std::numeric_limits<double>::infinity();
+    TilePlan plan;
+    plan.engine = Engine::kMatrix;
+    for (int64_t mt : Candidates(m_, dim)) {
+      for (int64_t nt : Candidates(n_, dim)) {
+        for (int64_t kt : Candidates(k_, dim)) {
+          std::vector<int64_t> out_tile = OutTile(mt, nt);
+          const int64_t bytes =
+              2 * AlignUp(mt * kt * item) + 2 * AlignUp(kt * nt * item) + EpilogueBytes(out_tile);
+          if (bytes > L1Budget()) continue;
+          const int64_t m_tiles = CeilDiv(m_, mt), n_tiles = CeilDiv(n_, nt);
+          const double compute = static_cast<double>(batches) * m_tiles * n_tiles *
+                                 CeilDiv(k_, kt) * CeilDiv(mt, dim) * CeilDiv(nt, dim) * kt * slow;
+          const double lhs =
+              static_cast<double>(batches) * m_ * k_ * item * (kt == k_ ? 1 : n_tiles);
+          const double rhs = static_cast<double>(batches) * k_ * n_ * item * m_tiles;
+          const bool stage = m_tiles > 1 && rhs_bytes <= config_.TierBytes(Tier::kL2);
+          const double dram = lhs + (stage ? rhs_bytes : rhs) + batches * m_ * n_ * item;
+          const double time = std::max({compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0});
+          if (time < best) {
+            best = time;
+            mt_ = mt, nt_ = nt, kt_ = kt, stage_rhs_ = stage;
+          }
+        }
+      }
+    }
+    if (!std::isfinite(best)) {
+      plan.reason = "matmul: the smallest tile does not fit L1";
+      return plan;
+    }
+    plan.buffers.push_back(BufferClass{AlignUp(mt_ * kt_ * item), 2});
+    plan.buffers.push_back(BufferClass{AlignUp(kt_ * nt_ * item), 2, stage_rhs_, rhs_bytes});
+    AddEpilogueBuffers(OutTile(mt_, nt_), &plan.buffers);
+    plan.ok = true;
+    plan.tile_shape = {mt_, nt_, kt_};
+    plan.tiles = batches * CeilDiv(m_, mt_) * CeilDiv(n_, nt_) * CeilDiv(k_, kt_);
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    const Node& anchor = Anchor();
+    TensorView lhs = OperandMatrix(0);
+    TensorView rhs = OperandMatrix(1);
+    std::vector<int64_t> order(rank_);
+    std::iota(order.begin(), order.end(), 0);
+    ForEachTile(out_, order, OutTile(mt_, nt_),
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  TensorBox out_box{-1, begin, extent, order};
+                  TileRef result = NewResult(scheduler, out_box);
+                  const int64_t mt = extent[rank_ - 2], nt = extent[rank_ - 1];
+                  for (int64_t k0 = 0; k0 < k_; k0 += kt_) {
+                    const int64_t kt = std::min(kt_, k_ - k0);
+                    TensorBox a = BatchBox(lhs, out_box, order);
+                    a.begin[rank_ - 1] = k0, a.extent[rank_ - 1] = kt;
+                    TensorBox b = BatchBox(rhs, out_box, order);
+                    b.begin[rank_ - 2] = k0, b.extent[rank_ - 2] = kt;
+                    b.begin[rank_ - 1] = begin[rank_ - 1], b.extent[rank_ - 1] = nt;
+                    ComputeCommand compute =
+                        MakeCompute(anchor, group_.anchor,
+                                    {scheduler->Load(0, lhs, a), scheduler->Load(1, rhs, b)},
+                                    result, anchor.attrs);
+                    compute.accumulate = k0 > 0;
+                    compute.round_to_half &= k0 + kt == k_;
+                    compute.macs = mt * nt * kt;
+                    scheduler->Compute(std::move(compute));
+                  }
+                  EmitEpilogue(scheduler, result, out_box);
+                });
+  }
+
+ private:
+  std::vector<int64_t> OutTile(int64_t mt, int64_t nt) const {
+    std::vector<int64_t> tile(rank_, 1);
+    tile[rank_ - 2] = mt;
+    tile[rank_ - 1] = nt;
+    return tile;
+  }
+
+  /*! \brief Operand `index` as a rank_-dim [batch..., rows, cols] view (1-D operands lifted). */
+  TensorView OperandMatrix(size_t index) const {
+    TensorView view = layout_.ViewOf(graph_, Anchor().inputs[index]);
+    if (view.shape.size() == 1) view = InsertUnitDim(view, index == 0 ? 0 : 1);
+    const size_t pad = rank_ - view.shape.size();
+    view.shape.insert(view.shape.begin(), pad, 1);
+    view.strides.insert(view.strides.begin(), pad, 0);
+    return view;
+  }
+
+  /*!
+   * \brief The operand box at the output tile's batch index (broadcast dims read index 0) and
+   * rows; the caller narrows the reduction dim (and the rhs columns).
+   */
+  TensorBox BatchBox(const TensorView& view, const TensorBox& out_box,
+                     const std::vector<int64_t>& order) const {
+    TensorBox box{view.tensor, out_box.begin, out_box.extent, order};
+    for (size_t d = 0; d + 2 < rank_; ++d) {
+      if (view.shape[d] == 1) box.begin[d] = 0;
+    }
+    return box;
+  }
+
+  bool lhs_vector_ = false;
+  bool rhs_vector_ = false;
+  Shape out_;
+  size_t rank_ = 2;
+  int64_t m_ = 1, n_ = 1, k_ = 1;
+  int64_t mt_ = 1, nt_ = 1, kt_ = 1;
+  bool stage_rhs_ = false;
+};
+
+/*!
+ * \brief conv1d / conv2d on NHWC tiles: output tiles of (n, oh, ow, oc) with the input halo, and
+ * (for ungrouped convolution) the input channels split into accumulated chunks.
+ */
+class ConvRule : public GroupTiler {
+ public:
+  ConvRule(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
+           const NPUConfig& config)
+      : GroupTiler(graph, group, layout, config),
+        p_(std::get<ConvAttrs>(Anchor().attrs).params),
+        conv1d_(Anchor().op == OpKind::kConv1d) {
+    nchw_ = p_.data_layout == kernels::DataLayout::kNCHW;
+    oihw_ = p_.kernel_layout == kernels::KernelLayout::kOIHW;
+    out_ = LiftConv1dData(Anchor().shape, p_.data_layout);
+    in_ = LiftConv1dData(graph_.nodes[Anchor().inputs[0]].shape, p_.data_layout);
+    weight_ = LiftConv1dWeight(graph_.nodes[Anchor().inputs[1]].shape, p_.kernel_layout);
+    order_ = nchw_ ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 1, 2, 3};
+    c_axis_ = nchw_ ? 1 : 3;
+    kh_ = oihw_ ? weight_[2] : weight_[0];
+    kw_ = oihw_ ? weight_[3] : weight_[1];
+    channels_ = in_[c_axis_];
+    out_channels_ = out_[c_axis_];
+    group_in_ = channels_ / p_.groups;
+    group_out_ = out_channels_ / p_.groups;
+  }
+
+  TensorView Lift(const TensorView& view) const override {
+    if (!conv1d_) return view;
+    return InsertUnitDim(view, nchw_ ? 2 : 1);
+  }
+
+  TilePlan Plan() override {
+    const int64_t item = DTypeBytes(Anchor().dtype);
+    const int64_t dim = config_.matrix_engine_dim;
+    const bool depthwise = group_in_ == 1 && p_.groups > 1;
+    const double macs_per_cycle = depthwise
+                                      ? static_cast<double>(config_.vector_unit_width) *
+                                            config_.MatrixMacsPerCycle(Anchor().dtype) / (dim * dim)
+                                      : config_.MatrixMacsPerCycle(Anchor().dtype);
+    const int64_t weight_bytes = kernels::NumElements(weight_) * item;
+    const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
+    const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
+    const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
+    // Output-channel tiles hold whole groups; only ungrouped convolutions split input channels.
+    const int64_t oc_granule = p_.groups == 1 ? dim : group_out_;
+    std::vector<int64_t> oc_candidates;
+    for (int64_t oc : Candidates(out_channels_, oc_granule)) {
+      if (p_.groups == 1 || oc % group_out_ == 0) oc_candidates.push_back(oc);
+    }
+    const std::vector<int64_t> ic_candidates =
+        p_.groups == 1 ? Candidates(channels_, dim) : std::vector<int64_t>{group_in_};
+    double best = std::numeric_limits<double>::infinity();
+    TilePlan plan;
+    plan.engine = depthwise ? Engine::kVector : Engine::kMatrix;
+    for (int64_t oht : Candidates(oh, 1)) {
+      for (int64_t owt : Candidates(ow, dim)) {
+        for (int64_t oct : oc_candidates) {
+          for (int64_t ict : ic_candidates) {
+            Sizes t{oht, owt, oct, ict};
+            const int64_t in_box =
+                kernels::NumElements(InputBox(t, BoxAt(t, 0, 0, 0), 0).box.extent);
+            const int64_t w_box = kh_ * kw_ * ict * oct;
+            const int64_t bytes =
+                2 * AlignUp(in_box * item) + 2 * AlignUp(w_box * item) + EpilogueBytes(OutTile(t));
+            if (bytes > L1Budget()) continue;
+            const int64_t spatial = out_[0] * CeilDiv(oh, oht) * CeilDiv(ow, owt);
+            const int64_t oc_tiles = CeilDiv(out_channels_, oct);
+            const int64_t ic_tiles = p_.groups == 1 ? CeilDiv(channels_, ict) : 1;
+            const double macs = static_cast<double>(spatial) * oc_tiles * ic_tiles *
+                                CeilDiv(oht * owt, dim) * dim * CeilDiv(oct, dim) * dim * kh_ *
+                                kw_ * (p_.groups == 1 ? ict : group_in_);
+            const double compute = macs / macs_per_cycle;
+            const bool resident = oct == out_channels_ && ic_tiles == 1;
+            const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
+            const bool stage = !resident && weight_bytes <= config_.TierBytes(Tier::kL2);
+            const double input_reads =
+                static_cast<double>(spatial) * in_box * item * (ic_tiles == 1 ? 1 : oc_tiles);
+            const double dram = input_reads + (stage ? weight_bytes : weight_reads) +
+                                kernels::NumElements(out_) * item;
+            const double time =
+                std::max({compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0});
+            if (time < best) {
+              best = time;
+              tile_ = t;
+              stage_weights_ = stage;
+            }
+          }
+        }
+      }
+    }
+    if (!std::isfinite(best)) {
+      plan.reason = std::string(OpKindName(Anchor().op)) + ": the smallest tile does not fit L1";
+      return plan;
+    }
+    const int64_t in_box =
+        kernels::NumElements(InputBox(tile_, BoxAt(tile_, 0, 0, 0), 0).box.extent);
+    plan.buffers.push_back(BufferClass{AlignUp(in_box * item), 2});
+    plan.buffers.push_back(BufferClass{AlignUp(kh_ * kw_ * tile_.ic * tile_.oc * item), 2,
+                                       stage_weights_, weight_bytes});
+    AddEpilogueBuffers(OutTile(tile_), &plan.buffers);
+    plan.ok = true;
+    plan.tile_shape = {tile_.oh, tile_.ow, tile_.oc, tile_.ic};
+    plan.tiles = tiling::CountTiles(out_, OutTile(tile_)) *
+                 (p_.groups == 1 ? CeilDiv(channels_, tile_.ic) : 1);
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    const Node& anchor = Anchor();
+    TensorView input = Lift(layout_.ViewOf(graph_, anchor.inputs[0]));
+    TensorView weight = LiftWeight(layout_.ViewOf(graph_, anchor.inputs[1]));
+    const std::vector<int64_t> weight_order =
+        oihw_ ? std::vector<int64_t>{2, 3, 1, 0} : std::vector<int64_t>{0, 1, 2, 3};
+    ForEachTile(out_, order_, OutTile(tile_),
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  TensorBox out_box{-1, begin, extent, order_};
+                  TileRef result = NewResult(scheduler, out_box);
+                  const int64_t oc0 = begin[c_axis_], oct = extent[c_axis_];
+                  const int64_t ic_total = p_.groups == 1 ? channels_ : group_in_;
+                  for (int64_t ic0 = 0; ic0 < ic_total; ic0 += tile_.ic) {
+                    const int64_t ict = std::min(tile_.ic, ic_total - ic0);
+                    Halo halo = InputBox(tile_, out_box, ic0);
+                    halo.box.extent[c_axis_] = p_.groups == 1 ? ict : oct / group_out_ * group_in_;
+                    TensorBox w_box{weight.tensor, {0, 0, 0, 0}, weight_, weight_order};
+                    const int o_axis = oihw_ ? 0 : 3, i_axis = oihw_ ? 1 : 2;
+                    w_box.begin[o_axis] = oc0, w_box.extent[o_axis] = oct;
+                    w_box.begin[i_axis] = ic0, w_box.extent[i_axis] = ict;
+                    ConvAttrs attrs{p_};
+                    attrs.params.padding = halo.padding;
+                    attrs.params.groups = p_.groups == 1 ? 1 : oct / group_out_;
+                    attrs.params.data_layout = kernels::DataLayout::kNHWC;
+                    attrs.params.kernel_layout = kernels::KernelLayout::kHWIO;
+                    ComputeCommand compute = MakeCompute(
+                        anchor, group_.anchor,
+                        {scheduler->Load(0, input, halo.box), scheduler->Load(1, weight, w_box)},
+                        result, attrs);
+                    if (group_in_ == 1 && p_.groups > 1) compute.engine = Engine::kVector;
+                    compute.accumulate = ic0 > 0;
+                    compute.round_to_half &= ic0 + ict == ic_total;
+                    compute.macs = kernels::NumElements(result.shape) * ict * kh_ * kw_;
+                    scheduler->Compute(std::move(compute));
+                  }
+                  EmitEpilogue(scheduler, result, out_box);
+                });
+  }
+
+ private:
+  struct Sizes {
+    int64_t oh, ow, oc, ic;
+  };
+  struct Halo {
+    TensorBox box;
+    std::array<int64_t, 4> padding;
+  };
+
+  std::vector<int64_t> OutTile(const Sizes& t) const {
+    return nchw_ ? std::vector<int64_t>{1, t.oc, t.oh, t.ow}
+                 : std::vector<int64_t>{1, t.oh, t.ow, t.oc};
+  }
+
+  TensorBox BoxAt(const Sizes& t, int64_t oh0, int64_t ow0, int64_t oc0) const {
+    std::vector<int64_t> begin =
+        nchw_ ? std::vector<int64_t>{0, oc0, oh0, ow0} : std::vector<int64_t>{0, oh0, ow0, oc0};
+    return TensorBox{-1, begin, OutTile(t), order_};
+  }
+
+  TensorView LiftWeight(const TensorView& view) const {
+    if (!conv1d_) return view;
+    return InsertUnitDim(view, oihw_ ? 2 : 0);
+  }
+
+  /*! \brief Input rows/cols/channels an output box reads, and the padding left at its edges. */
+  Halo InputBox(const Sizes& t, const TensorBox& out_box, int64_t ic0) const {
+    Halo halo{TensorBox{-1, out_box.begin, out_box.extent, order_}, {0, 0, 0, 0}};
+    const int64_t h_axis = nchw_ ? 2 : 1;
+    for (int64_t s = 0; s < 2; ++s) {
+      const int64_t axis = h_axis + s;
+      const int64_t kernel = s == 0 ? kh_ : kw_;
+      const int64_t first = out_box.begin[axis] * p_.strides[s] - p_.padding[s];
+      const int64_t last = (out_box.begin[axis] + out_box.extent[axis] - 1) * p_.strides[s] -
+                           p_.padding[s] + (kernel - 1) * p_.dilation[s] + 1;
+      const int64_t lo = std::max<int64_t>(0, first);
+      const int64_t hi = std::min(in_[axis], last);
+      halo.box.begin[axis] = lo;
+      halo.box.extent[axis] = std::max<int64_t>(0, hi - lo);
+      halo.padding[s] = lo - first;
+      halo.padding[s + 2] = std::max<int64_t>(0, last - in_[axis]);
+    }
+    const int64_t oc0 = out_box.begin[c_axis_];
+    halo.box.begin[c_axis_] = p_.groups == 1 ? ic0 : oc0 / group_out_ * group_in_;
+    halo.box.extent[c_axis_] =
+        p_.groups == 1 ? std::min(t.ic, channels_) : t.oc / group_out_ * group_in_;
+    return halo;
+  }
+
+  kernels::Conv2dParams p_;
+  bool conv1d_ = false;
+  bool nchw_ = true;
+  bool oihw_ = true;
+  Shape out_, in_, weight_;
+  std::vector<int64_t> order_;
+  int64_t c_axis_ = 1;
+  int64_t kh_ = 1, kw_ = 1;
+  int64_t channels_ = 1, out_channels_ = 1, group_in_ = 1, group_out_ = 1;
+  Sizes tile_{1, 1, 1, 1};
+  bool stage_weights_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TilingRule> MakeConvRule(const Graph& graph, const FusedGroup& group,
+                                         const LayoutPlan& layout, const NPUConfig& config) {
+  return std::make_unique<ConvRule>(graph, group, layout, config);
+}
+
+std::unique_ptr<TilingRule> MakeMatmulRule(const Graph& graph, const FusedGroup& group,
+                                           const LayoutPlan& layout, const NPUConfig& config) {
+  return std::make_unique<MatmulRule>(graph, group, layout, config);
+}
+
+}  // namespace tiling
+}  // namespace example_npu

@@ -1,0 +1,237 @@
+#include "config/npu_config.h"
+
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/json.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <sstream>
+#include <utility>
+
+namespace example_npu {
+namespace {
+
+namespace json = tvm::ffi::json;
+using tvm::ffi::Any;
+using tvm::ffi::String;
+
+struct PowerMode {
+  const char* name;
+  double clock_mhz;
+  double voltage;
+};
+
+// DVFS operating points of a mobile-class NPU: frequency scales roughly with voltage.
+constexpr std::array<PowerMode, 3> kPowerModes = {{
+    {"high_performance", 1000.0, 0.90},
+    {"balanced", 800.0, 0.80},
+    {"low_power", 400.0, 0.65},
+}};
+constexpr double kNominalVoltage = 0.90;
+
+const PowerMode& FindPowerMode(const std::string& name) {
+  for (const PowerMode& mode : kPowerModes) {
+    if (name == mode.name) return mode;
+  }
+  TVM_FFI_THROW(ValueError) << "NPUConfig.power_mode '" << name
+                            << "' is not one of high_performance, balanced, low_power";
+  TVM_FFI_UNREACHABLE();
+}
+
+const std::array<std::pair<const char*, int64_t NPUConfig::*>, 13> kIntFields = {{
+    {"l0_register_kb", &NPUConfig::l0_register_kb},
+    {"l1_sram_kb", &NPUConfig::l1_sram_kb},
+    {"l2_cmx_kb", &NPUConfig::l2_cmx_kb},
+    {"tile_height", &NPUConfig::tile_height},
+    {"tile_width", &NPUConfig::tile_width},
+    {"vector_elements", &NPUConfig::vector_elements},
+    {"matrix_engine_dim", &NPUConfig::matrix_engine_dim},
+    {"vector_unit_width", &NPUConfig::vector_unit_width},
+    {"activation_unit_lanes", &NPUConfig::activation_unit_lanes},
+    {"pooling_unit_lanes", &NPUConfig::pooling_unit_lanes},
+    {"dma_channels", &NPUConfig::dma_channels},
+    {"l1_latency_cycles", &NPUConfig::l1_latency_cycles},
+    {"l2_latency_cycles", &NPUConfig::l2_latency_cycles},
+}};
+
+const std::array<std::pair<const char*, double NPUConfig::*>, 13> kRealFields = {{
+    {"l1_bandwidth_bytes_per_cycle", &NPUConfig::l1_bandwidth_bytes_per_cycle},
+    {"l2_bandwidth_bytes_per_cycle", &NPUConfig::l2_bandwidth_bytes_per_cycle},
+    {"dram_bandwidth_gb_per_s", &NPUConfig::dram_bandwidth_gb_per_s},
+    {"dram_latency_ns", &NPUConfig::dram_latency_ns},
+    {"energy_mac_int8_pj", &NPUConfig::energy_mac_int8_pj},
+    {"energy_mac_int16_pj", &NPUConfig::energy_mac_int16_pj},
+    {"energy_mac_float16_pj", &NPUConfig::energy_mac_float16_pj},
+    {"energy_mac_float32_pj", &NPUConfig::energy_mac_float32_pj},
+    {"energy_vector_op_pj", &NPUConfig::energy_vector_op_pj},
+    {"energy_l0_pj_per_byte", &NPUConfig::energy_l0_pj_per_byte},
+    {"energy_l1_pj_per_byte", &NPUConfig::energy_l1_pj_per_byte},
+    {"energy_l2_pj_per_byte", &NPUConfig::energy_l2_pj_per_byte},
+    {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte},
+}};
+
+}  // namespace
+
+const char* TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kL0:
+      return "L0";
+    case Tier::kL1:
+      return "L1";
+    case Tier::kL2:
+      return "L2";
+    case Tier::kDram:
+      return "DRAM";
+  }
+  return "?";
+}
+
+NPUConfig NPUConfig::FromJSON(const std::string& json_text) {
+  String error;
+  json::Value value = json::Parse(json_text, &error);
+  auto object = value.try_cast<json::Object>();
+  if (!error.empty() || !object.has_value()) {
+    TVM_FFI_THROW(ValueError) << "NPUConfig JSON is not a JSON object: " << error;
+  }
+  NPUConfig config;
+  for (const auto& [key_any, field_value] : *object) {
+    std::string key(key_any.cast<String>());
+    bool known = false;
+    for (const auto& [name, member] : kIntFields) {
+      if (key != name) continue;
+      auto number = field_value.try_cast<int64_t>();
+      if (!number.has_value() || field_value.type_index() != tvm::ffi::TypeIndex::kTVMFFIInt) {
+        TVM_FFI_THROW(ValueError) << "NPUConfig." << key << " must be an integer";
+      }
+      config.*member = *number;
+      known = true;
+    }
+    for (const auto& [name, member] : kRealFields) {
+      if (key != name) continue;
+      auto number = field_value.try_cast<double>();
+      if (!number.has_value())
+        TVM_FFI_THROW(ValueError) << "NPUConfig." << key << " must be a number";
+      config.*member = *number;
+      known = true;
+    }
+    if (key == "power_mode") {
+      auto mode = field_value.try_cast<String>();
+      if (!mode.has_value()) TVM_FFI_THROW(ValueError) << "NPUConfig.power_mode must be a string";
+      config.power_mode = std::string(*mode);
+      known = true;
+    }
+    if (!known) TVM_FFI_THROW(ValueError) << "NPUConfig has no field '" << key << "'";
+  }
+  config.Validate();
+  return config;
+}
+
+std::string NPUConfig::ToJSON() const {
+  json::Object object;
+  for (const auto& [name, member] : kIntFields) object.Set(String(name), this->*member);
+  for (const auto& [name, member] : kRealFields) object.Set(String(name), this->*member);
+  object.Set(String("power_mode"), String(power_mode));
+  return std::string(json::Stringify(object));
+}
+
+void NPUConfig::Validate() const {
+  for (const auto& [name, member] : kIntFields) {
+    if (this->*member <= 0) {
+      TVM_FFI_THROW(ValueError) << "NPUConfig." << name << " must be positive, got "
+                                << this->*member;
+    }
+  }
+  for (const auto& [name, member] : kRealFields) {
+    if (!(this->*member > 0.0) || !std::isfinite(this->*member)) {
+      TVM_FFI_THROW(ValueError) << "NPUConfig." << name << " must be a positive number, got "
+                                << this->*member;
+    }
+  }
+  FindPowerMode(power_mode);
+  const int64_t min_tile_bytes = tile_height * tile_width * 4;
+  if (l1_sram_kb * 1024 < min_tile_bytes) {
+    TVM_FFI_THROW(ValueError) << "NPUConfig.l1_sram_kb=" << l1_sram_kb
+                              << " is smaller than one float32 " << tile_height << "x" << tile_width
+                              << " tile (" << min_tile_bytes << " bytes)";
+  }
+}
+
+int64_t NPUConfig::TierBytes(Tier tier) const {
+  switch (tier) {
+    case Tier::kL0:
+      return l0_register_kb * 1024;
+    case Tier::kL1:
+      return l1_sram_kb * 1024;
+    case Tier::kL2:
+      return l2_cmx_kb * 1024;
+    case Tier::kDram:
+      return INT64_MAX;
+  }
+  return 0;
+}
+
+double NPUConfig::clock_mhz() const { return FindPowerMode(power_mode).clock_mhz; }
+
+double NPUConfig::voltage() const { return FindPowerMode(power_mode).voltage; }
+
+double NPUConfig::EnergyScale() const {
+  double ratio = voltage() / kNominalVoltage;
+  return ratio * ratio;
+}
+
+double NPUConfig::BandwidthBytesPerCycle(Tier tier) const {
+  switch (tier) {
+    case Tier::kL0:
+    case Tier::kL1:
+      return l1_bandwidth_bytes_per_cycle;
+    case Tier::kL2:
+      return l2_bandwidth_bytes_per_cycle;
+    case Tier::kDram:
+      // DRAM runs on its own clock: its bytes per NPU cycle grow as the NPU clock drops.
+      return dram_bandwidth_gb_per_s * 1e3 / clock_mhz();
+  }
+  return 1.0;
+}
+
+int64_t NPUConfig::LatencyCycles(Tier tier) const {
+  switch (tier) {
+    case Tier::kL0:
+      return 1;
+    case Tier::kL1:
+      return l1_latency_cycles;
+    case Tier::kL2:
+      return l2_latency_cycles;
+    case Tier::kDram:
+      return static_cast<int64_t>(std::ceil(dram_latency_ns * clock_mhz() / 1e3));
+  }
+  return 1;
+}
+
+int64_t NPUConfig::MatrixMacsPerCycle(DType dtype) const {
+  const int64_t cells = matrix_engine_dim * matrix_engine_dim;
+  switch (dtype) {
+    case DType::kInt8:
+      return cells;
+    case DType::kInt16:
+    case DType::kFloat16:
+      return std::max<int64_t>(1, cells / 2);
+    default:
+      return std::max<int64_t>(1, cells / 4);
+  }
+}
+
+double NPUConfig::MacEnergyPj(DType dtype) const {
+  switch (dtype) {
+    case DType::kInt8:
+      return energy_mac_int8_pj;
+    case DType::kInt16:
+      return energy_mac_int16_pj;
+    case DType::kFloat16:
+      return energy_mac_float16_pj;
+    default:
+      return energy_mac_float32_pj;
+  }
+}
+
+}  // namespace example_npu

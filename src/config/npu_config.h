@@ -1,0 +1,80 @@
+/*!
+ * \file config/npu_config.h
+ * \brief The hardware description of the emulated NPU (mirrored by example_npu.NPUConfig).
+ *
+ * Defaults follow the specification (4 KB L0 registers, 256 KB L1 SRAM, 512 KB L2 CMX, DRAM,
+ * 32x32 tiles, 16-element vectors, 16x16 matrix engine, 64-wide vector unit) and published
+ * figures for everything it leaves open; README.md ("NPUConfig") gives the source of each number.
+ * Specs only: no state. Compile options (none yet) would be a separate type.
+ */
+#ifndef EXAMPLE_NPU_CONFIG_NPU_CONFIG_H_
+#define EXAMPLE_NPU_CONFIG_NPU_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "graph/op.h"
+
+namespace example_npu {
+
+/*! \brief Memory tiers, closest to the engines first. */
+enum class Tier { kL0, kL1, kL2, kDram };
+const char* TierName(Tier tier);
+
+struct NPUConfig {
+  // Memory hierarchy.
+  int64_t l0_register_kb = 4;
+  int64_t l1_sram_kb = 256;
+  int64_t l2_cmx_kb = 512;
+  // Tiling granules.
+  int64_t tile_height = 32;
+  int64_t tile_width = 32;
+  int64_t vector_elements = 16;
+  // Engines.
+  int64_t matrix_engine_dim = 16;
+  int64_t vector_unit_width = 64;
+  int64_t activation_unit_lanes = 16;
+  int64_t pooling_unit_lanes = 16;
+  int64_t dma_channels = 2;
+  // Bandwidth and latency per tier.
+  double l1_bandwidth_bytes_per_cycle = 128.0;
+  double l2_bandwidth_bytes_per_cycle = 64.0;
+  double dram_bandwidth_gb_per_s = 16.0;
+  int64_t l1_latency_cycles = 2;
+  int64_t l2_latency_cycles = 20;
+  double dram_latency_ns = 100.0;
+  // Energy at the nominal voltage (0.9 V), per MAC / vector op / byte accessed.
+  double energy_mac_int8_pj = 0.23;
+  double energy_mac_int16_pj = 0.85;
+  double energy_mac_float16_pj = 1.5;
+  double energy_mac_float32_pj = 4.6;
+  double energy_vector_op_pj = 0.9;
+  double energy_l0_pj_per_byte = 0.1;
+  double energy_l1_pj_per_byte = 2.8;
+  double energy_l2_pj_per_byte = 4.5;
+  double energy_dram_pj_per_byte = 64.0;
+  std::string power_mode = "balanced";
+
+  /*! \brief Parses the JSON written by example_npu.NPUConfig.to_json(); missing keys keep
+   * defaults, unknown keys and invalid values raise ValueError. */
+  static NPUConfig FromJSON(const std::string& json_text);
+  std::string ToJSON() const;
+  /*! \brief Raises ValueError for a configuration that describes no buildable NPU. */
+  void Validate() const;
+
+  int64_t TierBytes(Tier tier) const;
+  double clock_mhz() const;
+  double voltage() const;
+  /*! \brief Dynamic energy scales with V^2 relative to the 0.9 V the energies are quoted at. */
+  double EnergyScale() const;
+  double BandwidthBytesPerCycle(Tier tier) const;
+  int64_t LatencyCycles(Tier tier) const;
+  /*! \brief Matrix-engine MACs per cycle: int8 at full rate (one MAC per cell), 16-bit types
+   * at half rate, float32 at quarter rate. */
+  int64_t MatrixMacsPerCycle(DType dtype) const;
+  double MacEnergyPj(DType dtype) const;
+};
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_CONFIG_NPU_CONFIG_H_

@@ -1,0 +1,195 @@
+#include "sim/emulator.h"
+
+#include <tvm/ffi/error.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/half.h"
+#include "sim/engines.h"
+
+namespace example_npu {
+namespace {
+
+/*! \brief A tier's byte buffer, 8-byte aligned so float tiles can be addressed in place. */
+class TierBuffer {
+ public:
+  explicit TierBuffer(int64_t bytes) : words_((bytes + 7) / 8) {}
+  uint8_t* at(int64_t offset) { return reinterpret_cast<uint8_t*>(words_.data()) + offset; }
+  int64_t size() const { return static_cast<int64_t>(words_.size()) * 8; }
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+struct Memories {
+  TierBuffer l1;
+  TierBuffer l2;
+  TierBuffer scratch;
+};
+
+/*! \brief Copies one element, narrowing float32 to float16 when the types differ. */
+inline void CopyElement(const uint8_t* src, DType src_type, uint8_t* dst, DType dst_type) {
+  if (src_type == dst_type) {
+    std::memcpy(dst, src, DTypeBytes(src_type));
+  } else if (src_type == DType::kFloat32 && dst_type == DType::kFloat16) {
+    float value;
+    std::memcpy(&value, src, sizeof(value));
+    const uint16_t half = kernels::FloatToHalf(value);
+    std::memcpy(dst, &half, sizeof(half));
+  } else {
+    TVM_FFI_THROW(InternalError) << "DMA cannot convert " << DTypeName(src_type) << " to "
+                                 << DTypeName(dst_type);
+  }
+}
+
+/*!
+ * \brief Copies an N-D box: `extent[d]` elements along each dim with the given element strides
+ * on both sides (dims already in tile order).
+ */
+void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src_strides,
+             uint8_t* dst, DType dst_type, const std::vector<int64_t>& dst_strides,
+             const std::vector<int64_t>& extent) {
+  const size_t rank = extent.size();
+  for (int64_t e : extent) {
+    if (e == 0) return;
+  }
+  if (rank == 0) {
+    CopyElement(src, src_type, dst, dst_type);
+    return;
+  }
+  const int64_t src_bytes = DTypeBytes(src_type), dst_bytes = DTypeBytes(dst_type);
+  const int64_t inner = extent[rank - 1];
+  const bool contiguous =
+      src_type == dst_type && src_strides[rank - 1] == 1 && dst_strides[rank - 1] == 1;
+  std::vector<int64_t> index(rank, 0);
+  while (true) {
+    int64_t src_off = 0, dst_off = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      src_off += index[d] * src_strides[d];
+      dst_off += index[d] * dst_strides[d];
+    }
+    const uint8_t* s = src + src_off * src_bytes;
+    uint8_t* t = dst + dst_off * dst_bytes;
+    if (contiguous) {
+      std::memcpy(t, s, inner * src_bytes);
+    } else {
+      for (int64_t i = 0; i < inner; ++i) {
+        CopyElement(s + i * src_strides[rank - 1] * src_bytes, src_type,
+                    t + i * dst_strides[rank - 1] * dst_bytes, dst_type);
+      }
+    }
+    int64_t d = static_cast<int64_t>(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++index[d] < extent[d]) break;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+uint8_t* DramBase(const Program& program, const DramBindings& dram, Memories* mem, int64_t tensor) {
+  const TensorPlacement& p = program.placements[tensor];
+  switch (p.kind) {
+    case TensorPlacement::Kind::kInput:
+      return static_cast<uint8_t*>(const_cast<void*>(dram.inputs[p.index]));
+    case TensorPlacement::Kind::kOutput:
+      return static_cast<uint8_t*>(dram.outputs[p.index]);
+    case TensorPlacement::Kind::kConst:
+      return static_cast<uint8_t*>(const_cast<void*>(dram.constants[p.index]));
+    case TensorPlacement::Kind::kScratch:
+      return mem->scratch.at(p.index);
+    case TensorPlacement::Kind::kNone:
+      break;
+  }
+  TVM_FFI_THROW(InternalError) << "tensor " << program.graph.nodes[tensor].name
+                               << " has no DRAM placement";
+  TVM_FFI_UNREACHABLE();
+}
+
+uint8_t* TileBase(Memories* mem, const TileRef& tile) {
+  return tile.tier == Tier::kL2 ? mem->l2.at(tile.offset) : mem->l1.at(tile.offset);
+}
+
+std::vector<int64_t> DenseStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * shape[d + 1];
+  }
+  return strides;
+}
+
+void RunDma(const Program& program, const DramBindings& dram, Memories* mem,
+            const DmaCommand& dma) {
+  const TensorBox& box = dma.box;
+  const DType tensor_type = program.graph.nodes[dma.view.tensor].dtype;
+  uint8_t* remote = dma.remote_tier == Tier::kL2 ? mem->l2.at(dma.remote_offset)
+                                                 : DramBase(program, dram, mem, dma.view.tensor);
+  int64_t start = 0;
+  std::vector<int64_t> remote_strides, extent;
+  for (size_t d = 0; d < box.begin.size(); ++d) start += box.begin[d] * dma.view.strides[d];
+  for (int64_t axis : box.tile_order) {
+    remote_strides.push_back(dma.view.strides[axis]);
+    extent.push_back(box.extent[axis]);
+  }
+  remote += start * DTypeBytes(tensor_type);
+  uint8_t* tile = TileBase(mem, dma.tile);
+  const std::vector<int64_t> tile_strides = DenseStrides(extent);
+  if (dma.store) {
+    CopyBox(tile, dma.tile.dtype, tile_strides, remote, tensor_type, remote_strides, extent);
+  } else {
+    CopyBox(remote, tensor_type, remote_strides, tile, dma.tile.dtype, tile_strides, extent);
+  }
+}
+
+void RunCompute(const Program& program, Memories* mem, const ComputeCommand& compute) {
+  const Node& node = program.graph.nodes[compute.node];
+  std::vector<std::vector<float>> widened(compute.inputs.size());
+  std::vector<OperandF32> inputs;
+  bool aliased = false;
+  for (size_t i = 0; i < compute.inputs.size(); ++i) {
+    const TileRef& tile = compute.inputs[i];
+    const uint8_t* base = TileBase(mem, tile);
+    aliased |= tile.tier == compute.output.tier && tile.offset == compute.output.offset;
+    if (tile.dtype == DType::kFloat16) {
+      widened[i].resize(kernels::NumElements(tile.shape));
+      kernels::HalfToFloat(reinterpret_cast<const uint16_t*>(base), widened[i].data(),
+                           static_cast<int64_t>(widened[i].size()));
+      inputs.push_back(OperandF32{widened[i].data(), &tile.shape});
+    } else {
+      inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
+    }
+  }
+  float* out = reinterpret_cast<float*>(TileBase(mem, compute.output));
+  const int64_t size = kernels::NumElements(compute.output.shape);
+  if (!compute.accumulate && !aliased) {
+    RunOp(node.op, compute.attrs, inputs, out, compute.output.shape);
+  } else {
+    // Partial sums and in-place epilogues go through a temporary: kernels never alias.
+    std::vector<float> temp(size);
+    RunOp(node.op, compute.attrs, inputs, temp.data(), compute.output.shape);
+    if (compute.accumulate) {
+      for (int64_t i = 0; i < size; ++i) out[i] += temp[i];
+    } else {
+      std::memcpy(out, temp.data(), size * sizeof(float));
+    }
+  }
+  if (compute.round_to_half) kernels::RoundToHalf(out, size);
+}
+
+}  // namespace
+
+void Emulate(const Program& program, const DramBindings& dram) {
+  Memories mem{TierBuffer(program.config.TierBytes(Tier::kL1)),
+               TierBuffer(program.config.TierBytes(Tier::kL2)),
+               TierBuffer(program.dram_scratch_bytes)};
+  for (const Command& command : program.commands) {
+    if (command.is_dma) {
+      RunDma(program, dram, &mem, command.dma);
+    } else {
+      RunCompute(program, &mem, command.compute);
+    }
+  }
+}
+
+}  // namespace example_npu

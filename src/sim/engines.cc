@@ -1,0 +1,96 @@
+#include "sim/engines.h"
+
+#include <tvm/ffi/error.h>
+
+#include <cstring>
+
+namespace example_npu {
+namespace {
+
+kernels::BinaryOp ToBinaryOp(OpKind op) {
+  switch (op) {
+    case OpKind::kSubtract:
+      return kernels::BinaryOp::kSubtract;
+    case OpKind::kMultiply:
+      return kernels::BinaryOp::kMultiply;
+    case OpKind::kDivide:
+      return kernels::BinaryOp::kDivide;
+    default:
+      return kernels::BinaryOp::kAdd;
+  }
+}
+
+kernels::UnaryOp ToUnaryOp(OpKind op) {
+  switch (op) {
+    case OpKind::kClip:
+      return kernels::UnaryOp::kClip;
+    case OpKind::kSigmoid:
+      return kernels::UnaryOp::kSigmoid;
+    case OpKind::kTanh:
+      return kernels::UnaryOp::kTanh;
+    case OpKind::kGelu:
+      return kernels::UnaryOp::kGelu;
+    case OpKind::kGeluTanh:
+      return kernels::UnaryOp::kGeluTanh;
+    default:
+      return kernels::UnaryOp::kRelu;
+  }
+}
+
+}  // namespace
+
+void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, float* out,
+           const kernels::Shape& out_shape) {
+  const int64_t size = kernels::NumElements(out_shape);
+  switch (op) {
+    case OpKind::kMatmul:
+      kernels::Matmul(in[0].data, *in[0].shape, in[1].data, *in[1].shape, out, out_shape);
+      return;
+    case OpKind::kPermuteDims:
+      kernels::Transpose(in[0].data, *in[0].shape, std::get<PermuteDimsAttrs>(attrs).axes, out);
+      return;
+    case OpKind::kReshape:
+      std::memcpy(out, in[0].data, size * sizeof(float));
+      return;
+    case OpKind::kConv1d:
+    case OpKind::kConv2d:
+      kernels::Conv2d(in[0].data, *in[0].shape, in[1].data, *in[1].shape, out, out_shape,
+                      std::get<ConvAttrs>(attrs).params);
+      return;
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+      kernels::Pool2d(in[0].data, *in[0].shape, out, out_shape, std::get<PoolAttrs>(attrs).params);
+      return;
+    case OpKind::kBatchNorm: {
+      const BatchNormAttrs& a = std::get<BatchNormAttrs>(attrs);
+      kernels::BatchNorm(in[0].data, *in[0].shape, a.axis, in[1].data, in[2].data, in[3].data,
+                         in[4].data, a.epsilon, a.center, a.scale, out);
+      return;
+    }
+    case OpKind::kSoftmax:
+      kernels::Softmax(in[0].data, *in[0].shape, std::get<SoftmaxAttrs>(attrs).axis, out);
+      return;
+    case OpKind::kAdd:
+    case OpKind::kSubtract:
+    case OpKind::kMultiply:
+    case OpKind::kDivide:
+      kernels::Binary(ToBinaryOp(op), in[0].data, *in[0].shape, in[1].data, *in[1].shape, out,
+                      out_shape);
+      return;
+    case OpKind::kClip: {
+      const ClipAttrs& clip = std::get<ClipAttrs>(attrs);
+      kernels::Unary(kernels::UnaryOp::kClip, in[0].data, out, size, clip.min, clip.max);
+      return;
+    }
+    case OpKind::kRelu:
+    case OpKind::kSigmoid:
+    case OpKind::kTanh:
+    case OpKind::kGelu:
+    case OpKind::kGeluTanh:
+      kernels::Unary(ToUnaryOp(op), in[0].data, out, size);
+      return;
+  }
+  TVM_FFI_THROW(InternalError) << "no engine runs " << OpKindName(op);
+}
+
+}  // namespace example_npu

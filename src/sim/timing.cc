@@ -1,0 +1,304 @@
+#include "sim/timing.h"
+
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/extra/json.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+
+namespace example_npu {
+namespace {
+
+namespace json = tvm::ffi::json;
+using tvm::ffi::String;
+
+// Cycles to decode and issue one command (descriptor fetch, address generation).
+constexpr int64_t kIssueCycles = 4;
+
+/*! \brief A resource's busy intervals [start, end), merged, for gap-filling placement. */
+class Timeline {
+ public:
+  /*! \brief Earliest start >= ready with `duration` free cycles. */
+  int64_t EarliestFree(int64_t ready, int64_t duration) const {
+    int64_t start = ready;
+    auto it = busy_.upper_bound(start);
+    if (it != busy_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second > start) start = prev->second;
+    }
+    for (; it != busy_.end(); ++it) {
+      if (it->first >= start + duration) break;
+      start = std::max(start, it->second);
+    }
+    return start;
+  }
+
+  void Reserve(int64_t start, int64_t duration) {
+    if (duration <= 0) return;
+    int64_t end = start + duration;
+    auto next = busy_.lower_bound(start);
+    if (next != busy_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->second == start) {
+        start = prev->first;
+        busy_.erase(prev);
+      }
+    }
+    next = busy_.find(end);
+    if (next != busy_.end()) {
+      end = next->second;
+      busy_.erase(next);
+    }
+    busy_[start] = end;
+  }
+
+ private:
+  std::map<int64_t, int64_t> busy_;
+};
+
+struct Cost {
+  int64_t cycles = 0;   // occupancy of the engine / channel / port
+  int64_t latency = 0;  // extra cycles until the result is usable (DMA)
+  std::array<int64_t, kNumTiers> bytes{};
+  double energy_pj = 0;
+};
+
+int TierIndex(Tier tier) { return static_cast<int>(tier); }
+
+/*! \brief Vector lanes per cycle: 32-bit lanes, packed 2x for 16-bit and 4x for 8-bit data. */
+int64_t VectorOpsPerCycle(const NPUConfig& config, DType dtype) {
+  return config.vector_unit_width * (4 / std::min<int64_t>(4, DTypeBytes(dtype)));
+}
+
+double VectorOpEnergy(const NPUConfig& config, DType dtype) {
+  return config.energy_vector_op_pj * DTypeBytes(dtype) / 4.0;
+}
+
+int64_t TileBytes(const TileRef& tile) {
+  return kernels::NumElements(tile.shape) * DTypeBytes(tile.dtype);
+}
+
+Cost DmaCost(const Program& program, const DmaCommand& dma) {
+  const NPUConfig& config = program.config;
+  Cost cost;
+  const Tier remote = dma.store ? Tier::kDram : dma.remote_tier;
+  const double bandwidth =
+      std::min(config.BandwidthBytesPerCycle(remote), config.BandwidthBytesPerCycle(dma.tile.tier));
+  cost.cycles = kIssueCycles + static_cast<int64_t>(std::ceil(dma.bus_bytes / bandwidth));
+  cost.latency = config.LatencyCycles(remote);
+  cost.bytes[TierIndex(remote)] += dma.bus_bytes;
+  cost.bytes[TierIndex(dma.tile.tier)] += TileBytes(dma.tile);
+  cost.energy_pj =
+      dma.bus_bytes *
+          (remote == Tier::kDram ? config.energy_dram_pj_per_byte : config.energy_l2_pj_per_byte) +
+      TileBytes(dma.tile) * (dma.tile.tier == Tier::kL2 ? config.energy_l2_pj_per_byte
+                                                        : config.energy_l1_pj_per_byte);
+  return cost;
+}
+
+Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
+  const NPUConfig& config = program.config;
+  const Node& node = program.graph.nodes[compute.node];
+  const DType dtype = node.dtype;
+  Cost cost;
+  int64_t operand_bytes = TileBytes(compute.output);
+  for (const TileRef& input : compute.inputs) operand_bytes += TileBytes(input);
+  cost.bytes[TierIndex(Tier::kL1)] = operand_bytes;
+  cost.energy_pj = operand_bytes * config.energy_l1_pj_per_byte;
+  const int64_t elements = std::max<int64_t>(1, compute.elements);
+  int64_t cycles = 0;
+  switch (compute.engine) {
+    case Engine::kMatrix: {
+      // Output blocks of dim x dim pixels x channels, one reduction step per cycle each.
+      const int64_t dim = config.matrix_engine_dim;
+      const int64_t channels = compute.output.shape.empty() ? 1 : compute.output.shape.back();
+      const int64_t pixels = elements / std::max<int64_t>(1, channels);
+      const int64_t depth = compute.macs / std::max<int64_t>(1, elements);
+      const double slow = static_cast<double>(dim * dim) / config.MatrixMacsPerCycle(dtype);
+      cycles = static_cast<int64_t>(std::ceil((pixels + dim - 1) / dim *
+                                              ((channels + dim - 1) / dim) * depth * slow)) +
+               dim;
+      cost.bytes[TierIndex(Tier::kL0)] = 2 * elements * 4;  // accumulator read-modify-write
+      cost.energy_pj += compute.macs * config.MacEnergyPj(dtype) +
+                        2 * elements * 4 * config.energy_l0_pj_per_byte;
+      break;
+    }
+    case Engine::kVector: {
+      const int64_t work = compute.macs > 0 ? compute.macs : elements;
+      const int64_t passes = node.op == OpKind::kBatchNorm ? 2 : 1;
+      cycles = passes *
+               ((work + VectorOpsPerCycle(config, dtype) - 1) / VectorOpsPerCycle(config, dtype));
+      cost.energy_pj += compute.macs > 0 ? compute.macs * config.MacEnergyPj(dtype)
+                                         : passes * work * VectorOpEnergy(config, dtype);
+      break;
+    }
+    case Engine::kActivation: {
+      // LUT evaluation per element; softmax adds max, sum and scale passes on the vector lanes.
+      const int64_t lanes = config.activation_unit_lanes;
+      const int64_t vector_passes = node.op == OpKind::kSoftmax ? 3 : 0;
+      cycles = (elements + lanes - 1) / lanes +
+               vector_passes * ((elements + VectorOpsPerCycle(config, dtype) - 1) /
+                                VectorOpsPerCycle(config, dtype));
+      cost.energy_pj += (1 + vector_passes) * elements * VectorOpEnergy(config, dtype) * 2;
+      break;
+    }
+    case Engine::kPooling: {
+      cycles = (elements + config.pooling_unit_lanes - 1) / config.pooling_unit_lanes;
+      cost.energy_pj += elements * VectorOpEnergy(config, dtype);
+      break;
+    }
+    case Engine::kDma:
+      break;
+  }
+  cost.cycles = kIssueCycles + cycles;
+  return cost;
+}
+
+std::string TrackName(const Command& command, int64_t channel) {
+  if (command.is_dma) return "dma" + std::to_string(channel);
+  return EngineName(command.compute.engine);
+}
+
+}  // namespace
+
+Profile Simulate(const Program& program) {
+  const NPUConfig& config = program.config;
+  Profile profile;
+  profile.symbol = program.graph.symbol;
+  profile.power_mode = config.power_mode;
+  profile.clock_mhz = config.clock_mhz();
+  std::vector<Timeline> channels(config.dma_channels);
+  Timeline dram_port, l2_port;
+  std::array<Timeline, kNumEngines> engines;
+  std::vector<int64_t> end(program.commands.size(), 0);
+  for (const GroupInfo& info : program.groups) {
+    GroupProfile group;
+    group.name = info.name;
+    for (int64_t id : info.nodes) group.ops.push_back(OpKindName(program.graph.nodes[id].op));
+    group.engine = info.engine;
+    group.tiles = info.tiles;
+    group.tile_shape = info.tile_shape;
+    profile.groups.push_back(group);
+  }
+  int64_t barrier = 0, finished = 0, current_group = -1;
+  for (const Command& command : program.commands) {
+    if (command.group != current_group) {
+      barrier = finished;
+      current_group = command.group;
+      profile.groups[current_group].start = barrier;
+    }
+    int64_t ready = barrier;
+    for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
+    Cost cost =
+        command.is_dma ? DmaCost(program, command.dma) : ComputeCost(program, command.compute);
+    int64_t start = ready;
+    int64_t channel = 0;
+    if (command.is_dma) {
+      const Tier remote = command.dma.store ? Tier::kDram : command.dma.remote_tier;
+      Timeline& port = remote == Tier::kL2 ? l2_port : dram_port;
+      // Earliest time both a channel and the port are free, over all channels.
+      int64_t best = INT64_MAX;
+      for (size_t c = 0; c < channels.size(); ++c) {
+        // Alternate between the two timelines until both have the same free interval; each
+        // step moves t forward past a busy interval, so this terminates.
+        int64_t t = ready;
+        while (true) {
+          const int64_t on_channel = channels[c].EarliestFree(t, cost.cycles);
+          const int64_t on_port = port.EarliestFree(on_channel, cost.cycles);
+          if (on_port == on_channel) {
+            t = on_port;
+            break;
+          }
+          t = on_port;
+        }
+        if (t < best) best = t, channel = static_cast<int64_t>(c);
+      }
+      start = best;
+      channels[channel].Reserve(start, cost.cycles);
+      port.Reserve(start, cost.cycles);
+      profile.busy_cycles[static_cast<int>(Engine::kDma)] += cost.cycles;
+    } else {
+      Timeline& engine = engines[static_cast<int>(command.compute.engine)];
+      start = engine.EarliestFree(ready, cost.cycles);
+      engine.Reserve(start, cost.cycles);
+      profile.busy_cycles[static_cast<int>(command.compute.engine)] += cost.cycles;
+      profile.macs += command.compute.macs;
+      profile.groups[command.group].macs += command.compute.macs;
+    }
+    end[command.id] = start + cost.cycles + cost.latency;
+    finished = std::max(finished, end[command.id]);
+    GroupProfile& group = profile.groups[command.group];
+    group.end = std::max(group.end, end[command.id]);
+    for (int t = 0; t < kNumTiers; ++t) {
+      group.bytes[t] += cost.bytes[t];
+      profile.bytes[t] += cost.bytes[t];
+    }
+    const double energy = cost.energy_pj * config.EnergyScale();
+    group.energy_pj += energy;
+    profile.energy_pj += energy;
+    profile.events.push_back(
+        TraceEvent{command.id, TrackName(command, channel), start, end[command.id] - start});
+  }
+  profile.total_cycles = finished;
+  return profile;
+}
+
+std::string Profile::ToJSON() const {
+  auto ints = [](const auto& values) {
+    json::Array array;
+    for (auto v : values) array.push_back(static_cast<int64_t>(v));
+    return array;
+  };
+  auto tiers = [](const std::array<int64_t, kNumTiers>& bytes) {
+    json::Object object;
+    for (int t = 0; t < kNumTiers; ++t)
+      object.Set(String(TierName(static_cast<Tier>(t))), bytes[t]);
+    return object;
+  };
+  json::Object root;
+  root.Set(String("symbol"), String(symbol));
+  root.Set(String("power_mode"), String(power_mode));
+  root.Set(String("clock_mhz"), clock_mhz);
+  root.Set(String("total_cycles"), total_cycles);
+  root.Set(String("energy_pj"), energy_pj);
+  root.Set(String("macs"), macs);
+  root.Set(String("bytes"), tiers(bytes));
+  json::Object busy;
+  for (int e = 0; e < kNumEngines; ++e) {
+    busy.Set(String(EngineName(static_cast<Engine>(e))), busy_cycles[e]);
+  }
+  root.Set(String("busy_cycles"), busy);
+  json::Array group_list;
+  for (const GroupProfile& g : groups) {
+    json::Object object;
+    json::Array ops;
+    for (const std::string& op : g.ops) ops.push_back(String(op));
+    object.Set(String("name"), String(g.name));
+    object.Set(String("ops"), ops);
+    object.Set(String("engine"), String(EngineName(g.engine)));
+    object.Set(String("tiles"), g.tiles);
+    object.Set(String("tile_shape"), ints(g.tile_shape));
+    object.Set(String("macs"), g.macs);
+    object.Set(String("start"), g.start);
+    object.Set(String("end"), g.end);
+    object.Set(String("bytes"), tiers(g.bytes));
+    object.Set(String("energy_pj"), g.energy_pj);
+    group_list.push_back(object);
+  }
+  root.Set(String("groups"), group_list);
+  json::Array event_list;
+  for (const TraceEvent& e : events) {
+    json::Array event;
+    event.push_back(e.command);
+    event.push_back(String(e.track));
+    event.push_back(e.start);
+    event.push_back(e.duration);
+    event_list.push_back(event);
+  }
+  root.Set(String("events"), event_list);
+  return std::string(json::Stringify(root));
+}
+
+}  // namespace example_npu

@@ -1,0 +1,72 @@
+/*!
+ * \file sim/timing.h
+ * \brief Cycle and energy model of a compiled program: a scoreboard over engines and DMA.
+ *
+ * Each command has a cost (cycles on its resource, bytes per tier, energy). DMA commands need a
+ * DMA channel and the port of the remote tier (DRAM or L2): occupancy is bytes / bandwidth and
+ * completion adds the tier latency, so several outstanding transfers hide latency but never
+ * exceed bandwidth. A command starts at the earliest time when its dependencies are done and its
+ * resources have a free interval long enough, which is how double-buffered loads overlap
+ * compute. Groups run one after another (a group's first command waits for the previous group).
+ * Energy is MAC + vector-op + per-tier byte energy, scaled by (V / 0.9 V)^2 of the power mode.
+ */
+#ifndef EXAMPLE_NPU_SIM_TIMING_H_
+#define EXAMPLE_NPU_SIM_TIMING_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/command_stream.h"
+
+namespace example_npu {
+
+constexpr int kNumTiers = 4;  // L0, L1, L2, DRAM (Tier order)
+constexpr int kNumEngines = 5;
+
+/*! \brief One command on its track, for traces. */
+struct TraceEvent {
+  int64_t command = 0;
+  std::string track;
+  int64_t start = 0;
+  int64_t duration = 0;
+};
+
+/*! \brief Per fused group ("node" of the profile). */
+struct GroupProfile {
+  std::string name;
+  std::vector<std::string> ops;
+  Engine engine = Engine::kVector;
+  int64_t tiles = 0;
+  std::vector<int64_t> tile_shape;
+  int64_t macs = 0;
+  int64_t start = 0;
+  int64_t end = 0;
+  std::array<int64_t, kNumTiers> bytes{};
+  double energy_pj = 0;
+};
+
+struct Profile {
+  std::string symbol;
+  std::string power_mode;
+  double clock_mhz = 0;
+  int64_t total_cycles = 0;
+  double energy_pj = 0;
+  int64_t macs = 0;
+  std::array<int64_t, kNumTiers> bytes{};
+  std::array<int64_t, kNumEngines> busy_cycles{};
+  std::vector<GroupProfile> groups;
+  std::vector<TraceEvent> events;
+
+  double latency_us() const { return total_cycles / clock_mhz; }
+  /*! \brief JSON consumed by example_npu.profile (Python). */
+  std::string ToJSON() const;
+};
+
+/*! \brief Schedules the command stream and returns its cycles, traffic and energy. */
+Profile Simulate(const Program& program);
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_SIM_TIMING_H_
