@@ -21,6 +21,7 @@ from .checks import Verdict
 from .codegen import CodegenError, example_npu_codegen
 from .config import InvalidConfigError, NPUConfig
 from .partition import partition_for_npu
+from .profile import Profile, profile
 
 __version__ = "0.1.0"
 
@@ -39,8 +40,10 @@ __all__ = [
     "CodegenError",
     "InvalidConfigError",
     "NPUConfig",
+    "Profile",
     "REGISTERED_PATTERNS",
     "RegistrationConflictError",
     "Verdict",
     "partition_for_npu",
+    "profile",
 ]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import tvm
 import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import Constant
+
+from .config import NPUConfig
 
 CODEGEN_NAME = "example_npu"
 GRAPH_FORMAT_VERSION = 1
@@ -108,10 +111,10 @@ class _GraphBuilder:
                 if isinstance(binding.value, relax.Function):
                     env[binding.var] = binding.value  # a composite, inlined where it is called
                 else:
-                    env[binding.var] = self._eval(binding.value, env, composite, binding.var.name)
+                    env[binding.var] = self._eval(binding.value, env, composite)
         return self._eval(body.body, env, composite)
 
-    def _eval(self, expr: Any, env: dict[Any, Any], composite: str, name: str = "") -> _Value:
+    def _eval(self, expr: Any, env: dict[Any, Any], composite: str) -> _Value:
         if isinstance(expr, relax.Var):
             if expr not in env:
                 raise CodegenError(f"{self.symbol}: unbound variable {expr.name}")
@@ -129,7 +132,7 @@ class _GraphBuilder:
             if isinstance(expr.op, relax.Var):
                 return self._inline_composite(expr, env)
             if isinstance(expr.op, tvm.ir.Op):
-                return self._op_node(expr, env, composite, name)
+                return self._op_node(expr, env, composite)
         raise CodegenError(
             f"{self.symbol}: cannot serialise {type(expr).__name__} to the NPU graph"
         )
@@ -155,7 +158,7 @@ class _GraphBuilder:
             )
         return self.const_ids[name]
 
-    def _op_node(self, call: relax.Call, env: dict[Any, Any], composite: str, name: str) -> _Value:
+    def _op_node(self, call: relax.Call, env: dict[Any, Any], composite: str) -> _Value:
         op_name = call.op.name.removeprefix("relax.")
         attrs = _attrs_to_dict(call.attrs)
         tensor_args = call.args
@@ -177,7 +180,7 @@ class _GraphBuilder:
         node_id = self._add(
             {
                 "op": op_name,
-                "name": name or f"{op_name}_{len(self.nodes)}",
+                "name": f"{op_name.split('.')[-1]}_{len(self.nodes)}",
                 "inputs": inputs,
                 "shape": shape,
                 "dtype": dtype,
@@ -199,10 +202,18 @@ def _flatten(value: _Value):
         yield value
 
 
-def serialize_function(func: relax.Function, constant_names: Mapping[Any, str]) -> dict[str, Any]:
-    """Returns the NPU graph (as a dict) of one function carrying ``Codegen="example_npu"``."""
+def serialize_function(
+    func: relax.Function, constant_names: Mapping[Any, str], config: NPUConfig | None = None
+) -> dict[str, Any]:
+    """Returns the NPU graph (as a dict) of one function carrying ``Codegen="example_npu"``.
+
+    The NPUConfig travels in the graph, so the compiled module (and an exported library) keeps
+    the architecture it was compiled for.
+    """
     symbol = str(func.attrs["global_symbol"])
-    return _GraphBuilder(symbol, constant_names).build(func)
+    graph = _GraphBuilder(symbol, constant_names).build(func)
+    graph["npu_config"] = asdict(config or NPUConfig())
+    return graph
 
 
 def create_runtime_module(graph: dict[str, Any]) -> tvm_ffi.Module:
@@ -218,6 +229,8 @@ def example_npu_codegen(
     constant_names: Mapping[Any, str],
 ) -> list[tvm_ffi.Module]:
     """The ``relax.ext.example_npu`` entry point called by ``RunCodegen``."""
-    if options:
-        raise CodegenError(f"unknown example_npu codegen options: {sorted(options)}")
-    return [create_runtime_module(serialize_function(f, constant_names)) for f in functions]
+    unknown = set(options) - {"npu_config"}
+    if unknown:
+        raise CodegenError(f"unknown example_npu codegen options: {sorted(unknown)}")
+    config = NPUConfig.from_json(str(options["npu_config"])) if "npu_config" in options else None
+    return [create_runtime_module(serialize_function(f, constant_names, config)) for f in functions]

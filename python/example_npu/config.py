@@ -1,8 +1,8 @@
-"""NPUConfig: the hardware description the pattern checks plan against.
+"""NPUConfig: the hardware description of the emulated NPU (mirror of src/config/npu_config.h).
 
-Defaults are the specification's architecture: 4 KB L0 registers, 256 KB L1 SRAM, 512 KB L2 CMX,
-32x32 tiles, 16-element vectors, a 16x16 matrix engine, a 64-wide vector unit, and three power
-modes. The cycle/energy model extends this type; the field names say tier and unit.
+Users pass one at compile time, ``partition_for_npu(mod, config=NPUConfig(l1_sram_kb=64))``; it
+travels in the NPU graph, so an exported library keeps the configuration it was compiled for.
+README.md ("NPUConfig") gives the source of every default.
 """
 
 from __future__ import annotations
@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-POWER_MODES = ("high_performance", "balanced", "low_power")
+POWER_MODES = {
+    # name: (clock MHz, core voltage V) - DVFS operating points of a mobile-class NPU.
+    "high_performance": (1000.0, 0.90),
+    "balanced": (800.0, 0.80),
+    "low_power": (400.0, 0.65),
+}
 
 _DTYPE_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4, "int32": 4}
 
@@ -26,28 +31,53 @@ class InvalidConfigError(ValueError):
 
 @dataclass(frozen=True)
 class NPUConfig:
-    """Architecture parameters of the emulated NPU."""
+    """Architecture parameters; field names say tier and unit."""
 
+    # Memory hierarchy (KB).
     l0_register_kb: int = 4
     l1_sram_kb: int = 256
     l2_cmx_kb: int = 512
+    # Tiling granules.
     tile_height: int = 32
     tile_width: int = 32
     vector_elements: int = 16
+    # Engines.
     matrix_engine_dim: int = 16
     vector_unit_width: int = 64
+    activation_unit_lanes: int = 16
+    pooling_unit_lanes: int = 16
+    dma_channels: int = 2
+    # Bandwidth and latency per tier.
+    l1_bandwidth_bytes_per_cycle: float = 128.0
+    l2_bandwidth_bytes_per_cycle: float = 64.0
+    dram_bandwidth_gb_per_s: float = 16.0
+    l1_latency_cycles: int = 2
+    l2_latency_cycles: int = 20
+    dram_latency_ns: float = 100.0
+    # Energy at the nominal 0.9 V (pJ per MAC / vector op / byte).
+    energy_mac_int8_pj: float = 0.23
+    energy_mac_int16_pj: float = 0.85
+    energy_mac_float16_pj: float = 1.5
+    energy_mac_float32_pj: float = 4.6
+    energy_vector_op_pj: float = 0.9
+    energy_l0_pj_per_byte: float = 0.1
+    energy_l1_pj_per_byte: float = 2.8
+    energy_l2_pj_per_byte: float = 4.5
+    energy_dram_pj_per_byte: float = 64.0
     power_mode: str = "balanced"
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if field.type == "int" and (not isinstance(value, int) or value <= 0):
-                raise InvalidConfigError(
-                    f"NPUConfig.{field.name} must be a positive int: {value!r}"
-                )
+            if field.type == "str":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidConfigError(f"NPUConfig.{field.name} must be positive: {value!r}")
+            if field.type == "int" and not isinstance(value, int):
+                raise InvalidConfigError(f"NPUConfig.{field.name} must be an int: {value!r}")
         if self.power_mode not in POWER_MODES:
             raise InvalidConfigError(
-                f"NPUConfig.power_mode {self.power_mode!r} is not one of {POWER_MODES}"
+                f"NPUConfig.power_mode {self.power_mode!r} is not one of {sorted(POWER_MODES)}"
             )
         min_tile_bytes = self.tile_height * self.tile_width * 4
         if self.l1_sram_bytes < min_tile_bytes:
@@ -59,6 +89,14 @@ class NPUConfig:
     @property
     def l1_sram_bytes(self) -> int:
         return self.l1_sram_kb * 1024
+
+    @property
+    def clock_mhz(self) -> float:
+        return POWER_MODES[self.power_mode][0]
+
+    @property
+    def voltage(self) -> float:
+        return POWER_MODES[self.power_mode][1]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -6,10 +6,13 @@ import tvm
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
+from .config import NPUConfig
 from .patterns import PREFIX
 
 
-def partition_for_npu(mod: tvm.IRModule, *, bind_constants: bool = True) -> tvm.IRModule:
+def partition_for_npu(
+    mod: tvm.IRModule, *, config: NPUConfig | None = None, bind_constants: bool = True
+) -> tvm.IRModule:
     """Offloads every supported region of ``mod["main"]`` to the NPU.
 
     Adjacent supported ops are merged into one NPU function per region (so the NPU compiler
@@ -17,7 +20,10 @@ def partition_for_npu(mod: tvm.IRModule, *, bind_constants: bool = True) -> tvm.
     runs, and the returned module is ready for ``tvm.compile(mod, target="llvm")``. Calls the
     checks reject stay in Relax and are compiled for the CPU. With ``bind_constants`` (default)
     weights stay inside the NPU functions and reach the runtime through TVM's constant loader.
+    ``config`` (default: the specification's NPU) is what the NPU compiler tiles for and what the
+    profile models; it is forwarded as ``RunCodegen(target_options={"example_npu": ...})``.
     """
+    options = {"example_npu": {"npu_config": (config or NPUConfig()).to_json()}}
     seq = tvm.transform.Sequential(
         [
             FuseOpsByPattern(
@@ -26,7 +32,7 @@ def partition_for_npu(mod: tvm.IRModule, *, bind_constants: bool = True) -> tvm.
                 annotate_codegen=False,
             ),
             MergeCompositeFunctions(),
-            RunCodegen(),
+            RunCodegen(target_options=options),
         ],
         name="example_npu.partition_for_npu",
     )

@@ -29,8 +29,6 @@ Shape TileShape(const TensorBox& box) {
 
 }  // namespace
 
-int64_t TileElementBytes(DType dtype) { return DTypeBytes(dtype); }
-
 TileScheduler::TileScheduler(const Graph& graph, const LayoutPlan& layout, Program* program)
     : graph_(graph), layout_(layout), program_(program) {}
 
@@ -75,7 +73,7 @@ void TileScheduler::AddDeps(Command* command, const Slot& slot, bool writes) con
   if (writes) command->deps.insert(command->deps.end(), slot.readers.begin(), slot.readers.end());
 }
 
-int64_t TileScheduler::BusBytes(const TensorView& view, const TensorBox& box, DType dtype) const {
+int64_t BusBytes(const TensorView& view, const TensorBox& box, DType dtype) {
   std::vector<size_t> dims(box.extent.size());
   std::iota(dims.begin(), dims.end(), 0);
   std::sort(dims.begin(), dims.end(),

@@ -70,7 +70,6 @@ class TileScheduler {
   Slot& SlotAt(const TileRef& tile);
   int64_t Append(Command command);
   void AddDeps(Command* command, const Slot& slot, bool writes) const;
-  int64_t BusBytes(const TensorView& view, const TensorBox& box, DType dtype) const;
 
   const Graph& graph_;
   const LayoutPlan& layout_;
@@ -83,8 +82,12 @@ class TileScheduler {
   std::vector<int64_t> l2_stage_command_;
 };
 
-/*! \brief Bytes per element of the on-chip copy of a tensor of `dtype`. */
-int64_t TileElementBytes(DType dtype);
+/*!
+ * \brief Bytes a DMA of `box` moves over the DRAM / CMX bus: each contiguous run of the view is
+ * rounded up to whole 32-byte bursts, which is what makes short strided runs (layout changes,
+ * narrow tiles) expensive.
+ */
+int64_t BusBytes(const TensorView& view, const TensorBox& box, DType dtype);
 
 }  // namespace example_npu
 

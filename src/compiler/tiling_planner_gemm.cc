@@ -7,7 +7,8 @@
  * a loop order keeps resident: matmul iterates (batch, m, n, k) so an lhs strip is reused across
  * n when K is not split; convolution iterates (n, oh, ow, oc, ic) so an input tile is reused
  * across output-channel blocks and the whole weight stays resident when it fits. Re-read weights
- * that fit L2 are staged there once.
+ * that fit L2 are staged there once. Among equally fast tilings the one with less DRAM traffic
+ * wins (a small traffic term breaks ties).
  */
 #include <tvm/ffi/error.h>
 
@@ -91,7 +92,8 @@ class MatmulRule : public GroupTiler {
           const double rhs = static_cast<double>(batches) * k_ * n_ * item * m_tiles;
           const bool stage = m_tiles > 1 && rhs_bytes <= config_.TierBytes(Tier::kL2);
           const double dram = lhs + (stage ? rhs_bytes : rhs) + batches * m_ * n_ * item;
-          const double time = std::max({compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0});
+          const double time = 0.001 * dram / dram_bw +
+                              std::max({compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0});
           if (time < best) {
             best = time;
             mt_ = mt, nt_ = nt, kt_ = kt, stage_rhs_ = stage;
@@ -234,6 +236,8 @@ class ConvRule : public GroupTiler {
     }
     const std::vector<int64_t> ic_candidates =
         p_.groups == 1 ? Candidates(channels_, dim) : std::vector<int64_t>{group_in_};
+    const TensorView input = Lift(layout_.ViewOf(graph_, Anchor().inputs[0]));
+    const TensorView output = Lift(layout_.ViewOf(graph_, group_.output()));
     double best = std::numeric_limits<double>::infinity();
     TilePlan plan;
     plan.engine = depthwise ? Engine::kVector : Engine::kMatrix;
@@ -242,8 +246,9 @@ class ConvRule : public GroupTiler {
         for (int64_t oct : oc_candidates) {
           for (int64_t ict : ic_candidates) {
             Sizes t{oht, owt, oct, ict};
-            const int64_t in_box =
-                kernels::NumElements(InputBox(t, BoxAt(t, 0, 0, 0), 0).box.extent);
+            TensorBox in_tile = InputBox(t, BoxAt(t, 0, 0, 0), 0).box;
+            const int64_t in_box = kernels::NumElements(in_tile.extent);
+            kernels::NumElements(InputBox(t, BoxAt(t, 0, 0, 0), 0).box.extent);
             const int64_t w_box = kh_ * kw_ * ict * oct;
             const int64_t bytes =
                 2 * AlignUp(in_box * item) + 2 * AlignUp(w_box * item) + EpilogueBytes(OutTile(t));
@@ -258,11 +263,14 @@ class ConvRule : public GroupTiler {
             const bool resident = oct == out_channels_ && ic_tiles == 1;
             const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
             const bool stage = !resident && weight_bytes <= config_.TierBytes(Tier::kL2);
-            const double input_reads =
-                static_cast<double>(spatial) * in_box * item * (ic_tiles == 1 ? 1 : oc_tiles);
-            const double dram = input_reads + (stage ? weight_bytes : weight_reads) +
-                                kernels::NumElements(out_) * item;
+            const double input_reads = static_cast<double>(spatial) *
+                                       BusBytes(input, in_tile, Anchor().dtype) *
+                                       (ic_tiles == 1 ? 1 : oc_tiles);
+            const double output_writes = static_cast<double>(spatial) * oc_tiles *
+                                         BusBytes(output, BoxAt(t, 0, 0, 0), Anchor().dtype);
+            const double dram = input_reads + (stage ? weight_bytes : weight_reads) + output_writes;
             const double time =
+                0.001 * dram / dram_bw +
                 std::max({compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0});
             if (time < best) {
               best = time;

@@ -98,8 +98,14 @@ class NPUModuleObj : public ffi::ModuleObj {
       });
     }
     if (name == symbol) {
-      return ffi::Function::FromPacked(
-          [executor](ffi::PackedArgs args, ffi::Any*) { Call(*executor, args); });
+      return ffi::Function::FromPacked([executor](ffi::PackedArgs args, ffi::Any*) {
+        Call(*executor, args);
+        RecordProfile(*executor);
+      });
+    }
+    if (name == "get_profile") {
+      return ffi::Function::FromTyped(
+          [executor]() { return ffi::String(executor->profile().ToJSON()); });
     }
     return std::nullopt;
   }
