@@ -21,7 +21,7 @@ from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCo
 TINY = NPUConfig(l1_sram_kb=16)
 
 
-def profile_of(mod: tvm.IRModule, config: NPUConfig = NPUConfig()) -> example_npu.Profile:
+def profile_of(mod: tvm.IRModule, config: NPUConfig | None = None) -> example_npu.Profile:
     ex = tvm.compile(example_npu.partition_for_npu(mod, config=config), target="llvm")
     return example_npu.profile(ex, *inputs_for(mod))
 
