@@ -1,0 +1,225 @@
+// Compiler stages and the emulator: plans fit their tiers, live buffers never overlap, the
+// command stream respects its dependencies, and tiled execution equals the untiled reference.
+#include <gtest/gtest.h>
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/compiler.h"
+#include "compiler/fusion.h"
+#include "compiler/layout.h"
+#include "compiler/memory_planner.h"
+#include "sim/emulator.h"
+#include "sim/engines.h"
+#include "sim/timing.h"
+
+namespace example_npu {
+namespace {
+
+// x(1,8,12,12) -> conv3x3(w: 16x8) -> relu -> maxpool 2x2 -> conv1x1(v: 8x16) -> add(bias) -> out
+const char* kConvNet = R"({"version": 1, "symbol": "net", "nodes": [
+  {"op": "input", "name": "x", "shape": [1, 8, 12, 12], "dtype": "float32"},
+  {"op": "const", "name": "w", "shape": [16, 8, 3, 3], "dtype": "float32"},
+  {"op": "const", "name": "v", "shape": [8, 16, 1, 1], "dtype": "float32"},
+  {"op": "const", "name": "b", "shape": [1, 8, 1, 1], "dtype": "float32"},
+  {"op": "nn.conv2d", "name": "c1", "inputs": [0, 1], "shape": [1, 16, 12, 12], "dtype": "float32",
+   "attrs": {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1,
+             "data_layout": "NCHW", "kernel_layout": "OIHW"}},
+  {"op": "nn.relu", "name": "r1", "inputs": [4], "shape": [1, 16, 12, 12], "dtype": "float32"},
+  {"op": "nn.max_pool2d", "name": "p1", "inputs": [5], "shape": [1, 16, 6, 6], "dtype": "float32",
+   "attrs": {"pool_size": [2, 2], "strides": [2, 2], "dilation": [1, 1], "padding": [0, 0, 0, 0],
+             "ceil_mode": false, "count_include_pad": false, "layout": "NCHW"}},
+  {"op": "nn.conv2d", "name": "c2", "inputs": [6, 2], "shape": [1, 8, 6, 6], "dtype": "float32",
+   "attrs": {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1,
+             "data_layout": "NCHW", "kernel_layout": "OIHW"}},
+  {"op": "add", "name": "out", "inputs": [7, 3], "shape": [1, 8, 6, 6], "dtype": "float32"}],
+  "arg_nodes": [0], "heads": [8]})";
+
+NPUConfig Tiny() {
+  NPUConfig config;
+  config.l1_sram_kb = 4;
+  config.l2_cmx_kb = 8;
+  return config;
+}
+
+std::vector<std::vector<float>> RandomTensors(const Graph& graph, const std::vector<int64_t>& ids,
+                                              uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  std::vector<std::vector<float>> tensors;
+  for (int64_t id : ids) {
+    std::vector<float> values(kernels::NumElements(graph.nodes[id].shape));
+    for (float& v : values) v = dist(rng);
+    tensors.push_back(values);
+  }
+  return tensors;
+}
+
+/*! \brief Whole-tensor evaluation of every node with the same engines, no tiling. */
+std::vector<std::vector<float>> Untiled(const Graph& graph,
+                                        const std::vector<std::vector<float>>& inputs,
+                                        const std::vector<std::vector<float>>& consts) {
+  std::vector<std::vector<float>> values(graph.nodes.size());
+  for (size_t i = 0; i < graph.arg_nodes.size(); ++i) values[graph.arg_nodes[i]] = inputs[i];
+  std::vector<int64_t> const_ids = graph.ConstNodes();
+  for (size_t i = 0; i < const_ids.size(); ++i) values[const_ids[i]] = consts[i];
+  for (size_t id = 0; id < graph.nodes.size(); ++id) {
+    const Node& node = graph.nodes[id];
+    if (node.kind != NodeKind::kOp) continue;
+    std::vector<OperandF32> operands;
+    std::vector<Shape> shapes;
+    shapes.reserve(node.inputs.size());
+    for (int64_t input : node.inputs) shapes.push_back(graph.nodes[input].shape);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      operands.push_back(OperandF32{values[node.inputs[k]].data(), &shapes[k]});
+    }
+    values[id].resize(kernels::NumElements(node.shape));
+    RunOp(node.op, node.attrs, operands, values[id].data(), node.shape);
+  }
+  return values;
+}
+
+std::vector<float> Emulated(const Program& program, const std::vector<std::vector<float>>& inputs,
+                            const std::vector<std::vector<float>>& consts) {
+  std::vector<float> out(kernels::NumElements(program.graph.nodes[program.graph.heads[0]].shape));
+  DramBindings dram;
+  for (const auto& input : inputs) dram.inputs.push_back(input.data());
+  for (const auto& c : consts) dram.constants.push_back(c.data());
+  dram.outputs.push_back(out.data());
+  Emulate(program, dram);
+  return out;
+}
+
+TEST(CompilerTest, FusionChainsElementwiseConsumers) {
+  Graph graph = ParseGraph(kConvNet);
+  std::vector<FusedGroup> groups = FuseGraph(graph);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].anchor, 4);
+  EXPECT_EQ(groups[0].chain, std::vector<int64_t>{5});
+  EXPECT_EQ(groups[2].chain, std::vector<int64_t>{8});
+}
+
+TEST(CompilerTest, LayoutKeepsNHWCBetweenSpatialGroups) {
+  Graph graph = ParseGraph(kConvNet);
+  LayoutPlan layout = PlanLayout(graph, FuseGraph(graph));
+  EXPECT_EQ(layout.storage_order[5], (std::vector<int64_t>{0, 2, 3, 1}));  // conv+relu -> pool
+  EXPECT_EQ(layout.storage_order[6], (std::vector<int64_t>{0, 2, 3, 1}));  // pool -> conv
+  EXPECT_EQ(layout.storage_order[0], (std::vector<int64_t>{0, 1, 2, 3}));  // graph input
+}
+
+TEST(CompilerTest, EveryPlanFitsItsTiersAndCommandsStayInBounds) {
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    Program program = Compile(ParseGraph(kConvNet), config);
+    for (const GroupInfo& group : program.groups) {
+      EXPECT_LE(group.l1_bytes, config.TierBytes(Tier::kL1)) << group.name;
+      EXPECT_LE(group.l2_bytes, config.TierBytes(Tier::kL2)) << group.name;
+    }
+    for (const Command& c : program.commands) {
+      for (int64_t dep : c.deps) EXPECT_LT(dep, c.id);
+      const TileRef& tile = c.is_dma ? c.dma.tile : c.compute.output;
+      const int64_t bytes = kernels::NumElements(tile.shape) * DTypeBytes(tile.dtype);
+      EXPECT_LE(tile.offset + bytes, config.TierBytes(tile.tier)) << "command " << c.id;
+    }
+  }
+}
+
+TEST(CompilerTest, TinyL1ProducesMoreTilesAndTraffic) {
+  Program big = Compile(ParseGraph(kConvNet), NPUConfig());
+  Program tiny = Compile(ParseGraph(kConvNet), Tiny());
+  EXPECT_GT(tiny.commands.size(), big.commands.size());
+  EXPECT_GT(Simulate(tiny).bytes[static_cast<int>(Tier::kDram)],
+            Simulate(big).bytes[static_cast<int>(Tier::kDram)]);
+}
+
+TEST(CompilerTest, TiledEmulationMatchesTheUntiledReference) {
+  Graph graph = ParseGraph(kConvNet);
+  auto inputs = RandomTensors(graph, graph.arg_nodes, 1);
+  auto consts = RandomTensors(graph, graph.ConstNodes(), 2);
+  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    std::vector<float> actual = Emulated(Compile(graph, config), inputs, consts);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
+    }
+  }
+}
+
+TEST(MemoryPlannerTest, LiveScratchBuffersNeverOverlap) {
+  Graph graph = ParseGraph(kConvNet);
+  std::vector<FusedGroup> groups = FuseGraph(graph);
+  LayoutPlan layout = PlanLayout(graph, groups);
+  std::vector<TensorPlacement> placements;
+  int64_t scratch = PlanDram(graph, groups, layout, &placements);
+  // r1 (group 0 -> group 1) and p1 (group 1 -> group 2) overlap in group 1: disjoint bytes.
+  const TensorPlacement& r1 = placements[5];
+  const TensorPlacement& p1 = placements[6];
+  ASSERT_EQ(r1.kind, TensorPlacement::Kind::kScratch);
+  ASSERT_EQ(p1.kind, TensorPlacement::Kind::kScratch);
+  const int64_t r1_bytes = 16 * 12 * 12 * 4, p1_bytes = 16 * 6 * 6 * 4;
+  EXPECT_TRUE(r1.index + r1_bytes <= p1.index || p1.index + p1_bytes <= r1.index);
+  EXPECT_LE(std::max(r1.index + r1_bytes, p1.index + p1_bytes), scratch);
+  EXPECT_EQ(placements[8].kind, TensorPlacement::Kind::kOutput);
+}
+
+TEST(MemoryPlannerTest, BufferSlotsAreDisjointAndOversizeIsReported) {
+  NPUConfig config = Tiny();
+  BufferPlanResult fit = PlanBuffers({{1000, 2}, {500, 2}, {64, 1}}, config);
+  ASSERT_TRUE(fit.ok) << fit.reason;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const std::vector<int64_t> sizes = {1000, 500, 64};
+  for (size_t c = 0; c < sizes.size(); ++c) {
+    for (int64_t offset : fit.layout.l1_offsets[c]) ranges.push_back({offset, offset + sizes[c]});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first);
+  EXPECT_LE(ranges.back().second, config.TierBytes(Tier::kL1));
+  BufferPlanResult too_big = PlanBuffers({{3000, 2}}, config);
+  EXPECT_FALSE(too_big.ok);
+  EXPECT_NE(too_big.reason.find("L1"), std::string::npos);
+}
+
+TEST(SchedulerTest, DoubleBufferingOverlapsDmaWithCompute) {
+  Program program = Compile(ParseGraph(kConvNet), Tiny());
+  Profile profile = Simulate(program);
+  int64_t busy = 0;
+  for (int64_t cycles : profile.busy_cycles) busy += cycles;
+  EXPECT_LT(profile.total_cycles, busy);  // engines and DMA ran at the same time
+  // The next tile's load waits only for the slot's previous reader, not the current compute.
+  const std::vector<Command>& commands = program.commands;
+  int64_t loads_before_compute_end = 0;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (commands[i].is_dma || i + 1 >= commands.size()) continue;
+    for (size_t j = i + 1; j < commands.size() && j < i + 4; ++j) {
+      const Command& next = commands[j];
+      if (next.is_dma && !next.dma.store && next.group == commands[i].group &&
+          std::find(next.deps.begin(), next.deps.end(), commands[i].id) == next.deps.end()) {
+        ++loads_before_compute_end;
+      }
+    }
+  }
+  EXPECT_GT(loads_before_compute_end, 0);
+}
+
+TEST(SchedulerTest, UnfittableGroupIsAValueErrorNamingIt) {
+  NPUConfig config;
+  config.l1_sram_kb = 4;
+  // A softmax row of 4096 floats (16 KB) cannot be split and does not fit 4 KB of L1.
+  const char* graph = R"({"version": 1, "symbol": "s", "nodes": [
+    {"op": "input", "name": "x", "shape": [2, 4096], "dtype": "float32"},
+    {"op": "nn.softmax", "name": "y", "inputs": [0], "shape": [2, 4096], "dtype": "float32",
+     "attrs": {"axis": 1}}], "arg_nodes": [0], "heads": [1]})";
+  try {
+    Compile(ParseGraph(graph), config);
+    FAIL();
+  } catch (const tvm::ffi::Error& err) {
+    EXPECT_EQ(err.kind(), "ValueError");
+    EXPECT_NE(std::string(err.message()).find("group y"), std::string::npos) << err.message();
+  }
+}
+
+}  // namespace
+}  // namespace example_npu
