@@ -263,7 +263,9 @@ class ConvRule : public GroupTiler {
             const bool resident = oct == out_channels_ && ic_tiles == 1;
             const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
             const bool stage = !resident && weight_bytes <= config_.TierBytes(Tier::kL2);
-            const double input_reads = static_cast<double>(spatial) *
+            // Each input-channel chunk is read once per spatial tile, and again for every
+            // output-channel block when the channels are split (the chunk cannot stay resident).
+            const double input_reads = static_cast<double>(spatial) * ic_tiles *
                                        BusBytes(input, in_tile, Anchor().dtype) *
                                        (ic_tiles == 1 ? 1 : oc_tiles);
             const double output_writes = static_cast<double>(spatial) * oc_tiles *
