@@ -121,6 +121,8 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
     dma.remote_offset = l2_offsets_[cls];
     command.deps.push_back(l2_stage_command_[cls]);
   }
+  TVM_FFI_ICHECK_LE(kernels::NumElements(box.extent) * DTypeBytes(dtype), classes_[cls].bytes)
+      << "tile of " << graph_.nodes[view.tensor].name << " overflows its L1 slot";
   Slot& slot = slots_[cls][next_slot_[cls]];
   next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
   dma.tile = TileRef{Tier::kL1, slot.offset, TileShape(box), dtype};
@@ -133,6 +135,8 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
 }
 
 TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape) {
+  TVM_FFI_ICHECK_LE(kernels::NumElements(shape) * 4, classes_[cls].bytes)
+      << "result tile overflows its L1 slot";
   Slot& slot = slots_[cls][next_slot_[cls]];
   next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
   slot.key.clear();

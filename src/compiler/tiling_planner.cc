@@ -351,8 +351,7 @@ class PoolRule : public GroupTiler {
     const int64_t item = DTypeBytes(Anchor().dtype);
     auto cost = [&](const std::vector<int64_t>& extent) {
       TensorBox out_box{-1, std::vector<int64_t>(4, 0), extent, order_};
-      return 2 * AlignUp(kernels::NumElements(InputBox(out_box).box.extent) * item) +
-             EpilogueBytes(extent);
+      return 2 * AlignUp(LargestInputElements(extent) * item) + EpilogueBytes(extent);
     };
     TilePlan plan;
     plan.engine = Engine::kPooling;
@@ -397,6 +396,20 @@ class PoolRule : public GroupTiler {
     TensorBox box;
     std::array<int64_t, 4> padding;
   };
+
+  /*! \brief Input elements of an interior tile (the full window span; edge tiles read less). */
+  int64_t LargestInputElements(const std::vector<int64_t>& out_extent) const {
+    const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
+    const Shape& in_shape = graph_.nodes[Anchor().inputs[0]].shape;
+    std::vector<int64_t> extent = out_extent;
+    const int64_t h_axis = nchw_ ? 2 : 1;
+    for (int64_t s = 0; s < 2; ++s) {
+      const int64_t span =
+          (out_extent[h_axis + s] - 1) * p.strides[s] + (p.pool_size[s] - 1) * p.dilation[s] + 1;
+      extent[h_axis + s] = std::min(in_shape[h_axis + s], span);
+    }
+    return kernels::NumElements(extent);
+  }
 
   /*! \brief The input rows/cols an output box reads, and the padding left at the tile edges. */
   Halo InputBox(const TensorBox& out_box) const {

@@ -246,7 +246,7 @@ class ConvRule : public GroupTiler {
         for (int64_t oct : oc_candidates) {
           for (int64_t ict : ic_candidates) {
             Sizes t{oht, owt, oct, ict};
-            TensorBox in_tile = InputBox(t, BoxAt(t, 0, 0, 0), 0).box;
+            TensorBox in_tile = LargestInputBox(t);
             const int64_t in_box = kernels::NumElements(in_tile.extent);
             kernels::NumElements(InputBox(t, BoxAt(t, 0, 0, 0), 0).box.extent);
             const int64_t w_box = kh_ * kw_ * ict * oct;
@@ -287,8 +287,7 @@ class ConvRule : public GroupTiler {
       plan.reason = std::string(OpKindName(Anchor().op)) + ": the smallest tile does not fit L1";
       return plan;
     }
-    const int64_t in_box =
-        kernels::NumElements(InputBox(tile_, BoxAt(tile_, 0, 0, 0), 0).box.extent);
+    const int64_t in_box = kernels::NumElements(LargestInputBox(tile_).extent);
     plan.buffers.push_back(BufferClass{AlignUp(in_box * item), 2});
     plan.buffers.push_back(BufferClass{AlignUp(kh_ * kw_ * tile_.ic * tile_.oc * item), 2,
                                        stage_weights_, weight_bytes});
@@ -362,6 +361,23 @@ class ConvRule : public GroupTiler {
   TensorView LiftWeight(const TensorView& view) const {
     if (!conv1d_) return view;
     return InsertUnitDim(view, oihw_ ? 2 : 0);
+  }
+
+  /*!
+   * \brief The input box of an interior tile: the full window span, which edge tiles (clipped by
+   * padding) never exceed. Buffers are sized by it.
+   */
+  TensorBox LargestInputBox(const Sizes& t) const {
+    TensorBox box = InputBox(t, BoxAt(t, 0, 0, 0), 0).box;
+    const int64_t h_axis = nchw_ ? 2 : 1;
+    const int64_t out_extent[2] = {t.oh, t.ow};
+    const int64_t kernel[2] = {kh_, kw_};
+    for (int s = 0; s < 2; ++s) {
+      const int64_t span =
+          (out_extent[s] - 1) * p_.strides[s] + (kernel[s] - 1) * p_.dilation[s] + 1;
+      box.extent[h_axis + s] = std::min(in_[h_axis + s], span);
+    }
+    return box;
   }
 
   /*! \brief Input rows/cols/channels an output box reads, and the padding left at its edges. */
