@@ -10,7 +10,9 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .config import POWER_MODES, NPUConfig
 from .models import default_model
+from .profile import profile
 from .report import partition_with_report
 
 
@@ -24,9 +26,9 @@ def _compile_and_time(mod: tvm.IRModule, inputs: list[np.ndarray], repeat: int):
     return out, (time.perf_counter() - start) / repeat * 1e3
 
 
-def run_demo(seed: int, repeat: int) -> int:
+def run_demo(seed: int, repeat: int, config: NPUConfig, trace: str | None) -> int:
     model = default_model()
-    partitioned, report = partition_with_report(model)
+    partitioned, report = partition_with_report(model, config=config)
     print("Partition of the default model (small CNN classifier):")
     print(report.table())
     image = np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype("float32")
@@ -41,6 +43,11 @@ def run_demo(seed: int, repeat: int) -> int:
         print("MISMATCH: the NPU result differs from TVM's CPU build", file=sys.stderr)
         return 1
     print("OK: the NPU result matches TVM's CPU build")
+    prof = profile(tvm.compile(partitioned, target="llvm"), image)
+    print(f"\nNPU profile (L1 {config.l1_sram_kb} KB, L2 {config.l2_cmx_kb} KB):")
+    print(prof.table())
+    if trace:
+        print(f"Chrome trace written to {prof.to_chrome_trace(trace)} (open in ui.perfetto.dev)")
     return 0
 
 
@@ -52,9 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="run the embedded default model on the NPU")
     demo.add_argument("--seed", type=int, default=0, help="seed of the random input image")
     demo.add_argument("--repeat", type=int, default=20, help="timed runs per build")
+    demo.add_argument("--power-mode", choices=sorted(POWER_MODES), default="balanced")
+    demo.add_argument("--l1-kb", type=int, default=256, help="L1 SRAM size of the NPU")
+    demo.add_argument("--trace", help="write a Chrome/Perfetto trace of the NPU run here")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return run_demo(args.seed, args.repeat)
+        config = NPUConfig(l1_sram_kb=args.l1_kb, power_mode=args.power_mode)
+        return run_demo(args.seed, args.repeat, config, args.trace)
     return 2
 
 

@@ -10,6 +10,7 @@ import tvm
 from tvm import relax
 
 from .checks import logger as checks_logger
+from .config import NPUConfig
 from .partition import partition_for_npu
 
 # Relax calls that are plumbing, not compute a user would expect on the NPU.
@@ -61,7 +62,9 @@ def _count_ops(expr: relax.Expr) -> Counter:
     return counts
 
 
-def partition_with_report(mod: tvm.IRModule) -> tuple[tvm.IRModule, PartitionReport]:
+def partition_with_report(
+    mod: tvm.IRModule, config: NPUConfig | None = None
+) -> tuple[tvm.IRModule, PartitionReport]:
     """partition_for_npu plus a report of which ops each side got and why."""
     original_ops = _count_ops(mod["main"].body)
     collector = _ReasonCollector()
@@ -69,7 +72,7 @@ def partition_with_report(mod: tvm.IRModule) -> tuple[tvm.IRModule, PartitionRep
     checks_logger.addHandler(collector)
     checks_logger.setLevel(logging.INFO)
     try:
-        partitioned = partition_for_npu(mod)
+        partitioned = partition_for_npu(mod, config=config)
     finally:
         checks_logger.removeHandler(collector)
         checks_logger.setLevel(previous_level)
