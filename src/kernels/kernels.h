@@ -29,6 +29,13 @@ int64_t NumElements(const Shape& shape);
 void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Shape& rhs_shape,
             float* out, const Shape& out_shape);
 
+/*!
+ * \brief Matmul(lhs, permute_dims(rhs_t)) for a 2-D rhs_t of shape [n, k] (the Linear-layer
+ * weight layout) without materialising the transpose; lhs as in Matmul, its batches share rhs_t.
+ */
+void MatmulTransposedRhs(const float* lhs, const Shape& lhs_shape, const float* rhs_t,
+                         const Shape& rhs_t_shape, float* out, const Shape& out_shape);
+
 /*! \brief Feature-map layouts of convolution and pooling. */
 enum class DataLayout { kNCHW, kNHWC };
 /*! \brief Convolution weight layouts: OIHW goes with NCHW, HWIO with NHWC (any mix is allowed). */

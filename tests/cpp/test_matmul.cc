@@ -128,6 +128,40 @@ TEST(MatmulTest, BatchedWithBroadcastBatchDims) {
   for (const MatmulCase& c : cases) CheckMatmul(c, &rng);
 }
 
+TEST(MatmulTest, SizesCrossingCacheBlocksAndThreads) {
+  // Several row blocks, depth blocks and column panels of the packed GEMM, ragged edges on each,
+  // and batches spread over threads.
+  std::mt19937 rng(4);
+  const std::vector<MatmulCase> cases = {
+      {{200, 300}, {300, 530}},
+      {{97, 257}, {257, 17}},
+      {{5, 61, 70}, {5, 70, 33}},
+      {{3, 1, 40}, {40, 600}},
+  };
+  for (const MatmulCase& c : cases) CheckMatmul(c, &rng);
+}
+
+TEST(MatmulTest, TransposedRhsMatchesMatmulOfTheTranspose) {
+  std::mt19937 rng(5);
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{7, 5}, {3, 5}}, {{130, 300}, {70, 300}}, {{2, 3, 40}, {520, 40}}, {{9}, {4, 9}}};
+  for (const auto& [lhs_shape, w_shape] : cases) {
+    const std::vector<float> lhs = RandomVector(NumElements(lhs_shape), &rng);
+    const std::vector<float> w = RandomVector(NumElements(w_shape), &rng);
+    std::vector<float> wt(w.size());  // [k, n]
+    for (int64_t j = 0; j < w_shape[0]; ++j) {
+      for (int64_t k = 0; k < w_shape[1]; ++k) wt[k * w_shape[0] + j] = w[j * w_shape[1] + k];
+    }
+    Shape out_shape;
+    const std::vector<double> expected =
+        NaiveMatmul(lhs, lhs_shape, wt, {w_shape[1], w_shape[0]}, &out_shape);
+    std::vector<float> out(NumElements(out_shape), -123.0f);
+    MatmulTransposedRhs(lhs.data(), lhs_shape, w.data(), w_shape, out.data(), out_shape);
+    ExpectAllClose(out, expected, ShapeToString(lhs_shape) + " x T" + ShapeToString(w_shape), 1e-5,
+                   1e-5 * std::sqrt(static_cast<double>(w_shape[1])));
+  }
+}
+
 TEST(MatmulTest, EmptyReductionGivesZeros) {
   const Shape lhs_shape{3, 0};
   const Shape rhs_shape{0, 4};

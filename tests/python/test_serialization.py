@@ -32,7 +32,9 @@ def test_export_and_load_in_a_new_process(tmp_path):
         folder = {str(tmp_path)!r}
         inputs = [tvm.runtime.tensor(np.load(f"{{folder}}/in{{i}}.npy")) for i in range(2)]
         out = vm["main"](*inputs).numpy()
-        np.testing.assert_allclose(out, np.load({str(tmp_path)!r} + "/expected.npy"), rtol=1e-5)
+        np.testing.assert_allclose(
+            out, np.load({str(tmp_path)!r} + "/expected.npy"), rtol=1e-5, atol=1e-5
+        )
         print("loaded-ok")
         """
     )
