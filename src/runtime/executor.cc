@@ -165,6 +165,25 @@ Executor::Executor(Graph graph) : graph_(std::move(graph)) {
     }
   }
   constants_bound_ = graph_.ConstNodes().empty();
+
+  // Fold transposes into the matmul that consumes them: count every use of each node first.
+  std::vector<int> uses(graph_.nodes.size(), 0);
+  for (const Node& node : graph_.nodes) {
+    for (int64_t input : node.inputs) ++uses[input];
+  }
+  for (int64_t head : graph_.heads) ++uses[head];
+  folded_transpose_.assign(graph_.nodes.size(), false);
+  for (const Node& node : graph_.nodes) {
+    if (node.kind != NodeKind::kOp || node.op != OpKind::kMatmul || node.inputs.size() != 2)
+      continue;
+    const int64_t rhs = node.inputs[1];
+    const Node& t = graph_.nodes[rhs];
+    if (t.kind == NodeKind::kOp && t.op == OpKind::kPermuteDims && uses[rhs] == 1 &&
+        t.shape.size() == 2 &&
+        std::get<PermuteDimsAttrs>(t.attrs).axes == std::vector<int64_t>{1, 0}) {
+      folded_transpose_[rhs] = true;
+    }
+  }
 }
 
 void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {
@@ -218,6 +237,10 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   for (size_t id = 0; id < count; ++id) {
     const Node& node = graph_.nodes[id];
     if (node.kind != NodeKind::kOp) continue;
+    if (folded_transpose_[id]) {
+      values[id] = values[node.inputs[0]];  // stands for its input; read by the matmul below
+      continue;
+    }
     float* out = in_place[id];
     if (out == nullptr) {
       scratch[id].resize(kernels::NumElements(node.shape));
@@ -225,7 +248,13 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
     }
     std::vector<const float*> in;
     for (int64_t input : node.inputs) in.push_back(values[input]);
-    RunNode(graph_, node, in, out);
+    if (node.op == OpKind::kMatmul && folded_transpose_[node.inputs[1]]) {
+      const Node& weight = graph_.nodes[graph_.nodes[node.inputs[1]].inputs[0]];
+      kernels::MatmulTransposedRhs(in[0], graph_.nodes[node.inputs[0]].shape, in[1], weight.shape,
+                                   out, node.shape);
+    } else {
+      RunNode(graph_, node, in, out);
+    }
     values[id] = out;
   }
   for (size_t i = 0; i < outputs.size(); ++i) {

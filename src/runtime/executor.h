@@ -37,6 +37,11 @@ class Executor {
 
  private:
   Graph graph_;
+  /*!
+   * \brief Per node: a 2-D permute_dims whose only consumer is a matmul's rhs (the Linear form).
+   * Such a node is not computed; the matmul reads the untransposed weight (MatmulTransposedRhs).
+   */
+  std::vector<bool> folded_transpose_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;
 };
