@@ -79,12 +79,15 @@ class Pool {
     }
     if (sleepers_.load(std::memory_order_relaxed) > 0) cv_.notify_all();
     RunChunks(gen);
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-      if (spins < 4096) {
-        CpuRelax();
-      } else {
-        std::this_thread::yield();  // a worker was descheduled mid-chunk
-      }
+    // Chunks still running belong to workers. Spin briefly (they usually finish within
+    // microseconds), then sleep: if a worker was descheduled on a busy machine, this core going
+    // idle lets the scheduler move that worker here instead of both waiting out a time slice.
+    for (int spins = 0; spins < 2048 && pending_.load(std::memory_order_acquire) != 0; ++spins) {
+      CpuRelax();
+    }
+    if (pending_.load(std::memory_order_acquire) != 0) {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     }
     std::exception_ptr error = error_;
     busy_.store(false, std::memory_order_release);
@@ -108,7 +111,11 @@ class Pool {
         std::lock_guard<std::mutex> lock(error_mu_);
         if (!error_) error_ = std::current_exception();
       }
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // Last chunk: wake the caller if it went to sleep (the mutex orders this after its check).
+        std::lock_guard<std::mutex> lock(done_mu_);
+        done_cv_.notify_one();
+      }
       t = ticket_.load(std::memory_order_acquire);
     }
   }
@@ -151,6 +158,8 @@ class Pool {
   std::atomic<int> pending_{0};      // chunks of the current job not yet finished
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;  // current job, set while busy_
   int64_t n_ = 0;
+  std::mutex done_mu_;  // with done_cv_: the caller sleeping until pending_ == 0
+  std::condition_variable done_cv_;
   std::mutex error_mu_;
   std::exception_ptr error_;  // first exception of the current job
 };
