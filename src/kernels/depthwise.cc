@@ -86,10 +86,22 @@ void DepthwisePlanes(const float* input, const float* weight, float* out, const 
       for (; ow + 4 * simd::kLanes <= vec_end; ow += 4 * simd::kLanes) {
         RowBlock<4>(rows, buf_w, w, g.kernel_h, g.kernel_w, dh, dw, out_row + ow, ow);
       }
-      for (; ow < vec_end; ow += simd::kLanes) {
-        RowBlock<1>(rows, buf_w, w, g.kernel_h, g.kernel_w, dh, dw, out_row + ow, ow);
+      // 1 to 3 vectors left: one block with that many accumulators (not 1 at a time, which
+      // would serialise on the add latency).
+      switch ((vec_end - ow) / simd::kLanes) {
+        case 3:
+          RowBlock<3>(rows, buf_w, w, g.kernel_h, g.kernel_w, dh, dw, out_row + ow, ow);
+          break;
+        case 2:
+          RowBlock<2>(rows, buf_w, w, g.kernel_h, g.kernel_w, dh, dw, out_row + ow, ow);
+          break;
+        case 1:
+          RowBlock<1>(rows, buf_w, w, g.kernel_h, g.kernel_w, dh, dw, out_row + ow, ow);
+          break;
+        default:
+          break;
       }
-      for (int64_t ow = vec_end; ow < g.out_w; ++ow) {
+      for (ow = vec_end; ow < g.out_w; ++ow) {
         float acc = 0.0f;
         for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
           const float* src = rows + kh * dh * buf_w + ow * sw;
