@@ -8,27 +8,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/conv_internal.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/window.h"
 
 namespace example_npu {
 namespace kernels {
 namespace {
-
-/*! \brief Sizes of one convolution, independent of the memory layouts. */
-struct ConvGeometry {
-  int64_t batch;
-  int64_t in_channels;
-  int64_t in_h;
-  int64_t in_w;
-  int64_t out_channels;
-  int64_t kernel_h;
-  int64_t kernel_w;
-  int64_t out_h;
-  int64_t out_w;
-  int64_t group_in;   // input channels per group
-  int64_t group_out;  // output channels per group
-};
 
 ConvGeometry MakeGeometry(const Shape& in_shape, const Shape& weight_shape, const Shape& out_shape,
                           const Conv2dParams& p) {
@@ -70,101 +58,148 @@ ConvGeometry MakeGeometry(const Shape& in_shape, const Shape& weight_shape, cons
 }
 
 /*!
- * \brief NCHW x OIHW: one output plane at a time, adding each (input channel, tap) as a scaled
- * shifted copy of the input plane, so the inner loop runs along the output width.
+ * \brief Writes `len` values into columns [q, q + len) of row p of a packed B panel (kGemmNR-wide
+ * slivers of kb rows each): src[t * stride] for t < len, or zeros when src is null.
  */
-void ConvNCHW(const float* input, const float* weight, float* out, const ConvGeometry& g,
-              const Conv2dParams& p) {
-  const int64_t sh = p.strides[0];
-  const int64_t sw = p.strides[1];
-  const int64_t in_plane = g.in_h * g.in_w;
-  const int64_t out_plane = g.out_h * g.out_w;
-  const int64_t taps = g.kernel_h * g.kernel_w;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t co = 0; co < g.out_channels; ++co) {
-      float* out_c = out + (n * g.out_channels + co) * out_plane;
-      std::fill(out_c, out_c + out_plane, 0.0f);
-      const int64_t first_in = (co / g.group_out) * g.group_in;
-      for (int64_t ci = 0; ci < g.group_in; ++ci) {
-        const float* in_c = input + (n * g.in_channels + first_in + ci) * in_plane;
-        const float* w_c = weight + (co * g.group_in + ci) * taps;
-        for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-          const int64_t h_off = kh * p.dilation[0] - p.padding[0];
-          const Range rows = ValidRange(h_off, sh, g.in_h, g.out_h);
-          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-            const int64_t w_off = kw * p.dilation[1] - p.padding[1];
-            const Range cols = ValidRange(w_off, sw, g.in_w, g.out_w);
-            const float wv = w_c[kh * g.kernel_w + kw];
-            for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
-              const float* in_row = in_c + (oh * sh + h_off) * g.in_w;
-              float* out_row = out_c + oh * g.out_w;
-              if (sw == 1) {
-                for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
-                  out_row[ow] += wv * in_row[ow + w_off];
-                }
-              } else {
-                for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
-                  out_row[ow] += wv * in_row[ow * sw + w_off];
-                }
-              }
-            }
-          }
-        }
-      }
+inline void PutPackedRow(float* dst, int64_t kb, int64_t p, int64_t q, int64_t len,
+                         const float* src, int64_t stride) {
+  while (len > 0) {
+    const int64_t c = q % kGemmNR;
+    const int64_t run = std::min(len, kGemmNR - c);
+    float* d = dst + (q / kGemmNR) * kb * kGemmNR + p * kGemmNR + c;
+    if (src == nullptr) {
+      std::fill(d, d + run, 0.0f);
+    } else if (stride == 1) {
+      std::copy(src, src + run, d);
+      src += run;
+    } else {
+      for (int64_t t = 0; t < run; ++t) d[t] = src[t * stride];
+      src += run * stride;
     }
+    q += run;
+    len -= run;
   }
-}
-
-/*! \brief out[0:n] += x * w[0:n]. */
-inline void Axpy(float x, const float* __restrict__ w, float* __restrict__ out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] += x * w[j];
-}
-
-/*! \brief out[0:n] += in[0:n] * w[0:n] (depthwise: one weight per channel). */
-inline void MulAcc(const float* __restrict__ in, const float* __restrict__ w,
-                   float* __restrict__ out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] += in[j] * w[j];
 }
 
 /*!
- * \brief NHWC x HWIO: one output pixel at a time; each input channel scales a contiguous HWIO row
- * of output-channel weights, so the inner loop runs along the output channels.
+ * \brief NCHW x OIHW of one (batch, group) as a GEMM: out[co, pixel] = W[co, (ci, kh, kw)] *
+ * X[(ci, kh, kw), pixel], where X is the implicit im2col matrix of the input, built panel by
+ * panel straight into the packed layout (no im2col buffer).
  */
-void ConvNHWC(const float* input, const float* weight, float* out, const ConvGeometry& g,
-              const Conv2dParams& p) {
-  const int64_t groups = p.groups;
-  const bool depthwise = g.group_in == 1 && g.group_out == 1;
-  const int64_t tap_stride = g.group_in * g.out_channels;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t oh = 0; oh < g.out_h; ++oh) {
-      const int64_t h_base = oh * p.strides[0] - p.padding[0];
-      const Range khs = ValidRange(h_base, p.dilation[0], g.in_h, g.kernel_h);
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        const int64_t w_base = ow * p.strides[1] - p.padding[1];
-        const Range kws = ValidRange(w_base, p.dilation[1], g.in_w, g.kernel_w);
-        float* out_px = out + ((n * g.out_h + oh) * g.out_w + ow) * g.out_channels;
-        std::fill(out_px, out_px + g.out_channels, 0.0f);
-        for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
-          const int64_t ih = h_base + kh * p.dilation[0];
-          for (int64_t kw = kws.begin; kw < kws.end; ++kw) {
-            const int64_t iw = w_base + kw * p.dilation[1];
-            const float* in_px = input + ((n * g.in_h + ih) * g.in_w + iw) * g.in_channels;
-            const float* w_tap = weight + (kh * g.kernel_w + kw) * tap_stride;
-            if (depthwise) {
-              MulAcc(in_px, w_tap, out_px, g.out_channels);
-              continue;
-            }
-            for (int64_t grp = 0; grp < groups; ++grp) {
-              for (int64_t ci = 0; ci < g.group_in; ++ci) {
-                Axpy(in_px[grp * g.group_in + ci], w_tap + ci * g.out_channels + grp * g.group_out,
-                     out_px + grp * g.group_out, g.group_out);
-              }
-            }
+void ConvGemmNCHW(const float* input, const float* weight, float* out, const ConvGeometry& g,
+                  const Conv2dParams& p) {
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  const int64_t pixels = g.out_h * g.out_w;
+  const int64_t depth = g.group_in * taps;
+  const bool pointwise = taps == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.padding[0] == 0 &&
+                         p.padding[1] == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
+  GemmPackB im2col = [&](int64_t k0, int64_t kb, int64_t j0, int64_t cols, float* dst) {
+    for (int64_t pk = 0; pk < kb; ++pk) {
+      const int64_t k = k0 + pk;
+      const int64_t ci = k / taps;
+      const int64_t kh = (k % taps) / g.kernel_w;
+      const int64_t kw = k % g.kernel_w;
+      const float* in_c = input + ci * g.in_h * g.in_w;
+      const int64_t h_off = kh * p.dilation[0] - p.padding[0];
+      const int64_t w_off = kw * p.dilation[1] - p.padding[1];
+      const Range cols_ok = ValidRange(w_off, p.strides[1], g.in_w, g.out_w);
+      // Walk the panel's pixels one output row segment at a time.
+      for (int64_t j = j0; j < j0 + cols;) {
+        const int64_t oh = j / g.out_w;
+        const int64_t ow = j % g.out_w;
+        const int64_t seg_end = std::min(g.out_w, ow + (j0 + cols - j));
+        const int64_t q = j - j0;
+        const int64_t ih = oh * p.strides[0] + h_off;
+        if (ih < 0 || ih >= g.in_h) {
+          PutPackedRow(dst, kb, pk, q, seg_end - ow, nullptr, 0);
+        } else {
+          const int64_t lo = std::clamp(cols_ok.begin, ow, seg_end);
+          const int64_t hi = std::clamp(cols_ok.end, lo, seg_end);
+          PutPackedRow(dst, kb, pk, q, lo - ow, nullptr, 0);
+          PutPackedRow(dst, kb, pk, q + lo - ow, hi - lo,
+                       in_c + ih * g.in_w + lo * p.strides[1] + w_off, p.strides[1]);
+          PutPackedRow(dst, kb, pk, q + hi - ow, seg_end - hi, nullptr, 0);
+        }
+        j += seg_end - ow;
+      }
+    }
+  };
+  GemmProblem gemm{g.group_out,
+                   pixels,
+                   depth,
+                   PackRowMajorA(weight, depth),
+                   pointwise ? PackRowMajorB(input, pixels) : im2col,
+                   out,
+                   pixels};
+  Gemm(gemm);
+}
+
+/*!
+ * \brief NHWC x HWIO of one (batch, group) as a GEMM: out[pixel, co] = X[pixel, (kh, kw, ci)] *
+ * W[(kh, kw, ci), co]. HWIO is already that [depth, C_out] matrix; X is the implicit im2col
+ * matrix, whose rows are runs of contiguous input channels.
+ */
+void ConvGemmNHWC(const float* input, const float* weight, float* out, const ConvGeometry& g,
+                  const Conv2dParams& p, int64_t group) {
+  const int64_t depth = g.group_in * g.kernel_h * g.kernel_w;
+  GemmPackA im2col = [&](int64_t i0, int64_t rows, int64_t k0, int64_t kb, float* dst) {
+    for (int64_t s = 0; s < rows; s += kGemmMR) {
+      float* d = dst + s * kb;
+      for (int64_t r = 0; r < kGemmMR; ++r) {
+        const int64_t pixel = i0 + s + r;
+        const int64_t oh = pixel / g.out_w;
+        const int64_t ow = pixel % g.out_w;
+        for (int64_t k = k0; k < k0 + kb;) {
+          const int64_t tap = k / g.group_in;
+          const int64_t ci = k % g.group_in;
+          const int64_t run = std::min(g.group_in - ci, k0 + kb - k);
+          const int64_t ih = oh * p.strides[0] + (tap / g.kernel_w) * p.dilation[0] - p.padding[0];
+          const int64_t iw = ow * p.strides[1] + (tap % g.kernel_w) * p.dilation[1] - p.padding[1];
+          float* col = d + (k - k0) * kGemmMR + r;
+          if (s + r >= rows || ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) {
+            for (int64_t t = 0; t < run; ++t) col[t * kGemmMR] = 0.0f;
+          } else {
+            const float* src = input + (ih * g.in_w + iw) * g.in_channels + group * g.group_in + ci;
+            for (int64_t t = 0; t < run; ++t) col[t * kGemmMR] = src[t];
           }
+          k += run;
         }
       }
     }
-  }
+  };
+  GemmProblem gemm{g.out_h * g.out_w,
+                   g.group_out,
+                   depth,
+                   im2col,
+                   PackRowMajorB(weight + group * g.group_out, g.out_channels),
+                   out + group * g.group_out,
+                   g.out_channels};
+  Gemm(gemm);
+}
+
+/*! \brief Any non-depthwise convolution: one GEMM per (batch, group), batches over threads. */
+void ConvGemm(const float* input, const float* weight, float* out, const ConvGeometry& g,
+              const Conv2dParams& p) {
+  const bool nchw = p.data_layout == DataLayout::kNCHW;
+  const int64_t groups = p.groups;
+  const int64_t in_image = g.in_channels * g.in_h * g.in_w;
+  const int64_t out_image = g.out_channels * g.out_h * g.out_w;
+  const int64_t macs = g.group_out * g.out_h * g.out_w * g.group_in * g.kernel_h * g.kernel_w;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(macs, 1));
+  ParallelFor(g.batch * groups, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / groups;
+      const int64_t grp = item % groups;
+      if (nchw) {
+        const int64_t plane = g.in_h * g.in_w;
+        ConvGemmNCHW(input + n * in_image + grp * g.group_in * plane,
+                     weight + grp * g.group_out * g.group_in * g.kernel_h * g.kernel_w,
+                     out + n * out_image + grp * g.group_out * g.out_h * g.out_w, g, p);
+      } else {
+        ConvGemmNHWC(input + n * in_image, weight, out + n * out_image, g, p, grp);
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -176,8 +211,10 @@ void Conv2d(const float* input, const Shape& in_shape, const float* weight,
   if (NumElements(out_shape) == 0) return;
   const bool nchw = params.data_layout == DataLayout::kNCHW;
   const bool oihw = params.kernel_layout == KernelLayout::kOIHW;
+  const bool depthwise = g.group_in == 1 && g.group_out == 1;
+  auto run = depthwise ? DepthwiseConv : ConvGemm;
   if (nchw == oihw) {
-    (nchw ? ConvNCHW : ConvNHWC)(input, weight, out, g, params);
+    run(input, weight, out, g, params);
     return;
   }
   // Mixed layouts: repack the (small) weight into the layout matching the data once, so only two
@@ -185,10 +222,10 @@ void Conv2d(const float* input, const Shape& in_shape, const float* weight,
   std::vector<float> repacked(static_cast<size_t>(NumElements(weight_shape)));
   if (nchw) {
     Transpose(weight, weight_shape, {3, 2, 0, 1}, repacked.data());  // HWIO -> OIHW
-    ConvNCHW(input, repacked.data(), out, g, params);
+    run(input, repacked.data(), out, g, params);
   } else {
     Transpose(weight, weight_shape, {2, 3, 1, 0}, repacked.data());  // OIHW -> HWIO
-    ConvNHWC(input, repacked.data(), out, g, params);
+    run(input, repacked.data(), out, g, params);
   }
 }
 

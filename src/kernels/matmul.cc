@@ -8,48 +8,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
+#include "kernels/simd.h"
 
 namespace example_npu {
 namespace kernels {
 namespace {
-
-// Panel sizes keep a kBlockK x kBlockN slab of rhs (128 KiB) in L2 while it is reused by every
-// lhs row, and the four output rows being updated (4 KiB) in L1.
-constexpr int64_t kBlockK = 128;
-constexpr int64_t kBlockN = 256;
-constexpr int64_t kRowsPerStep = 4;
-
-/*! \brief c[0:n] += a * b[0:n]; restrict lets the compiler vectorise without alias checks. */
-inline void AxpyRow(float a, const float* __restrict__ b, float* __restrict__ c, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) c[j] += a * b[j];
-}
-
-/*!
- * \brief Updates four output rows from one streamed rhs row per k, so each rhs load feeds four
- * multiply-adds instead of one.
- */
-void Update4Rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                 int64_t kb, int64_t nb) {
-  float* __restrict__ c0 = c;
-  float* __restrict__ c1 = c + ldc;
-  float* __restrict__ c2 = c + 2 * ldc;
-  float* __restrict__ c3 = c + 3 * ldc;
-  for (int64_t p = 0; p < kb; ++p) {
-    const float a0 = a[p];
-    const float a1 = a[lda + p];
-    const float a2 = a[2 * lda + p];
-    const float a3 = a[3 * lda + p];
-    const float* __restrict__ brow = b + p * ldb;
-    for (int64_t j = 0; j < nb; ++j) {
-      const float bv = brow[j];
-      c0[j] += a0 * bv;
-      c1[j] += a1 * bv;
-      c2[j] += a2 * bv;
-      c3[j] += a3 * bv;
-    }
-  }
-}
 
 /*! \brief Dot product with independent partial sums so the loop is not one long dependency. */
 float Dot(const float* a, const float* b, int64_t k) {
@@ -65,30 +31,30 @@ float Dot(const float* a, const float* b, int64_t k) {
   return sum;
 }
 
+/*! \brief c[0:n] = a[0:k] * b[k, n]: a row vector streams b once, row by row. */
+void VecMat(const float* a, const float* b, int64_t ldb, float* c, int64_t k, int64_t n) {
+  std::fill(c, c + n, 0.0f);
+  for (int64_t p = 0; p < k; ++p) {
+    const float av = a[p];
+    const float* __restrict__ row = b + p * ldb;
+    float* __restrict__ out = c;
+    for (int64_t j = 0; j < n; ++j) out[j] += av * row[j];
+  }
+}
+
 /*! \brief c[m, n] = a[m, k] * b[k, n], all contiguous row-major. */
-void Gemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+void MatrixProduct(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
   if (n == 1) {
-    // A column rhs makes the i-k-j update loop one element long; dot products stream both.
+    // A column rhs makes each output one dot product.
     for (int64_t i = 0; i < m; ++i) c[i] = Dot(a + i * k, b, k);
     return;
   }
-  std::fill(c, c + m * n, 0.0f);
-  for (int64_t j0 = 0; j0 < n; j0 += kBlockN) {
-    const int64_t nb = std::min(kBlockN, n - j0);
-    for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
-      const int64_t kb = std::min(kBlockK, k - k0);
-      const float* b_panel = b + k0 * n + j0;
-      int64_t i = 0;
-      for (; i + kRowsPerStep <= m; i += kRowsPerStep) {
-        Update4Rows(a + i * k + k0, k, b_panel, n, c + i * n + j0, n, kb, nb);
-      }
-      for (; i < m; ++i) {
-        const float* a_row = a + i * k + k0;
-        float* c_row = c + i * n + j0;
-        for (int64_t p = 0; p < kb; ++p) AxpyRow(a_row[p], b_panel + p * n, c_row, nb);
-      }
-    }
+  if (m == 1) {
+    VecMat(a, b, n, c, k, n);
+    return;
   }
+  GemmProblem g{m, n, k, PackRowMajorA(a, k), PackRowMajorB(b, n), c, n};
+  Gemm(g);
 }
 
 /*! \brief Operand viewed as a batch of [rows, cols] matrices. */
@@ -164,20 +130,26 @@ void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Sh
   if (num_batches == 0 || m == 0 || n == 0) return;
   if (NumElements(r.batch) == 1 && NumElements(l.batch) == num_batches) {
     // A shared rhs lets the lhs batches stack into one tall matrix: one GEMM, better reuse.
-    Gemm(lhs, rhs, out, num_batches * m, k, n);
+    MatrixProduct(lhs, rhs, out, num_batches * m, k, n);
     return;
   }
-  for (int64_t b = 0; b < num_batches; ++b) {
-    int64_t lhs_offset = 0;
-    int64_t rhs_offset = 0;
-    for (int64_t d = static_cast<int64_t>(batch_rank) - 1, rest = b; d >= 0; --d) {
-      const int64_t idx = rest % out_batch[d];
-      rest /= out_batch[d];
-      lhs_offset += idx * lhs_strides[d];
-      rhs_offset += idx * rhs_strides[d];
+  // Batches are independent: spread them over threads; a GEMM inside a batch chunk then runs
+  // on its own thread (ParallelFor nests inline). A single batch splits inside its GEMM instead.
+  const int64_t batch_grain =
+      std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(m * n * k, 1));
+  ParallelFor(num_batches, batch_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      int64_t lhs_offset = 0;
+      int64_t rhs_offset = 0;
+      for (int64_t d = static_cast<int64_t>(batch_rank) - 1, rest = b; d >= 0; --d) {
+        const int64_t idx = rest % out_batch[d];
+        rest /= out_batch[d];
+        lhs_offset += idx * lhs_strides[d];
+        rhs_offset += idx * rhs_strides[d];
+      }
+      MatrixProduct(lhs + lhs_offset * m * k, rhs + rhs_offset * k * n, out + b * m * n, m, k, n);
     }
-    Gemm(lhs + lhs_offset * m * k, rhs + rhs_offset * k * n, out + b * m * n, m, k, n);
-  }
+  });
 }
 
 }  // namespace kernels

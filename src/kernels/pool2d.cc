@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/window.h"
 
 namespace example_npu {
@@ -59,59 +60,106 @@ inline float Divisor(const AxisPlan& ph, const AxisPlan& pw, int64_t oh, int64_t
   return static_cast<float>(std::max<int64_t>(taps, 1));
 }
 
-/*! \brief NCHW: one (n, c) plane at a time, each window reduced with scalar loops. */
+/*!
+ * \brief NCHW planes [begin, end): per output row, the window's input rows are first reduced
+ * elementwise into a padded row buffer (contiguous, vectorised), then each output takes its
+ * kernel_w taps from that buffer. The buffer's padding holds the reduction's identity, so the
+ * horizontal pass needs no bounds tests; padded taps add 0 to a sum and never win a max.
+ */
 template <bool kIsMax>
-void PoolPlanes(const float* input, float* out, int64_t planes, int64_t in_h, int64_t in_w,
-                const AxisPlan& ph, const AxisPlan& pw, const Pool2dParams& p) {
+void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
+                int64_t in_w, const AxisPlan& ph, const AxisPlan& pw, const Pool2dParams& p) {
   const int64_t out_h = static_cast<int64_t>(ph.start.size());
   const int64_t out_w = static_cast<int64_t>(pw.start.size());
   const int64_t dh = p.dilation[0];
+  const int64_t sw = p.strides[1];
   const int64_t dw = p.dilation[1];
-  for (int64_t plane = 0; plane < planes; ++plane) {
+  const int64_t kw = p.pool_size[1];
+  const int64_t pad_l = p.padding[1];
+  const float init = kIsMax ? std::numeric_limits<float>::lowest() : 0.0f;
+  const int64_t span = (out_w - 1) * sw + (kw - 1) * dw + 1;  // buffer index of the last tap + 1
+  std::vector<float> buffer(std::max(span, pad_l + in_w), init);
+  float* __restrict__ row = buffer.data() + pad_l;
+  // Average divisor of (oh, ow) = h_counts[oh] * w_counts[ow] (as in Divisor), hoisted per axis.
+  std::vector<float> divisors(kIsMax ? 0 : out_w);
+  std::vector<int64_t> h_counts(out_h);
+  std::vector<int64_t> w_counts(out_w);
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    h_counts[oh] = p.count_include_pad ? ph.padded_taps[oh] : ph.tap_hi[oh] - ph.tap_lo[oh];
+  }
+  for (int64_t ow = 0; ow < out_w; ++ow) {
+    w_counts[ow] = p.count_include_pad ? pw.padded_taps[ow] : pw.tap_hi[ow] - pw.tap_lo[ow];
+  }
+  for (int64_t plane = begin; plane < end; ++plane) {
     const float* in_c = input + plane * in_h * in_w;
     float* out_c = out + plane * out_h * out_w;
     for (int64_t oh = 0; oh < out_h; ++oh) {
-      for (int64_t ow = 0; ow < out_w; ++ow) {
-        float acc = kIsMax ? std::numeric_limits<float>::lowest() : 0.0f;
-        for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
-          const float* in_row = in_c + (ph.start[oh] + kh * dh) * in_w;
-          for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
-            const float v = in_row[pw.start[ow] + kw * dw];
-            acc = kIsMax ? std::max(acc, v) : acc + v;
+      const int64_t kh_lo = ph.tap_lo[oh];
+      const int64_t kh_hi = ph.tap_hi[oh];
+      if (kh_lo >= kh_hi) {
+        std::fill(row, row + in_w, init);
+      } else if (kh_hi - kh_lo == 1) {
+        const float* only = in_c + (ph.start[oh] + kh_lo * dh) * in_w;
+        std::copy(only, only + in_w, row);
+      } else {
+        const float* __restrict__ r0 = in_c + (ph.start[oh] + kh_lo * dh) * in_w;
+        const float* __restrict__ r1 = r0 + dh * in_w;
+        for (int64_t i = 0; i < in_w; ++i) row[i] = kIsMax ? std::max(r0[i], r1[i]) : r0[i] + r1[i];
+        for (int64_t kh = kh_lo + 2; kh < kh_hi; ++kh) {
+          const float* __restrict__ in_row = in_c + (ph.start[oh] + kh * dh) * in_w;
+          for (int64_t i = 0; i < in_w; ++i) {
+            row[i] = kIsMax ? std::max(row[i], in_row[i]) : row[i] + in_row[i];
           }
         }
-        out_c[oh * out_w + ow] = kIsMax ? acc : acc / Divisor(ph, pw, oh, ow, p.count_include_pad);
+      }
+      // Horizontal pass one tap at a time: each loop is a (strided) vectorisable stream.
+      float* __restrict__ out_row = out_c + oh * out_w;
+      const float* __restrict__ buf = buffer.data();
+      for (int64_t ow = 0; ow < out_w; ++ow) out_row[ow] = buf[ow * sw];
+      for (int64_t t = 1; t < kw; ++t) {
+        const float* __restrict__ taps = buf + t * dw;
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          out_row[ow] = kIsMax ? std::max(out_row[ow], taps[ow * sw]) : out_row[ow] + taps[ow * sw];
+        }
+      }
+      if (!kIsMax) {
+        const int64_t h_taps = h_counts[oh];
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          divisors[ow] = static_cast<float>(std::max<int64_t>(h_taps * w_counts[ow], 1));
+        }
+        for (int64_t ow = 0; ow < out_w; ++ow) out_row[ow] /= divisors[ow];
       }
     }
   }
 }
 
-/*! \brief NHWC: one output pixel at a time with the channel loop innermost (contiguous). */
+/*! \brief NHWC rows [begin, end) of (n, oh): per output pixel, the channel loop is innermost. */
 template <bool kIsMax>
-void PoolPixels(const float* input, float* out, int64_t batch, int64_t in_h, int64_t in_w,
-                int64_t channels, const AxisPlan& ph, const AxisPlan& pw, const Pool2dParams& p) {
+void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
+                int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
+                const Pool2dParams& p) {
   const int64_t out_h = static_cast<int64_t>(ph.start.size());
   const int64_t out_w = static_cast<int64_t>(pw.start.size());
   const float init = kIsMax ? std::numeric_limits<float>::lowest() : 0.0f;
-  for (int64_t n = 0; n < batch; ++n) {
-    for (int64_t oh = 0; oh < out_h; ++oh) {
-      for (int64_t ow = 0; ow < out_w; ++ow) {
-        float* out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
-        std::fill(out_px, out_px + channels, init);
-        for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
-          const int64_t ih = ph.start[oh] + kh * p.dilation[0];
-          for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
-            const int64_t iw = pw.start[ow] + kw * p.dilation[1];
-            const float* in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
-            for (int64_t c = 0; c < channels; ++c) {
-              out_px[c] = kIsMax ? std::max(out_px[c], in_px[c]) : out_px[c] + in_px[c];
-            }
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / out_h;
+    const int64_t oh = r % out_h;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      float* __restrict__ out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
+      std::fill(out_px, out_px + channels, init);
+      for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
+        const int64_t ih = ph.start[oh] + kh * p.dilation[0];
+        for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
+          const int64_t iw = pw.start[ow] + kw * p.dilation[1];
+          const float* __restrict__ in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
+          for (int64_t c = 0; c < channels; ++c) {
+            out_px[c] = kIsMax ? std::max(out_px[c], in_px[c]) : out_px[c] + in_px[c];
           }
         }
-        if (!kIsMax) {
-          const float divisor = Divisor(ph, pw, oh, ow, p.count_include_pad);
-          for (int64_t c = 0; c < channels; ++c) out_px[c] /= divisor;
-        }
+      }
+      if (!kIsMax) {
+        const float divisor = Divisor(ph, pw, oh, ow, p.count_include_pad);
+        for (int64_t c = 0; c < channels; ++c) out_px[c] /= divisor;
       }
     }
   }
@@ -146,12 +194,21 @@ void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& 
   const AxisPlan pw = PlanAxis(in_w, out_w, p.pool_size[1], p.strides[1], p.dilation[1],
                                p.padding[1], p.padding[3]);
   const bool is_max = p.kind == PoolKind::kMax;
+  // Parallel over planes (NCHW) or output rows (NHWC); a chunk should hold ~64K input reads.
+  const int64_t taps = p.pool_size[0] * p.pool_size[1];
   if (nchw) {
-    (is_max ? PoolPlanes<true> : PoolPlanes<false>)(input, out, batch * channels, in_h, in_w, ph,
-                                                    pw, p);
+    const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(in_h * in_w, 1));
+    ParallelFor(batch * channels, grain, [&](int64_t begin, int64_t end) {
+      (is_max ? PoolPlanes<true> : PoolPlanes<false>)(input, out, begin, end, in_h, in_w, ph, pw,
+                                                      p);
+    });
   } else {
-    (is_max ? PoolPixels<true> : PoolPixels<false>)(input, out, batch, in_h, in_w, channels, ph, pw,
-                                                    p);
+    const int64_t row_work = std::max<int64_t>(out_w * channels * taps, 1);
+    ParallelFor(batch * out_h, std::max<int64_t>(1, (1 << 16) / row_work),
+                [&](int64_t begin, int64_t end) {
+                  (is_max ? PoolPixels<true> : PoolPixels<false>)(input, out, begin, end, in_h,
+                                                                  in_w, channels, ph, pw, p);
+                });
   }
 }
 

@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
+#include "kernels/simd.h"
 
 namespace example_npu {
 namespace kernels {
@@ -31,15 +34,59 @@ AxisSplit SplitAt(const Shape& shape, int64_t axis) {
   return s;
 }
 
-/*! \brief Softmax of one contiguous row. */
+// Elements per parallel chunk: enough work that a thread hand-off (~microseconds) pays off.
+constexpr int64_t kCheapGrain = 32 * 1024;          // loads/stores and one arithmetic op
+constexpr int64_t kTranscendentalGrain = 4 * 1024;  // a polynomial per element
+
+/*! \brief out[i] = f(in[i]) in 8-lane vectors; the tail goes through a zero-padded vector. */
+template <typename F>
+EXAMPLE_NPU_INLINE void MapV8(const float* in, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + simd::kLanes <= n; i += simd::kLanes) simd::Store(out + i, f(simd::Load(in + i)));
+  if (i == n) return;
+  float buf[simd::kLanes] = {0.0f};
+  std::copy(in + i, in + n, buf);
+  simd::Store(buf, f(simd::Load(buf)));
+  std::copy(buf, buf + (n - i), out + i);
+}
+
+/*! \brief out[i] = f(a[i], b[i]) in 8-lane vectors. */
+template <typename F>
+EXAMPLE_NPU_INLINE void MapBinaryV8(const float* a, const float* b, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + simd::kLanes <= n; i += simd::kLanes) {
+    simd::Store(out + i, f(simd::Load(a + i), simd::Load(b + i)));
+  }
+  for (; i < n; ++i) out[i] = f(simd::Splat(a[i]), simd::Splat(b[i]))[0];
+}
+
+/*! \brief The vector exp on one value, so tails round exactly like the vector body. */
+inline float ExpScalar(float x) { return simd::Exp(simd::Splat(x))[0]; }
+
+/*! \brief Softmax of one contiguous row: vector max, then exp and sum, then one scale. */
 void SoftmaxRow(const float* in, float* out, int64_t n) {
-  const float max_v = *std::max_element(in, in + n);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = std::exp(in[i] - max_v);
+  const int64_t vec_end = n - n % simd::kLanes;
+  float max_v = -std::numeric_limits<float>::infinity();
+  if (vec_end > 0) {
+    simd::V8 m = simd::Load(in);
+    for (int64_t i = simd::kLanes; i < vec_end; i += simd::kLanes)
+      m = simd::Max(m, simd::Load(in + i));
+    max_v = simd::HorizontalMax(m);
+  }
+  for (int64_t i = vec_end; i < n; ++i) max_v = std::max(max_v, in[i]);
+  simd::V8 acc = simd::Splat(0.0f);
+  for (int64_t i = 0; i < vec_end; i += simd::kLanes) {
+    const simd::V8 e = simd::Exp(simd::Load(in + i) - max_v);
+    simd::Store(out + i, e);
+    acc += e;
+  }
+  float sum = simd::HorizontalSum(acc);
+  for (int64_t i = vec_end; i < n; ++i) {
+    out[i] = ExpScalar(in[i] - max_v);
     sum += out[i];
   }
-  for (int64_t i = 0; i < n; ++i) out[i] /= sum;
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) out[i] *= inv;
 }
 
 /*!
@@ -57,28 +104,46 @@ void SoftmaxStrided(const float* in, float* out, int64_t axis, int64_t inner, fl
   for (int64_t a = 0; a < axis; ++a) {
     const float* row = in + a * inner;
     float* out_row = out + a * inner;
-    for (int64_t j = 0; j < inner; ++j) {
-      out_row[j] = std::exp(row[j] - max_v[j]);
-      sum[j] += out_row[j];
-    }
+    MapBinaryV8(row, max_v, out_row, inner,
+                [](simd::V8 x, simd::V8 m) { return simd::Exp(x - m); });
+    for (int64_t j = 0; j < inner; ++j) sum[j] += out_row[j];
   }
+  for (int64_t j = 0; j < inner; ++j) sum[j] = 1.0f / sum[j];
   for (int64_t a = 0; a < axis; ++a) {
     float* out_row = out + a * inner;
-    for (int64_t j = 0; j < inner; ++j) out_row[j] /= sum[j];
+    for (int64_t j = 0; j < inner; ++j) out_row[j] *= sum[j];
   }
 }
 
-/*! \brief Applies f elementwise; a template so each activation gets its own tight loop. */
-template <typename F>
-void Map(const float* in, float* out, int64_t size, F f) {
-  for (int64_t i = 0; i < size; ++i) out[i] = f(in[i]);
+// One loop per activation, so each gets its own tight vectorised body.
+void ReluRange(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::max(in[i], 0.0f);
 }
 
-inline float Sigmoid(float x) {
-  // exp of a non-positive argument cannot overflow, so split on the sign.
-  if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
-  const float e = std::exp(x);
-  return e / (1.0f + e);
+void ClipRange(const float* __restrict__ in, float* __restrict__ out, int64_t n, float lo,
+               float hi) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::min(std::max(in[i], lo), hi);
+}
+
+void SigmoidRange(const float* in, float* out, int64_t n) {
+  MapV8(in, out, n, [](simd::V8 x) { return simd::Sigmoid(x); });
+}
+
+void TanhRange(const float* in, float* out, int64_t n) {
+  MapV8(in, out, n, [](simd::V8 x) { return simd::Tanh(x); });
+}
+
+void GeluRange(const float* in, float* out, int64_t n) {
+  const float inv_sqrt2 = static_cast<float>(1.0 / std::sqrt(2.0));
+  MapV8(in, out, n,
+        [inv_sqrt2](simd::V8 x) { return 0.5f * x * (1.0f + simd::Erf(x * inv_sqrt2)); });
+}
+
+void GeluTanhRange(const float* in, float* out, int64_t n) {
+  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  MapV8(in, out, n, [k](simd::V8 x) {
+    return 0.5f * x * (1.0f + simd::Tanh(k * (x + 0.044715f * x * x * x)));
+  });
 }
 
 struct AddOp {
@@ -150,8 +215,8 @@ BroadcastPlan MakePlan(const Shape& lhs_shape, const Shape& rhs_shape, const Sha
 
 /*! \brief out[0:n] = op(lhs[i * ls], rhs[i * rs]) with the stride pattern hoisted out. */
 template <typename Op>
-void BinaryRow(Op op, const float* lhs, int64_t ls, const float* rhs, int64_t rs, float* out,
-               int64_t n) {
+EXAMPLE_NPU_INLINE void BinaryRow(Op op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
+                                  float* out, int64_t n) {
   if (ls == 1 && rs == 1) {
     for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], rhs[i]);
   } else if (ls == 1 && rs == 0) {
@@ -165,34 +230,39 @@ void BinaryRow(Op op, const float* lhs, int64_t ls, const float* rhs, int64_t rs
   }
 }
 
-template <typename Op>
-void BinaryImpl(Op op, const float* lhs, const Shape& lhs_shape, const float* rhs,
-                const Shape& rhs_shape, float* out, const Shape& out_shape) {
-  const int64_t total = NumElements(out_shape);
-  if (total == 0) return;
-  const int64_t lhs_size = NumElements(lhs_shape);
-  const int64_t rhs_size = NumElements(rhs_shape);
-  if (lhs_size == total && rhs_size == total && lhs_shape == rhs_shape) {
-    BinaryRow(op, lhs, 1, rhs, 1, out, total);
-    return;
+/*! \brief Dispatches on the op once per row, not per element. */
+void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
+                 float* out, int64_t n) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return BinaryRow(AddOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kSubtract:
+      return BinaryRow(SubtractOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kMultiply:
+      return BinaryRow(MultiplyOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kDivide:
+      return BinaryRow(DivideOp{}, lhs, ls, rhs, rs, out, n);
   }
-  if (rhs_size == 1 && lhs_size == total) {
-    BinaryRow(op, lhs, 1, rhs, 0, out, total);
-    return;
-  }
-  if (lhs_size == 1 && rhs_size == total) {
-    BinaryRow(op, lhs, 0, rhs, 1, out, total);
-    return;
-  }
-  const BroadcastPlan plan = MakePlan(lhs_shape, rhs_shape, out_shape);
+}
+
+/*! \brief Rows [row_begin, row_end) of the broadcast plan (a row is the merged innermost dim). */
+void BinaryRows(BinaryOp op, const float* lhs, const float* rhs, float* out,
+                const BroadcastPlan& plan, int64_t row_begin, int64_t row_end) {
   const size_t rank = plan.dims.size();
   const int64_t inner = plan.dims[rank - 1];
+  // Odometer over the outer dims, started at row_begin; advanced without div/mod afterwards.
   std::vector<int64_t> index(rank, 0);
   int64_t lhs_off = 0;
   int64_t rhs_off = 0;
-  for (int64_t done = 0; done < total; done += inner) {
-    BinaryRow(op, lhs + lhs_off, plan.lhs_strides[rank - 1], rhs + rhs_off,
-              plan.rhs_strides[rank - 1], out + done, inner);
+  for (int64_t d = static_cast<int64_t>(rank) - 2, rest = row_begin; d >= 0; --d) {
+    index[d] = rest % plan.dims[d];
+    rest /= plan.dims[d];
+    lhs_off += index[d] * plan.lhs_strides[d];
+    rhs_off += index[d] * plan.rhs_strides[d];
+  }
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    BinaryRowOf(op, lhs + lhs_off, plan.lhs_strides[rank - 1], rhs + rhs_off,
+                plan.rhs_strides[rank - 1], out + row * inner, inner);
     for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
       lhs_off += plan.lhs_strides[d];
       rhs_off += plan.rhs_strides[d];
@@ -204,68 +274,111 @@ void BinaryImpl(Op op, const float* lhs, const Shape& lhs_shape, const float* rh
   }
 }
 
+/*! \brief Rows [begin, end) of an [outer, axis, inner] batch norm, one channel per row. */
+void BatchNormRows(const float* input, float* out, int64_t axis, int64_t inner, const float* mean,
+                   const float* mul, const float* add, int64_t begin, int64_t end) {
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t c = row % axis;
+    const float* __restrict__ in_row = input + row * inner;
+    float* __restrict__ out_row = out + row * inner;
+    const float mu = mean[c];
+    const float m = mul[c];
+    const float a = add[c];
+    for (int64_t i = 0; i < inner; ++i) out_row[i] = (in_row[i] - mu) * m + a;
+  }
+}
+
+/*! \brief Rows per parallel chunk for rows of `row_len` elements and a per-element grain. */
+inline int64_t RowGrain(int64_t row_len, int64_t element_grain) {
+  return std::max<int64_t>(1, element_grain / std::max<int64_t>(row_len, 1));
+}
+
 }  // namespace
 
 void Softmax(const float* input, const Shape& shape, int64_t axis, float* out) {
   const AxisSplit s = SplitAt(shape, axis);
   if (s.axis == 0) return;
   const int64_t block = s.axis * s.inner;
+  const int64_t grain = RowGrain(block, kTranscendentalGrain);
   if (s.inner == 1) {
-    for (int64_t o = 0; o < s.outer; ++o) SoftmaxRow(input + o * block, out + o * block, s.axis);
+    ParallelFor(s.outer, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) SoftmaxRow(input + o * block, out + o * block, s.axis);
+    });
     return;
   }
-  std::vector<float> max_v(s.inner);
-  std::vector<float> sum(s.inner);
-  for (int64_t o = 0; o < s.outer; ++o) {
-    SoftmaxStrided(input + o * block, out + o * block, s.axis, s.inner, max_v.data(), sum.data());
-  }
+  ParallelFor(s.outer, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> max_v(s.inner);
+    std::vector<float> sum(s.inner);
+    for (int64_t o = begin; o < end; ++o) {
+      SoftmaxStrided(input + o * block, out + o * block, s.axis, s.inner, max_v.data(), sum.data());
+    }
+  });
 }
 
 void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min,
            float clip_max) {
+  void (*range_fn)(const float*, float*, int64_t) = nullptr;
   switch (op) {
     case UnaryOp::kRelu:
-      Map(input, out, size, [](float x) { return std::max(x, 0.0f); });
-      return;
+      range_fn = ReluRange;
+      break;
     case UnaryOp::kClip:
-      Map(input, out, size,
-          [clip_min, clip_max](float x) { return std::min(std::max(x, clip_min), clip_max); });
+      ParallelFor(size, kCheapGrain, [&](int64_t begin, int64_t end) {
+        ClipRange(input + begin, out + begin, end - begin, clip_min, clip_max);
+      });
       return;
     case UnaryOp::kSigmoid:
-      Map(input, out, size, Sigmoid);
-      return;
+      range_fn = SigmoidRange;
+      break;
     case UnaryOp::kTanh:
-      Map(input, out, size, [](float x) { return std::tanh(x); });
-      return;
-    case UnaryOp::kGelu: {
-      const float inv_sqrt2 = static_cast<float>(1.0 / std::sqrt(2.0));
-      Map(input, out, size,
-          [inv_sqrt2](float x) { return 0.5f * x * (1.0f + std::erf(x * inv_sqrt2)); });
-      return;
-    }
-    case UnaryOp::kGeluTanh: {
-      constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-      Map(input, out, size,
-          [k](float x) { return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))); });
-      return;
-    }
+      range_fn = TanhRange;
+      break;
+    case UnaryOp::kGelu:
+      range_fn = GeluRange;
+      break;
+    case UnaryOp::kGeluTanh:
+      range_fn = GeluTanhRange;
+      break;
   }
-  TVM_FFI_ICHECK(false) << "Unary: unknown op " << static_cast<int>(op);
+  TVM_FFI_ICHECK(range_fn != nullptr) << "Unary: unknown op " << static_cast<int>(op);
+  const int64_t grain = op == UnaryOp::kRelu ? kCheapGrain : kTranscendentalGrain;
+  ParallelFor(size, grain, [&](int64_t begin, int64_t end) {
+    range_fn(input + begin, out + begin, end - begin);
+  });
 }
 
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      return BinaryImpl(AddOp{}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
-    case BinaryOp::kSubtract:
-      return BinaryImpl(SubtractOp{}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
-    case BinaryOp::kMultiply:
-      return BinaryImpl(MultiplyOp{}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
-    case BinaryOp::kDivide:
-      return BinaryImpl(DivideOp{}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+  TVM_FFI_ICHECK(op == BinaryOp::kAdd || op == BinaryOp::kSubtract || op == BinaryOp::kMultiply ||
+                 op == BinaryOp::kDivide)
+      << "Binary: unknown op " << static_cast<int>(op);
+  const int64_t total = NumElements(out_shape);
+  if (total == 0) return;
+  const int64_t lhs_size = NumElements(lhs_shape);
+  const int64_t rhs_size = NumElements(rhs_shape);
+  // Same-shape and scalar operands: one flat row, split by elements.
+  int64_t flat_ls = -1;
+  int64_t flat_rs = -1;
+  if (lhs_size == total && rhs_size == total && lhs_shape == rhs_shape) {
+    flat_ls = flat_rs = 1;
+  } else if (rhs_size == 1 && lhs_size == total) {
+    flat_ls = 1;
+    flat_rs = 0;
+  } else if (lhs_size == 1 && rhs_size == total) {
+    flat_ls = 0;
+    flat_rs = 1;
   }
-  TVM_FFI_ICHECK(false) << "Binary: unknown op " << static_cast<int>(op);
+  if (flat_ls >= 0) {
+    ParallelFor(total, kCheapGrain, [&](int64_t begin, int64_t end) {
+      BinaryRowOf(op, lhs + begin * flat_ls, flat_ls, rhs + begin * flat_rs, flat_rs, out + begin,
+                  end - begin);
+    });
+    return;
+  }
+  const BroadcastPlan plan = MakePlan(lhs_shape, rhs_shape, out_shape);
+  const int64_t inner = plan.dims.back();
+  ParallelFor(total / inner, RowGrain(inner, kCheapGrain),
+              [&](int64_t begin, int64_t end) { BinaryRows(op, lhs, rhs, out, plan, begin, end); });
 }
 
 void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float* gamma,
@@ -281,16 +394,9 @@ void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float
     mul[c] = scale ? inv_std * gamma[c] : inv_std;
     add[c] = center ? beta[c] : 0.0f;
   }
-  for (int64_t o = 0; o < s.outer; ++o) {
-    for (int64_t c = 0; c < s.axis; ++c) {
-      const float* in_row = input + (o * s.axis + c) * s.inner;
-      float* out_row = out + (o * s.axis + c) * s.inner;
-      const float mu = mean[c];
-      const float m = mul[c];
-      const float a = add[c];
-      for (int64_t i = 0; i < s.inner; ++i) out_row[i] = (in_row[i] - mu) * m + a;
-    }
-  }
+  ParallelFor(s.outer * s.axis, RowGrain(s.inner, kCheapGrain), [&](int64_t begin, int64_t end) {
+    BatchNormRows(input, out, s.axis, s.inner, mean, mul.data(), add.data(), begin, end);
+  });
 }
 
 }  // namespace kernels

@@ -174,6 +174,19 @@ TEST(Conv2dTest, GroupedAndDepthwise) {
   for (const ConvCase& c : cases) CheckConv(c, &rng);
 }
 
+TEST(Conv2dTest, SizesCrossingGemmBlocksAndVectorWidths) {
+  // Reductions over 256 (several depth blocks), more than 512 output pixels (several column
+  // panels), depthwise rows wider than four vectors with a scalar tail, and a batch of two.
+  std::mt19937 rng(24);
+  const std::vector<ConvCase> cases = {
+      {1, 40, 26, 27, 20, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {2, 300, 5, 7, 13, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 19, 9, 45, 19, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 19},
+      {2, 40, 11, 37, 40, 5, 5, {1, 1}, {2, 1, 2, 3}, {1, 2}, 40},
+  };
+  for (const ConvCase& c : cases) CheckConv(c, &rng);
+}
+
 TEST(Conv2dTest, KnownValues) {
   // 3x3 ramp, 2x2 kernel [[1, 2], [3, 4]]: cross-correlation, not convolution (no kernel flip).
   const std::vector<float> in = {0, 1, 2, 3, 4, 5, 6, 7, 8};

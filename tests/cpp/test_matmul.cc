@@ -128,6 +128,19 @@ TEST(MatmulTest, BatchedWithBroadcastBatchDims) {
   for (const MatmulCase& c : cases) CheckMatmul(c, &rng);
 }
 
+TEST(MatmulTest, SizesCrossingCacheBlocksAndThreads) {
+  // Several row blocks, depth blocks and column panels of the packed GEMM, ragged edges on each,
+  // and batches spread over threads.
+  std::mt19937 rng(4);
+  const std::vector<MatmulCase> cases = {
+      {{200, 300}, {300, 530}},
+      {{97, 257}, {257, 17}},
+      {{5, 61, 70}, {5, 70, 33}},
+      {{3, 1, 40}, {40, 600}},
+  };
+  for (const MatmulCase& c : cases) CheckMatmul(c, &rng);
+}
+
 TEST(MatmulTest, EmptyReductionGivesZeros) {
   const Shape lhs_shape{3, 0};
   const Shape rhs_shape{0, 4};

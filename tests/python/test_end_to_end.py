@@ -137,3 +137,21 @@ def test_quick_start_numbers_equal_numpy():
     x, w = random_inputs(MatmulReLU, seed=42)
     out = run(quick_start_flow(MatmulReLU), [x, w])
     np.testing.assert_allclose(out, np.maximum(x @ w, 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("x_shape", [(5, 24), (2, 3, 24), (24,)])
+def test_dense_linear_form_matches_tvm_cpu_build(x_shape):
+    """matmul(x, permute_dims(w)): the NPU reads the transposed weight through strides."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    w = relax.Var("w", relax.TensorType((40, 24), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(x, relax.op.permute_dims(w)))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    offloaded = example_npu.partition_for_npu(mod)
+    assert external_symbols(offloaded), "nothing was offloaded"
+    rng = np.random.default_rng(5)
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in (x_shape, (40, 24))]
+    np.testing.assert_allclose(run(offloaded, inputs), run(mod, inputs), rtol=1e-5, atol=1e-5)
