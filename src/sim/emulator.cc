@@ -2,6 +2,7 @@
 
 #include <tvm/ffi/error.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -180,9 +181,14 @@ void RunCompute(const Program& program, Memories* mem, const ComputeCommand& com
 }  // namespace
 
 void Emulate(const Program& program, const DramBindings& dram) {
-  Memories mem{TierBuffer(program.config.TierBytes(Tier::kL1)),
-               TierBuffer(program.config.TierBytes(Tier::kL2)),
-               TierBuffer(program.dram_scratch_bytes)};
+  // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
+  // time): zero-filling a full 768 KB of SRAM per call would dominate small ops.
+  int64_t l1_bytes = 0, l2_bytes = 0;
+  for (const GroupInfo& group : program.groups) {
+    l1_bytes = std::max(l1_bytes, group.l1_bytes);
+    l2_bytes = std::max(l2_bytes, group.l2_bytes);
+  }
+  Memories mem{TierBuffer(l1_bytes), TierBuffer(l2_bytes), TierBuffer(program.dram_scratch_bytes)};
   for (const Command& command : program.commands) {
     if (command.is_dma) {
       RunDma(program, dram, &mem, command.dma);
