@@ -18,7 +18,12 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-.venv/bin/pip install -q -r requirements-dev.txt 2>&1 | grep -v "is ignored: it is neither" || true
+# pip prints a warning per package for this machine's optional local indexes; hide only those.
+quiet_pip() {
+  .venv/bin/pip install -q "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  return "${PIPESTATUS[0]}"
+}
+quiet_pip -r requirements-dev.txt
 # --no-build-isolation reuses the pinned tvm-ffi above and the cached CMake tree in build/.
-.venv/bin/pip install -q --no-build-isolation . 2>&1 | grep -v "is ignored: it is neither" || true
+quiet_pip --no-build-isolation .
 .venv/bin/python -c "import example_npu" || { echo "setup: example_npu failed to import"; exit 1; }

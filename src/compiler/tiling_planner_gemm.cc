@@ -7,8 +7,7 @@
  * a loop order keeps resident: matmul iterates (batch, m, n, k) so an lhs strip is reused across
  * n when K is not split; convolution iterates (n, oh, ow, oc, ic) so an input tile is reused
  * across output-channel blocks and the whole weight stays resident when it fits. Re-read weights
- * that fit L2 are staged there once. Among equally fast tilings the one with less DRAM traffic
- * wins (a small traffic term breaks ties).
+ * that fit L2 are staged there once.
  */
 #include <tvm/ffi/error.h>
 
@@ -34,6 +33,21 @@ std::vector<int64_t> Candidates(int64_t extent, int64_t granule) {
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Fixed cycles per tile: issuing its load, compute and store commands and filling the engine.
+constexpr double kTileOverheadCycles = 32;
+
+/*!
+ * \brief Estimated cycles of a tiling: with double buffering the steady state is bound by the
+ * slowest of compute, DRAM and CMX traffic, plus the pipeline's fill and drain (about one output
+ * tile's worth of work) and a fixed cost per step (an output tile times its reduction chunks). A
+ * small DRAM term breaks ties in favour of less traffic.
+ */
+double EstimatedCycles(double compute, double dram, double l2, int64_t output_tiles,
+                       int64_t steps) {
+  const double steady = std::max({compute, dram, l2});
+  return steady + (compute + dram) / output_tiles + kTileOverheadCycles * steps + 0.001 * dram;
+}
 
 /*! \brief Inserts a unit dim (stride 0) at `position`. */
 TensorView InsertUnitDim(TensorView view, size_t position) {
@@ -92,8 +106,9 @@ class MatmulRule : public GroupTiler {
           const double rhs = static_cast<double>(batches) * k_ * n_ * item * m_tiles;
           const bool stage = m_tiles > 1 && rhs_bytes <= config_.TierBytes(Tier::kL2);
           const double dram = lhs + (stage ? rhs_bytes : rhs) + batches * m_ * n_ * item;
-          const double time = 0.001 * dram / dram_bw +
-                              std::max({compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0});
+          const int64_t output_tiles = batches * m_tiles * n_tiles;
+          const double time = EstimatedCycles(compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0,
+                                              output_tiles, output_tiles * CeilDiv(k_, kt));
           if (time < best) {
             best = time;
             mt_ = mt, nt_ = nt, kt_ = kt, stage_rhs_ = stage;
@@ -272,8 +287,8 @@ class ConvRule : public GroupTiler {
                                          BusBytes(output, BoxAt(t, 0, 0, 0), Anchor().dtype);
             const double dram = input_reads + (stage ? weight_bytes : weight_reads) + output_writes;
             const double time =
-                0.001 * dram / dram_bw +
-                std::max({compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0});
+                EstimatedCycles(compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0,
+                                spatial * oc_tiles, spatial * oc_tiles * ic_tiles);
             if (time < best) {
               best = time;
               tile_ = t;

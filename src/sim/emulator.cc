@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/half.h"
+#include "sim/dma.h"
 #include "sim/engines.h"
 
 namespace example_npu {
@@ -28,66 +29,6 @@ struct Memories {
   TierBuffer l2;
   TierBuffer scratch;
 };
-
-/*! \brief Copies one element, narrowing float32 to float16 when the types differ. */
-inline void CopyElement(const uint8_t* src, DType src_type, uint8_t* dst, DType dst_type) {
-  if (src_type == dst_type) {
-    std::memcpy(dst, src, DTypeBytes(src_type));
-  } else if (src_type == DType::kFloat32 && dst_type == DType::kFloat16) {
-    float value;
-    std::memcpy(&value, src, sizeof(value));
-    const uint16_t half = kernels::FloatToHalf(value);
-    std::memcpy(dst, &half, sizeof(half));
-  } else {
-    TVM_FFI_THROW(InternalError) << "DMA cannot convert " << DTypeName(src_type) << " to "
-                                 << DTypeName(dst_type);
-  }
-}
-
-/*!
- * \brief Copies an N-D box: `extent[d]` elements along each dim with the given element strides
- * on both sides (dims already in tile order).
- */
-void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src_strides,
-             uint8_t* dst, DType dst_type, const std::vector<int64_t>& dst_strides,
-             const std::vector<int64_t>& extent) {
-  const size_t rank = extent.size();
-  for (int64_t e : extent) {
-    if (e == 0) return;
-  }
-  if (rank == 0) {
-    CopyElement(src, src_type, dst, dst_type);
-    return;
-  }
-  const int64_t src_bytes = DTypeBytes(src_type), dst_bytes = DTypeBytes(dst_type);
-  const int64_t inner = extent[rank - 1];
-  const bool contiguous =
-      src_type == dst_type && src_strides[rank - 1] == 1 && dst_strides[rank - 1] == 1;
-  std::vector<int64_t> index(rank, 0);
-  while (true) {
-    int64_t src_off = 0, dst_off = 0;
-    for (size_t d = 0; d + 1 < rank; ++d) {
-      src_off += index[d] * src_strides[d];
-      dst_off += index[d] * dst_strides[d];
-    }
-    const uint8_t* s = src + src_off * src_bytes;
-    uint8_t* t = dst + dst_off * dst_bytes;
-    if (contiguous) {
-      std::memcpy(t, s, inner * src_bytes);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) {
-        CopyElement(s + i * src_strides[rank - 1] * src_bytes, src_type,
-                    t + i * dst_strides[rank - 1] * dst_bytes, dst_type);
-      }
-    }
-    int64_t d = static_cast<int64_t>(rank) - 2;
-    for (; d >= 0; --d) {
-      if (++index[d] < extent[d]) break;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
 
 uint8_t* DramBase(const Program& program, const DramBindings& dram, Memories* mem, int64_t tensor) {
   const TensorPlacement& p = program.placements[tensor];
