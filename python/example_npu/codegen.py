@@ -19,6 +19,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from .codegen_qnn import QNN_COMPOSITE_PREFIX, lower_qnn_composite
 from .config import NPUConfig
 
 CODEGEN_NAME = "example_npu"
@@ -118,7 +119,10 @@ class _GraphBuilder:
         if isinstance(expr, relax.Var):
             if expr not in env:
                 raise CodegenError(f"{self.symbol}: unbound variable {expr.name}")
-            return env[expr]
+            value = env[expr]
+            # Constant arguments of a composite become const nodes only where they are used as
+            # tensors (a quantized op reads its scales as attributes instead).
+            return self._const(value) if isinstance(value, Constant) else value
         if isinstance(expr, Constant):
             return self._const(expr)
         if isinstance(expr, relax.Tuple):
@@ -144,8 +148,28 @@ class _GraphBuilder:
         composite = str(func.attrs["Composite"]) if "Composite" in func.attrs else ""
         inner_env: dict[Any, Any] = {}
         for param, arg in zip(func.params, call.args, strict=True):
-            inner_env[param] = self._eval(arg, env, composite)
+            constant = self.constant_of(arg, env)
+            inner_env[param] = constant if constant is not None else self._eval(arg, env, composite)
+        if composite.startswith(QNN_COMPOSITE_PREFIX):
+            return lower_qnn_composite(self, func, inner_env, composite)
         return self._eval_body(func.body, inner_env, composite)
+
+    def constant_of(self, expr: Any, env: Mapping[Any, Any]) -> Constant | None:
+        """The relax.Constant an argument stands for, if it is one (directly or via a param)."""
+        if isinstance(expr, Constant):
+            return expr
+        if isinstance(expr, relax.Var) and isinstance(env.get(expr), Constant):
+            return env[expr]
+        return None
+
+    def add_node(self, node: dict[str, Any]) -> int:
+        return self._add(node)
+
+    def eval_tensor(self, expr: Any, env: dict[Any, Any], composite: str) -> int:
+        value = self._eval(expr, env, composite)
+        if isinstance(value, tuple):
+            raise CodegenError(f"{self.symbol}: expected a tensor, got a tuple")
+        return value
 
     def _const(self, const: Constant) -> int:
         if const not in self.constant_names:
@@ -161,6 +185,12 @@ class _GraphBuilder:
     def _op_node(self, call: relax.Call, env: dict[Any, Any], composite: str) -> _Value:
         op_name = call.op.name.removeprefix("relax.")
         attrs = _attrs_to_dict(call.attrs)
+        if op_name in ("quantize", "dequantize"):
+            scale, zero_point = (self.constant_of(arg, env) for arg in call.args[1:])
+            attrs = {
+                "scale": float(scale.value.numpy().reshape(-1)[0]),
+                "zero_point": int(zero_point.value.numpy().reshape(-1)[0]),
+            }
         tensor_args = call.args
         if op_name == "clip":
             attrs = {
@@ -168,8 +198,8 @@ class _GraphBuilder:
                 "max": _scalar_arg(call.args[2], "clip max"),
             }
             tensor_args = call.args[:1]
-        elif op_name == "reshape":
-            tensor_args = call.args[:1]  # the target shape is the node's own shape
+        elif op_name in ("reshape", "quantize", "dequantize"):
+            tensor_args = call.args[:1]  # the shape / quantization params are attributes
         inputs = []
         for arg in tensor_args:
             value = self._eval(arg, env, composite)

@@ -14,10 +14,10 @@ from typing import Any
 import tvm
 from tvm.relax.backend import _ffi_api as _registry_api
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
-from tvm.relax.dpl.pattern import DFPattern, is_op, wildcard
+from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, wildcard
 from tvm.relax.transform import PatternCheckContext
 
-from . import checks
+from . import checks, checks_qnn
 from .checks import Verdict
 
 PREFIX = "example_npu"
@@ -134,13 +134,56 @@ def _chain_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
     )
 
 
+def _qnn_chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
+    """quantize(activation?(add?(producer(dequantize(x), dequantize(w_const)), bias_const)))."""
+
+    def build() -> tuple[DFPattern, dict[str, DFPattern]]:
+        x_q = wildcard()
+        x_dq = is_op("relax.dequantize")(x_q, is_const(), is_const())
+        w_dq = is_op("relax.dequantize")(is_const(), is_const(), is_const())
+        annotations: dict[str, DFPattern] = {"input": x_q, "x_dq": x_dq, "w_dq": w_dq}
+        rhs = w_dq
+        if producer == "dense":
+            rhs = annotations["transpose"] = is_op("relax.permute_dims")(w_dq)
+        root = annotations["producer"] = is_op(_PRODUCER_OPS[producer])(x_dq, rhs)
+        if bias:
+            bias_value = is_const()
+            bias_term = is_op("relax.reshape")(bias_value, wildcard()) | bias_value
+            annotations["bias"] = bias_value
+            annotations["bias_term"] = bias_term
+            add = is_op("relax.add")
+            root = annotations["add"] = add(root, bias_term) | add(bias_term, root)
+        if activation is not None:
+            op, extra_args, _ = _ACTIVATIONS[activation]
+            extra = [wildcard() for _ in range(extra_args)]
+            root = annotations["activation"] = is_op(op)(root, *extra)
+        root = is_op("relax.quantize")(root, is_const(), is_const())
+        annotations["root"] = root
+        return root, annotations
+
+    return build
+
+
+def _qnn_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
+    name = "qnn_" + producer + ("_bias" if bias else "") + (f"_{activation}" if activation else "")
+    call_checks: tuple[tuple[str, CallCheck], ...] = ()
+    if activation is not None:
+        call_checks = (("activation", _ACTIVATIONS[activation][2]),)
+    return PatternRow(
+        name,
+        _qnn_chain(producer, bias, activation),
+        call_checks,
+        region_check=checks_qnn.check_qnn_region,
+    )
+
+
 def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> PatternRow:
     return PatternRow(name, build, (("root", check),), requires)
 
 
 PATTERN_TABLE: tuple[PatternRow, ...] = (
-    _row("quantize", _unary("relax.quantize", extra_args=2), checks.check_not_executable),
-    _row("dequantize", _unary("relax.dequantize", extra_args=2), checks.check_not_executable),
+    _row("quantize", _unary("relax.quantize", extra_args=2), checks_qnn.check_quantize),
+    _row("dequantize", _unary("relax.dequantize", extra_args=2), checks_qnn.check_dequantize),
     _row("add", _binary("relax.add"), checks.check_elementwise),
     _row("subtract", _binary("relax.subtract"), checks.check_elementwise),
     _row("multiply", _binary("relax.multiply"), checks.check_elementwise),
@@ -173,6 +216,13 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
         _chain_row(producer, bias=True, activation=act)
         for producer in ("matmul", "dense")
         for act in ("relu", "gelu")
+    ],
+    # Quantized QDQ chains: the whole chain is one integer op, above every float pattern.
+    *[
+        _qnn_row(producer, bias, act)
+        for producer in ("conv2d", "matmul", "dense")
+        for bias in (False, True)
+        for act in (None, "relu", "relu6")
     ],
 )
 

@@ -78,8 +78,15 @@ struct DmaCommand {
   int64_t bus_bytes = 0;
 };
 
+/*! \brief What a compute command does with its node: the op itself, or (quantized ops) the
+ * requantization of the int accumulators into the output integers. */
+enum class ComputeStep { kOp, kRequantize };
+
 struct ComputeCommand {
   Engine engine = Engine::kVector;
+  ComputeStep step = ComputeStep::kOp;
+  /*! \brief First output channel of the tile (selects per-channel requantization parameters). */
+  int64_t channel_offset = 0;
   /*! \brief The graph node this step computes (its op kind and dtype). */
   int64_t node = -1;
   /*! \brief The node's attributes adjusted to the tile (padding, layouts). */

@@ -134,13 +134,13 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
   return program_->commands[slot.writer].dma.tile;
 }
 
-TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape) {
-  TVM_FFI_ICHECK_LE(kernels::NumElements(shape) * 4, classes_[cls].bytes)
+TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape, DType dtype) {
+  TVM_FFI_ICHECK_LE(kernels::NumElements(shape) * DTypeBytes(dtype), classes_[cls].bytes)
       << "result tile overflows its L1 slot";
   Slot& slot = slots_[cls][next_slot_[cls]];
   next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
   slot.key.clear();
-  return TileRef{Tier::kL1, slot.offset, shape, DType::kFloat32};
+  return TileRef{Tier::kL1, slot.offset, shape, dtype};
 }
 
 void TileScheduler::Compute(ComputeCommand compute) {

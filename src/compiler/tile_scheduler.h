@@ -50,8 +50,8 @@ class TileScheduler {
    */
   TileRef Load(int64_t cls, const TensorView& view, const TensorBox& box);
 
-  /*! \brief A float32 result tile of class `cls`, in its next slot (round robin). */
-  TileRef NewResult(int64_t cls, const Shape& shape);
+  /*! \brief A result tile of class `cls` (float32, or int64 accumulators), in its next slot. */
+  TileRef NewResult(int64_t cls, const Shape& shape, DType dtype = DType::kFloat32);
 
   void Compute(ComputeCommand command);
 

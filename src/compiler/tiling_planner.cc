@@ -88,7 +88,7 @@ TensorBox GroupTiler::ProjectBox(const TensorView& view, const TensorBox& out_bo
 int64_t GroupTiler::EpilogueBytes(const std::vector<int64_t>& out_extent) const {
   const size_t rank = OutputNode().shape.size();
   TensorBox out_box{-1, std::vector<int64_t>(out_extent.size(), 0), out_extent, {}};
-  int64_t bytes = 2 * AlignUp(kernels::NumElements(out_extent) * 4);
+  int64_t bytes = 2 * AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType()));
   int64_t tail = group_.anchor;
   for (int64_t id : group_.chain) {
     const Node& node = graph_.nodes[id];
@@ -119,11 +119,26 @@ void GroupTiler::AddEpilogueBuffers(const std::vector<int64_t>& out_extent,
     tail = id;
   }
   result_class_ = static_cast<int64_t>(out->size());
-  out->push_back(BufferClass{AlignUp(kernels::NumElements(out_extent) * 4), 2});
+  out->push_back(
+      BufferClass{AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType())), 2});
 }
 
 TileRef GroupTiler::NewResult(TileScheduler* scheduler, const TensorBox& out_box) const {
-  return scheduler->NewResult(result_class_, Permuted(out_box.extent, out_box.tile_order));
+  return scheduler->NewResult(result_class_, Permuted(out_box.extent, out_box.tile_order),
+                              ResultDType());
+}
+
+TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
+                                int64_t channel_offset) const {
+  if (!IsQuantized()) return result;
+  TileRef out = result;
+  out.dtype = DType::kFloat32;
+  ComputeCommand compute = MakeCompute(Anchor(), group_.anchor, {result}, out, Anchor().attrs);
+  compute.engine = Engine::kVector;
+  compute.step = ComputeStep::kRequantize;
+  compute.channel_offset = channel_offset;
+  scheduler->Compute(std::move(compute));
+  return out;
 }
 
 ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
@@ -134,6 +149,8 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
     case OpKind::kMatmul:
     case OpKind::kConv1d:
     case OpKind::kConv2d:
+    case OpKind::kQnnMatmul:
+    case OpKind::kQnnConv2d:
       compute.engine = Engine::kMatrix;
       break;
     case OpKind::kMaxPool2d:
@@ -250,7 +267,7 @@ class ElementwiseRule : public GroupTiler {
     for (size_t k = 0; k < anchor.inputs.size(); ++k) {
       TensorBox box = ProjectBox(OperandView(anchor, k, full.size()), out_box);
       plan.buffers.push_back(
-          BufferClass{AlignUp(kernels::NumElements(box.extent) * DTypeBytes(anchor.dtype)), 2});
+          BufferClass{AlignUp(kernels::NumElements(box.extent) * OperandBytes(k)), 2});
     }
     AddEpilogueBuffers(tile_, &plan.buffers);
     plan.ok = true;
@@ -284,7 +301,7 @@ class ElementwiseRule : public GroupTiler {
     int64_t bytes = 0;
     for (size_t k = 0; k < anchor.inputs.size(); ++k) {
       TensorBox box = ProjectBox(OperandView(anchor, k, extent.size()), out_box);
-      bytes += 2 * AlignUp(kernels::NumElements(box.extent) * DTypeBytes(anchor.dtype));
+      bytes += 2 * AlignUp(kernels::NumElements(box.extent) * OperandBytes(k));
     }
     return bytes;
   }
@@ -444,9 +461,11 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
                                            const LayoutPlan& layout, const NPUConfig& config) {
   switch (graph.nodes[group.anchor].op) {
     case OpKind::kMatmul:
+    case OpKind::kQnnMatmul:
       return tiling::MakeMatmulRule(graph, group, layout, config);
     case OpKind::kConv1d:
     case OpKind::kConv2d:
+    case OpKind::kQnnConv2d:
       return tiling::MakeConvRule(graph, group, layout, config);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:

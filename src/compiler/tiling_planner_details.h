@@ -48,6 +48,15 @@ class GroupTiler : public TilingRule {
   virtual TensorView Lift(const TensorView& view) const { return view; }
 
   const Node& Anchor() const { return graph_.nodes[group_.anchor]; }
+  /*! \brief Bytes per element of operand `k` of the anchor as loaded (its own dtype). */
+  int64_t OperandBytes(size_t k) const {
+    return DTypeBytes(graph_.nodes[Anchor().inputs[k]].dtype);
+  }
+  bool IsQuantized() const {
+    return Anchor().op == OpKind::kQnnConv2d || Anchor().op == OpKind::kQnnMatmul;
+  }
+  /*! \brief Result tiles hold float32, or int64 accumulators for quantized ops. */
+  DType ResultDType() const { return IsQuantized() ? DType::kInt64 : DType::kFloat32; }
   const Node& OutputNode() const { return graph_.nodes[group_.output()]; }
   int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
 
@@ -64,6 +73,13 @@ class GroupTiler : public TilingRule {
 
   /*! \brief A new result tile for the output box (float32, in out_box.tile_order). */
   TileRef NewResult(TileScheduler* scheduler, const TensorBox& out_box) const;
+  /*!
+   * \brief For quantized ops: requantizes the accumulators of `result` into output integers (as
+   * float32 in the same slot) and returns that tile; others return `result` unchanged.
+   */
+  TileRef Requantized(TileScheduler* scheduler, const TileRef& result,
+                      int64_t channel_offset) const;
+
   /*! \brief Applies the chain to `result` in place, then stores it to out_box of the output. */
   void EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
                     const TensorBox& out_box) const;

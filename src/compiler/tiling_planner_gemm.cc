@@ -81,11 +81,13 @@ class MatmulRule : public GroupTiler {
   }
 
   TilePlan Plan() override {
-    const int64_t item = DTypeBytes(Anchor().dtype);
+    const int64_t item = OperandBytes(0), w_item = OperandBytes(1);
+    const int64_t out_item = DTypeBytes(Anchor().dtype);
+    const DType compute_type = graph_.nodes[Anchor().inputs[0]].dtype;
     const int64_t dim = config_.matrix_engine_dim;
-    const double slow = static_cast<double>(dim * dim) / config_.MatrixMacsPerCycle(Anchor().dtype);
+    const double slow = static_cast<double>(dim * dim) / config_.MatrixMacsPerCycle(compute_type);
     const int64_t batches = kernels::NumElements(Shape(out_.begin(), out_.end() - 2));
-    const int64_t rhs_bytes = kernels::NumElements(graph_.nodes[Anchor().inputs[1]].shape) * item;
+    const int64_t rhs_bytes = kernels::NumElements(graph_.nodes[Anchor().inputs[1]].shape) * w_item;
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
     const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
     double best = std::numeric_limits<double>::infinity();
@@ -96,16 +98,16 @@ class MatmulRule : public GroupTiler {
         for (int64_t kt : Candidates(k_, dim)) {
           std::vector<int64_t> out_tile = OutTile(mt, nt);
           const int64_t bytes =
-              2 * AlignUp(mt * kt * item) + 2 * AlignUp(kt * nt * item) + EpilogueBytes(out_tile);
+              2 * AlignUp(mt * kt * item) + 2 * AlignUp(kt * nt * w_item) + EpilogueBytes(out_tile);
           if (bytes > L1Budget()) continue;
           const int64_t m_tiles = CeilDiv(m_, mt), n_tiles = CeilDiv(n_, nt);
           const double compute = static_cast<double>(batches) * m_tiles * n_tiles *
                                  CeilDiv(k_, kt) * CeilDiv(mt, dim) * CeilDiv(nt, dim) * kt * slow;
           const double lhs =
               static_cast<double>(batches) * m_ * k_ * item * (kt == k_ ? 1 : n_tiles);
-          const double rhs = static_cast<double>(batches) * k_ * n_ * item * m_tiles;
+          const double rhs = static_cast<double>(batches) * k_ * n_ * w_item * m_tiles;
           const bool stage = m_tiles > 1 && rhs_bytes <= config_.TierBytes(Tier::kL2);
-          const double dram = lhs + (stage ? rhs_bytes : rhs) + batches * m_ * n_ * item;
+          const double dram = lhs + (stage ? rhs_bytes : rhs) + batches * m_ * n_ * out_item;
           const int64_t output_tiles = batches * m_tiles * n_tiles;
           const double time = EstimatedCycles(compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0,
                                               output_tiles, output_tiles * CeilDiv(k_, kt));
@@ -121,7 +123,7 @@ class MatmulRule : public GroupTiler {
       return plan;
     }
     plan.buffers.push_back(BufferClass{AlignUp(mt_ * kt_ * item), 2});
-    plan.buffers.push_back(BufferClass{AlignUp(kt_ * nt_ * item), 2, stage_rhs_, rhs_bytes});
+    plan.buffers.push_back(BufferClass{AlignUp(kt_ * nt_ * w_item), 2, stage_rhs_, rhs_bytes});
     AddEpilogueBuffers(OutTile(mt_, nt_), &plan.buffers);
     plan.ok = true;
     plan.tile_shape = {mt_, nt_, kt_};
@@ -135,29 +137,29 @@ class MatmulRule : public GroupTiler {
     TensorView rhs = OperandMatrix(1);
     std::vector<int64_t> order(rank_);
     std::iota(order.begin(), order.end(), 0);
-    ForEachTile(out_, order, OutTile(mt_, nt_),
-                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
-                  TensorBox out_box{-1, begin, extent, order};
-                  TileRef result = NewResult(scheduler, out_box);
-                  const int64_t mt = extent[rank_ - 2], nt = extent[rank_ - 1];
-                  for (int64_t k0 = 0; k0 < k_; k0 += kt_) {
-                    const int64_t kt = std::min(kt_, k_ - k0);
-                    TensorBox a = BatchBox(lhs, out_box, order);
-                    a.begin[rank_ - 1] = k0, a.extent[rank_ - 1] = kt;
-                    TensorBox b = BatchBox(rhs, out_box, order);
-                    b.begin[rank_ - 2] = k0, b.extent[rank_ - 2] = kt;
-                    b.begin[rank_ - 1] = begin[rank_ - 1], b.extent[rank_ - 1] = nt;
-                    ComputeCommand compute =
-                        MakeCompute(anchor, group_.anchor,
-                                    {scheduler->Load(0, lhs, a), scheduler->Load(1, rhs, b)},
-                                    result, anchor.attrs);
-                    compute.accumulate = k0 > 0;
-                    compute.round_to_half &= k0 + kt == k_;
-                    compute.macs = mt * nt * kt;
-                    scheduler->Compute(std::move(compute));
-                  }
-                  EmitEpilogue(scheduler, result, out_box);
-                });
+    ForEachTile(
+        out_, order, OutTile(mt_, nt_),
+        [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+          TensorBox out_box{-1, begin, extent, order};
+          TileRef result = NewResult(scheduler, out_box);
+          const int64_t mt = extent[rank_ - 2], nt = extent[rank_ - 1];
+          for (int64_t k0 = 0; k0 < k_; k0 += kt_) {
+            const int64_t kt = std::min(kt_, k_ - k0);
+            TensorBox a = BatchBox(lhs, out_box, order);
+            a.begin[rank_ - 1] = k0, a.extent[rank_ - 1] = kt;
+            TensorBox b = BatchBox(rhs, out_box, order);
+            b.begin[rank_ - 2] = k0, b.extent[rank_ - 2] = kt;
+            b.begin[rank_ - 1] = begin[rank_ - 1], b.extent[rank_ - 1] = nt;
+            ComputeCommand compute = MakeCompute(
+                anchor, group_.anchor, {scheduler->Load(0, lhs, a), scheduler->Load(1, rhs, b)},
+                result, anchor.attrs);
+            compute.accumulate = k0 > 0;
+            compute.round_to_half &= k0 + kt == k_;
+            compute.macs = mt * nt * kt;
+            scheduler->Compute(std::move(compute));
+          }
+          EmitEpilogue(scheduler, Requantized(scheduler, result, begin[rank_ - 1]), out_box);
+        });
   }
 
  private:
@@ -209,7 +211,8 @@ class ConvRule : public GroupTiler {
   ConvRule(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
            const NPUConfig& config)
       : GroupTiler(graph, group, layout, config),
-        p_(std::get<ConvAttrs>(Anchor().attrs).params),
+        p_(IsQuantized() ? std::get<QnnAttrs>(Anchor().attrs).conv
+                         : std::get<ConvAttrs>(Anchor().attrs).params),
         conv1d_(Anchor().op == OpKind::kConv1d) {
     nchw_ = p_.data_layout == kernels::DataLayout::kNCHW;
     oihw_ = p_.kernel_layout == kernels::KernelLayout::kOIHW;
@@ -232,14 +235,15 @@ class ConvRule : public GroupTiler {
   }
 
   TilePlan Plan() override {
-    const int64_t item = DTypeBytes(Anchor().dtype);
+    const int64_t item = OperandBytes(0), w_item = OperandBytes(1);
+    const DType compute_type = graph_.nodes[Anchor().inputs[0]].dtype;
     const int64_t dim = config_.matrix_engine_dim;
     const bool depthwise = group_in_ == 1 && p_.groups > 1;
     const double macs_per_cycle = depthwise
                                       ? static_cast<double>(config_.vector_unit_width) *
-                                            config_.MatrixMacsPerCycle(Anchor().dtype) / (dim * dim)
-                                      : config_.MatrixMacsPerCycle(Anchor().dtype);
-    const int64_t weight_bytes = kernels::NumElements(weight_) * item;
+                                            config_.MatrixMacsPerCycle(compute_type) / (dim * dim)
+                                      : config_.MatrixMacsPerCycle(compute_type);
+    const int64_t weight_bytes = kernels::NumElements(weight_) * w_item;
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
     const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
     const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
@@ -265,8 +269,8 @@ class ConvRule : public GroupTiler {
             const int64_t in_box = kernels::NumElements(in_tile.extent);
             kernels::NumElements(InputBox(t, BoxAt(t, 0, 0, 0), 0).box.extent);
             const int64_t w_box = kh_ * kw_ * ict * oct;
-            const int64_t bytes =
-                2 * AlignUp(in_box * item) + 2 * AlignUp(w_box * item) + EpilogueBytes(OutTile(t));
+            const int64_t bytes = 2 * AlignUp(in_box * item) + 2 * AlignUp(w_box * w_item) +
+                                  EpilogueBytes(OutTile(t));
             if (bytes > L1Budget()) continue;
             const int64_t spatial = out_[0] * CeilDiv(oh, oht) * CeilDiv(ow, owt);
             const int64_t oc_tiles = CeilDiv(out_channels_, oct);
@@ -304,7 +308,7 @@ class ConvRule : public GroupTiler {
     }
     const int64_t in_box = kernels::NumElements(LargestInputBox(tile_).extent);
     plan.buffers.push_back(BufferClass{AlignUp(in_box * item), 2});
-    plan.buffers.push_back(BufferClass{AlignUp(kh_ * kw_ * tile_.ic * tile_.oc * item), 2,
+    plan.buffers.push_back(BufferClass{AlignUp(kh_ * kw_ * tile_.ic * tile_.oc * w_item), 2,
                                        stage_weights_, weight_bytes});
     AddEpilogueBuffers(OutTile(tile_), &plan.buffers);
     plan.ok = true;
@@ -334,22 +338,22 @@ class ConvRule : public GroupTiler {
                     const int o_axis = oihw_ ? 0 : 3, i_axis = oihw_ ? 1 : 2;
                     w_box.begin[o_axis] = oc0, w_box.extent[o_axis] = oct;
                     w_box.begin[i_axis] = ic0, w_box.extent[i_axis] = ict;
-                    ConvAttrs attrs{p_};
-                    attrs.params.padding = halo.padding;
-                    attrs.params.groups = p_.groups == 1 ? 1 : oct / group_out_;
-                    attrs.params.data_layout = kernels::DataLayout::kNHWC;
-                    attrs.params.kernel_layout = kernels::KernelLayout::kHWIO;
+                    kernels::Conv2dParams params = p_;
+                    params.padding = halo.padding;
+                    params.groups = p_.groups == 1 ? 1 : oct / group_out_;
+                    params.data_layout = kernels::DataLayout::kNHWC;
+                    params.kernel_layout = kernels::KernelLayout::kHWIO;
                     ComputeCommand compute = MakeCompute(
                         anchor, group_.anchor,
                         {scheduler->Load(0, input, halo.box), scheduler->Load(1, weight, w_box)},
-                        result, attrs);
+                        result, TileAttrs(params));
                     if (group_in_ == 1 && p_.groups > 1) compute.engine = Engine::kVector;
                     compute.accumulate = ic0 > 0;
                     compute.round_to_half &= ic0 + ict == ic_total;
                     compute.macs = kernels::NumElements(result.shape) * ict * kh_ * kw_;
                     scheduler->Compute(std::move(compute));
                   }
-                  EmitEpilogue(scheduler, result, out_box);
+                  EmitEpilogue(scheduler, Requantized(scheduler, result, oc0), out_box);
                 });
   }
 
@@ -361,6 +365,16 @@ class ConvRule : public GroupTiler {
     TensorBox box;
     std::array<int64_t, 4> padding;
   };
+
+  /*! \brief The anchor's attributes with the convolution parameters of one tile. */
+  OpAttrs TileAttrs(const kernels::Conv2dParams& params) const {
+    if (IsQuantized()) {
+      QnnAttrs attrs = std::get<QnnAttrs>(Anchor().attrs);
+      attrs.conv = params;
+      return attrs;
+    }
+    return ConvAttrs{params};
+  }
 
   std::vector<int64_t> OutTile(const Sizes& t) const {
     return nchw_ ? std::vector<int64_t>{1, t.oc, t.oh, t.ow}

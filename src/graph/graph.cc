@@ -7,7 +7,10 @@
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/json.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace example_npu {
@@ -55,6 +58,21 @@ class JsonObject {
   }
 
   std::vector<int64_t> Ints(const char* key) const { return AsInts(Get(key), Field(key)); }
+
+  std::vector<double> Numbers(const char* key) const {
+    auto array = Get(key).try_cast<json::Array>();
+    if (!array.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a list of numbers";
+    std::vector<double> result;
+    for (size_t i = 0; i < array->size(); ++i) {
+      Any item = (*array)[i];
+      if (auto as_double = item.try_cast<double>()) {
+        result.push_back(*as_double);
+      } else {
+        result.push_back(static_cast<double>(AsInt(item, Field(key))));
+      }
+    }
+    return result;
+  }
 
   std::string Field(const char* key) const { return where_ + "." + key; }
 
@@ -169,7 +187,58 @@ BatchNormAttrs ParseBatchNormAttrs(const JsonObject& attrs) {
   return result;
 }
 
-OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, const std::string& where) {
+std::pair<int64_t, int64_t> IntegerRange(DType dtype, const std::string& where) {
+  if (dtype == DType::kInt8) return {-128, 127};
+  if (dtype == DType::kInt16) return {-32768, 32767};
+  TVM_FFI_THROW(ValueError) << where << ": quantized results must be int8 or int16";
+  TVM_FFI_UNREACHABLE();
+}
+
+double PositiveScale(const JsonObject& attrs, const char* key) {
+  const double scale = attrs.Number(key);
+  if (!(scale > 0) || !std::isfinite(scale)) {
+    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must be a positive finite scale";
+  }
+  return scale;
+}
+
+QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
+                       const std::string& where) {
+  QnnAttrs q;
+  if (kind == OpKind::kQnnConv2d) q.conv = ParseConv2dAttrs(attrs).params;
+  q.input_scale = PositiveScale(attrs, "input_scale");
+  q.input_zero_point = attrs.Int("input_zero_point");
+  q.weight_scales = attrs.Numbers("weight_scales");
+  q.output_scale = PositiveScale(attrs, "output_scale");
+  if (attrs.Has("bias")) q.bias = attrs.Numbers("bias");
+  if (q.weight_scales.empty())
+    TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
+  kernels::Requantization& r = q.requant;
+  auto [lo, hi] = IntegerRange(dtype, where);
+  r.output_zero_point = attrs.Int("output_zero_point");
+  r.min = lo;
+  r.max = hi;
+  const std::string activation = attrs.Has("activation") ? attrs.String_("activation") : "none";
+  if (activation == "relu" || activation == "relu6") r.min = std::max(lo, r.output_zero_point);
+  if (activation == "relu6") {
+    r.max = std::min(hi, r.output_zero_point + kernels::RoundHalfEven(6.0 / q.output_scale));
+  } else if (activation != "none" && activation != "relu") {
+    TVM_FFI_THROW(ValueError) << attrs.Field("activation") << " '" << activation
+                              << "' is not none, relu or relu6";
+  }
+  for (double weight_scale : q.weight_scales) {
+    if (!(weight_scale > 0)) TVM_FFI_THROW(ValueError) << where << ": weight scales must be > 0";
+    r.multipliers.push_back(
+        kernels::QuantizeMultiplier(q.input_scale * weight_scale / q.output_scale));
+  }
+  for (size_t c = 0; c < q.bias.size(); ++c) {
+    const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
+    r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
+  }
+  return q;
+}
+
+OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::string& where) {
   bool has_attrs = node.Has("attrs");
   JsonObject attrs = has_attrs ? JsonObject(node.Get("attrs"), where + ".attrs")
                                : JsonObject(json::Object(), where + ".attrs");
@@ -189,6 +258,15 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, const std::string& where
     case OpKind::kClip:
       return ClipAttrs{static_cast<float>(attrs.Number("min")),
                        static_cast<float>(attrs.Number("max"))};
+    case OpKind::kQuantize:
+    case OpKind::kDequantize: {
+      QuantAttrs q{static_cast<float>(PositiveScale(attrs, "scale")), attrs.Int("zero_point")};
+      if (kind == OpKind::kQuantize) std::tie(q.min, q.max) = IntegerRange(dtype, where);
+      return q;
+    }
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMatmul:
+      return ParseQnnAttrs(kind, attrs, dtype, where);
     case OpKind::kPermuteDims: {
       PermuteDimsAttrs result;
       Any axes = attrs.Has("axes") ? attrs.Get("axes") : Any(nullptr);
@@ -229,7 +307,7 @@ Node ParseNode(const Any& value, size_t index) {
     node.kind = NodeKind::kOp;
     node.op = *kind;
     node.inputs = obj.Ints("inputs");
-    node.attrs = ParseAttrs(*kind, obj, where);
+    node.attrs = ParseAttrs(*kind, obj, node.dtype, where);
     if (obj.Has("composite")) node.composite = obj.String_("composite");
   }
   return node;

@@ -6,15 +6,16 @@
 namespace example_npu {
 namespace {
 
-constexpr std::array<std::pair<DType, const char*>, 5> kDTypeNames = {{
+constexpr std::array<std::pair<DType, const char*>, 6> kDTypeNames = {{
     {DType::kFloat32, "float32"},
     {DType::kFloat16, "float16"},
     {DType::kInt8, "int8"},
     {DType::kInt16, "int16"},
     {DType::kInt32, "int32"},
+    {DType::kInt64, "int64"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 19> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 23> kOpNames = {{
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
     {OpKind::kReshape, "reshape"},
@@ -34,6 +35,10 @@ constexpr std::array<std::pair<OpKind, const char*>, 19> kOpNames = {{
     {OpKind::kTanh, "tanh"},
     {OpKind::kGelu, "nn.gelu"},
     {OpKind::kGeluTanh, "nn.gelu_tanh"},
+    {OpKind::kQuantize, "quantize"},
+    {OpKind::kDequantize, "dequantize"},
+    {OpKind::kQnnConv2d, "qnn.conv2d"},
+    {OpKind::kQnnMatmul, "qnn.matmul"},
 }};
 
 }  // namespace
@@ -57,6 +62,8 @@ int64_t DTypeBytes(DType dtype) {
     case DType::kFloat32:
     case DType::kInt32:
       return 4;
+    case DType::kInt64:
+      return 8;
     case DType::kFloat16:
     case DType::kInt16:
       return 2;

@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/quantize.h"
 
 namespace example_npu {
 
 /*! \brief Element types the graph can carry. */
-enum class DType { kFloat32, kFloat16, kInt8, kInt16, kInt32 };
+enum class DType { kFloat32, kFloat16, kInt8, kInt16, kInt32, kInt64 };
 
 std::optional<DType> ParseDType(std::string_view name);
 const char* DTypeName(DType dtype);
@@ -48,6 +49,10 @@ enum class OpKind {
   kTanh,
   kGelu,
   kGeluTanh,
+  kQuantize,
+  kDequantize,
+  kQnnConv2d,
+  kQnnMatmul,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
@@ -89,8 +94,30 @@ struct PermuteDimsAttrs {
   std::vector<int64_t> axes;  // empty in JSON means reverse; filled in at load
 };
 
+/*! \brief Per-tensor quantize (float -> int) / dequantize (int -> float). */
+struct QuantAttrs {
+  float scale = 1.0f;
+  int64_t zero_point = 0;
+  int64_t min = 0;  // quantize: the output dtype's range
+  int64_t max = 0;
+};
+
+/*!
+ * \brief A quantized convolution / matmul: the QDQ chain dequantize -> op (+ bias) (+ relu /
+ * relu6) -> quantize, lowered by the codegen. requant is derived from the scales at load.
+ */
+struct QnnAttrs {
+  kernels::Conv2dParams conv;  // qnn.conv2d only
+  double input_scale = 1.0;
+  int64_t input_zero_point = 0;
+  std::vector<double> weight_scales;  // one, or one per output channel
+  double output_scale = 1.0;
+  std::vector<double> bias;  // empty, or one per output channel
+  kernels::Requantization requant;
+};
+
 using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
-                             PermuteDimsAttrs>;
+                             PermuteDimsAttrs, QuantAttrs, QnnAttrs>;
 
 }  // namespace example_npu
 

@@ -90,8 +90,13 @@ int64_t WindowOutput(const Node& node, int64_t in, int64_t pad_lo, int64_t pad_h
   return out;
 }
 
+const kernels::Conv2dParams& ConvParams(const Node& node) {
+  if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) return qnn->conv;
+  return std::get<ConvAttrs>(node.attrs).params;
+}
+
 Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) {
-  const kernels::Conv2dParams& p = std::get<ConvAttrs>(node.attrs).params;
+  const kernels::Conv2dParams& p = ConvParams(node);
   bool is_1d = node.op == OpKind::kConv1d;
   ExpectRank(node, data_in, is_1d ? 3 : 4, "data");
   ExpectRank(node, weight_in, is_1d ? 3 : 4, "weight");
@@ -158,6 +163,8 @@ size_t ExpectedArity(OpKind op) {
     case OpKind::kMatmul:
     case OpKind::kConv1d:
     case OpKind::kConv2d:
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMatmul:
     case OpKind::kAdd:
     case OpKind::kSubtract:
     case OpKind::kMultiply:
@@ -167,6 +174,40 @@ size_t ExpectedArity(OpKind op) {
       return 5;
     default:
       return 1;
+  }
+}
+
+bool IsInteger(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt16; }
+
+/*! \brief Whether input `k` of `node` may have `dtype`: same as the node, except across the
+ * quantized boundary (quantize, dequantize, and int8 weights of quantized ops). */
+bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
+  switch (node.op) {
+    case OpKind::kQuantize:
+      return dtype == DType::kFloat32 && IsInteger(node.dtype);
+    case OpKind::kDequantize:
+      return IsInteger(dtype) && node.dtype == DType::kFloat32;
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMatmul:
+      return IsInteger(node.dtype) && (k == 0 ? IsInteger(dtype) : dtype == DType::kInt8);
+    default:
+      return dtype == node.dtype;
+  }
+}
+
+void CheckQnnChannels(const Node& node, const QnnAttrs& qnn) {
+  const int64_t channels =
+      node.op == OpKind::kQnnConv2d
+          ? node.shape[qnn.conv.data_layout == kernels::DataLayout::kNCHW ? 1 : 3]
+          : node.shape.back();
+  const size_t scales = qnn.weight_scales.size();
+  if (scales != 1 && static_cast<int64_t>(scales) != channels) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": " << scales << " weight scales for " << channels
+                              << " output channels";
+  }
+  if (!qnn.bias.empty() && static_cast<int64_t>(qnn.bias.size()) != channels) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": " << qnn.bias.size() << " biases for "
+                              << channels << " output channels";
   }
 }
 
@@ -244,6 +285,7 @@ void NormalizeAxes(Graph* graph) {
 Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
   switch (node.op) {
     case OpKind::kMatmul:
+    case OpKind::kQnnMatmul:
       return InferMatmul(node, *in[0], *in[1]);
     case OpKind::kPermuteDims:
       return InferPermute(node, *in[0]);
@@ -255,6 +297,7 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return node.shape;
     case OpKind::kConv1d:
     case OpKind::kConv2d:
+    case OpKind::kQnnConv2d:
       return InferConv(node, *in[0], *in[1]);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
@@ -273,6 +316,8 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kTanh:
     case OpKind::kGelu:
     case OpKind::kGeluTanh:
+    case OpKind::kQuantize:
+    case OpKind::kDequantize:
       return *in[0];
   }
   TVM_FFI_THROW(ValueError) << Where(node) << ": no shape rule";
@@ -284,15 +329,16 @@ void ValidateGraph(const Graph& graph) {
   for (const Node& node : graph.nodes) {
     if (node.kind != NodeKind::kOp) continue;
     std::vector<const Shape*> input_shapes;
-    for (int64_t input : node.inputs) {
-      const Node& producer = graph.nodes[input];
-      if (producer.dtype != node.dtype) {
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const Node& producer = graph.nodes[node.inputs[k]];
+      if (!DTypeAllowed(node, k, producer.dtype)) {
         TVM_FFI_THROW(ValueError) << Where(node) << ": input " << producer.name << " is "
                                   << DTypeName(producer.dtype) << " but the node is "
                                   << DTypeName(node.dtype) << " (mixed dtypes are not supported)";
       }
       input_shapes.push_back(&producer.shape);
     }
+    if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) CheckQnnChannels(node, *qnn);
     Shape inferred = InferShape(node, input_shapes);
     if (inferred != node.shape) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": declared shape " << ShapeStr(node.shape)

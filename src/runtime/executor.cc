@@ -33,6 +33,8 @@ DLDataType ToDLDataType(DType dtype) {
       return DLDataType{kDLInt, 16, 1};
     case DType::kInt32:
       return DLDataType{kDLInt, 32, 1};
+    case DType::kInt64:
+      return DLDataType{kDLInt, 64, 1};
   }
   return DLDataType{kDLFloat, 32, 1};
 }
@@ -78,9 +80,16 @@ T* DataPtr(const DLTensor& t) {
 
 Executor::Executor(Graph graph, NPUConfig config) {
   for (const Node& node : graph.nodes) {
-    if (node.dtype != DType::kFloat32 && node.dtype != DType::kFloat16) {
-      TVM_FFI_THROW(ValueError) << "node " << node.name << ": dtype " << DTypeName(node.dtype)
-                                << " is not executable by the NPU runtime yet (float32/float16)";
+    const bool is_float = node.dtype == DType::kFloat32 || node.dtype == DType::kFloat16;
+    const bool is_int = node.dtype == DType::kInt8 || node.dtype == DType::kInt16;
+    // Integers flow only through the quantized boundary ops (and views of such tensors).
+    const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
+                        node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnMatmul ||
+                        node.op == OpKind::kPermuteDims || node.op == OpKind::kReshape;
+    if (!is_float && !(is_int && int_ok)) {
+      TVM_FFI_THROW(ValueError) << "node " << node.name << " (" << OpKindName(node.op)
+                                << "): dtype " << DTypeName(node.dtype)
+                                << " is not executable by the NPU runtime";
     }
   }
   program_ = Compile(graph, config);

@@ -58,10 +58,21 @@ void NarrowRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst
   for (int64_t i = 0; i < n; ++i) t[i * dst_stride] = kernels::FloatToHalf(s[i * src_stride]);
 }
 
+/*! \brief Stores float32 tiles holding exact integers (quantized results) as int8 / int16. */
+template <typename T>
+void NarrowToIntRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t n) {
+  const float* s = reinterpret_cast<const float*>(src);
+  T* t = reinterpret_cast<T*>(dst);
+  for (int64_t i = 0; i < n; ++i) t[i * dst_stride] = static_cast<T>(s[i * src_stride]);
+}
+
 using RowCopy = void (*)(const uint8_t*, int64_t, uint8_t*, int64_t, int64_t);
 
 RowCopy SelectRowCopy(DType src_type, DType dst_type) {
   if (src_type == DType::kFloat32 && dst_type == DType::kFloat16) return NarrowRow;
+  if (src_type == DType::kFloat32 && dst_type == DType::kInt8) return NarrowToIntRow<int8_t>;
+  if (src_type == DType::kFloat32 && dst_type == DType::kInt16) return NarrowToIntRow<int16_t>;
   TVM_FFI_ICHECK(src_type == dst_type)
       << "DMA cannot convert " << DTypeName(src_type) << " to " << DTypeName(dst_type);
   switch (DTypeBytes(src_type)) {

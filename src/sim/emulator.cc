@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/half.h"
+#include "kernels/quantize.h"
 #include "sim/dma.h"
 #include "sim/engines.h"
 
@@ -84,6 +85,50 @@ void RunDma(const Program& program, const DramBindings& dram, Memories* mem,
   }
 }
 
+/*! \brief Widens a float16 / int8 / int16 tile to float32 (exact for the integers). */
+void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* out) {
+  out->resize(size);
+  switch (dtype) {
+    case DType::kFloat16:
+      kernels::HalfToFloat(reinterpret_cast<const uint16_t*>(base), out->data(), size);
+      return;
+    case DType::kInt8:
+      std::copy_n(reinterpret_cast<const int8_t*>(base), size, out->begin());
+      return;
+    case DType::kInt16:
+      std::copy_n(reinterpret_cast<const int16_t*>(base), size, out->begin());
+      return;
+    default:
+      TVM_FFI_THROW(InternalError) << "cannot widen a " << DTypeName(dtype) << " tile";
+  }
+}
+
+/*! \brief The int accumulators of a quantized op (int64 in the tile), or their requantization. */
+void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
+                      const std::vector<OperandF32>& inputs, Memories* mem) {
+  const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
+  const Shape& out_shape = compute.output.shape;
+  const int64_t size = kernels::NumElements(out_shape);
+  const int64_t channels = out_shape.empty() ? 1 : out_shape.back();  // innermost in every tile
+  std::vector<int64_t> acc(size);
+  if (compute.step == ComputeStep::kRequantize) {
+    std::memcpy(acc.data(), TileBase(mem, compute.inputs[0]), size * sizeof(int64_t));
+    kernels::Requantize(acc.data(), size, channels, compute.channel_offset, attrs.requant,
+                        reinterpret_cast<float*>(TileBase(mem, compute.output)));
+    return;
+  }
+  if (node.op == OpKind::kQnnConv2d) {
+    kernels::QuantizedConv2d(inputs[0].data, *inputs[0].shape, attrs.input_zero_point,
+                             inputs[1].data, *inputs[1].shape, acc.data(), out_shape, attrs.conv);
+  } else {
+    kernels::QuantizedMatmul(inputs[0].data, attrs.input_zero_point, inputs[1].data,
+                             size / std::max<int64_t>(1, channels), inputs[0].shape->back(),
+                             channels, acc.data());
+  }
+  int64_t* out = reinterpret_cast<int64_t*>(TileBase(mem, compute.output));
+  for (int64_t i = 0; i < size; ++i) out[i] = compute.accumulate ? out[i] + acc[i] : acc[i];
+}
+
 void RunCompute(const Program& program, Memories* mem, const ComputeCommand& compute) {
   const Node& node = program.graph.nodes[compute.node];
   std::vector<std::vector<float>> widened(compute.inputs.size());
@@ -93,14 +138,16 @@ void RunCompute(const Program& program, Memories* mem, const ComputeCommand& com
     const TileRef& tile = compute.inputs[i];
     const uint8_t* base = TileBase(mem, tile);
     aliased |= tile.tier == compute.output.tier && tile.offset == compute.output.offset;
-    if (tile.dtype == DType::kFloat16) {
-      widened[i].resize(kernels::NumElements(tile.shape));
-      kernels::HalfToFloat(reinterpret_cast<const uint16_t*>(base), widened[i].data(),
-                           static_cast<int64_t>(widened[i].size()));
-      inputs.push_back(OperandF32{widened[i].data(), &tile.shape});
-    } else {
+    if (tile.dtype == DType::kFloat32 || tile.dtype == DType::kInt64) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
+    } else {
+      Widen(base, tile.dtype, kernels::NumElements(tile.shape), &widened[i]);
+      inputs.push_back(OperandF32{widened[i].data(), &tile.shape});
     }
+  }
+  if (std::holds_alternative<QnnAttrs>(compute.attrs)) {
+    RunQuantizedStep(node, compute, inputs, mem);
+    return;
   }
   float* out = reinterpret_cast<float*>(TileBase(mem, compute.output));
   const int64_t size = kernels::NumElements(compute.output.shape);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "kernels/quantize.h"
+
 namespace example_npu {
 namespace {
 
@@ -89,6 +91,19 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kGeluTanh:
       kernels::Unary(ToUnaryOp(op), in[0].data, out, size);
       return;
+    case OpKind::kQuantize: {
+      const QuantAttrs& q = std::get<QuantAttrs>(attrs);
+      kernels::Quantize(in[0].data, size, q.scale, q.zero_point, q.min, q.max, out);
+      return;
+    }
+    case OpKind::kDequantize: {
+      const QuantAttrs& q = std::get<QuantAttrs>(attrs);
+      kernels::Dequantize(in[0].data, size, q.scale, q.zero_point, out);
+      return;
+    }
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMatmul:
+      break;  // integer accumulation: the emulator's quantized step, not a float engine
   }
   TVM_FFI_THROW(InternalError) << "no engine runs " << OpKindName(op);
 }

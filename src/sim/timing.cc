@@ -101,7 +101,9 @@ Cost DmaCost(const Program& program, const DmaCommand& dma) {
 Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   const NPUConfig& config = program.config;
   const Node& node = program.graph.nodes[compute.node];
-  const DType dtype = node.dtype;
+  // Quantized ops run at the rate of their activations (int8 or int16), not of their output.
+  const bool quantized = node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnMatmul;
+  const DType dtype = quantized ? program.graph.nodes[node.inputs[0]].dtype : node.dtype;
   Cost cost;
   int64_t operand_bytes = TileBytes(compute.output);
   for (const TileRef& input : compute.inputs) operand_bytes += TileBytes(input);

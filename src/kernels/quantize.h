@@ -1,0 +1,76 @@
+/*!
+ * \file kernels/quantize.h
+ * \brief Integer arithmetic of the quantized datapath (int8 / int16 activations, int8 weights).
+ *
+ * The scheme (README.md, "Quantization"):
+ *   real = scale * (q - zero_point); weights are symmetric (zero point 0), per tensor or per
+ *   output channel.
+ *   acc[c]   = sum (x_q - x_zp) * w_q                      int32 for int8 inputs, int64 for int16
+ *   bias_q[c] = round_half_even(bias[c] / (x_scale * w_scale[c]))
+ *   M[c]     = x_scale * w_scale[c] / y_scale = m0[c] * 2^-shift[c],  m0 in [2^30, 2^31)
+ *   y_q      = clamp(y_zp + ((acc + bias_q) * m0 + 2^(shift-1)) >> shift, lo, hi)
+ * i.e. one 64x32-bit product and one rounding (half up) per output; a fused relu / relu6 only
+ * narrows [lo, hi]. quantize / dequantize follow Relax exactly: clip(round_half_even(x / s) +
+ * zp) and s * (q - zp), computed in float32.
+ */
+#ifndef EXAMPLE_NPU_KERNELS_QUANTIZE_H_
+#define EXAMPLE_NPU_KERNELS_QUANTIZE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace example_npu {
+namespace kernels {
+
+/*! \brief m0 * 2^-shift approximating a positive real multiplier, m0 in [2^30, 2^31). */
+struct FixedPointMultiplier {
+  int64_t m0 = 0;
+  int64_t shift = 0;
+};
+
+/*! \brief Decomposes `real` (> 0); shift is in [1, 62] for multipliers in [2^-31, 2^30). */
+FixedPointMultiplier QuantizeMultiplier(double real);
+
+/*! \brief Rounds to the nearest integer, ties to even (the rounding of Relax's quantize). */
+int64_t RoundHalfEven(double value);
+
+/*! \brief Per-output-channel requantization of one quantized layer. */
+struct Requantization {
+  std::vector<FixedPointMultiplier> multipliers;  // one, or one per channel
+  std::vector<int64_t> bias;                      // empty, or one per channel
+  int64_t output_zero_point = 0;
+  int64_t min = -128;  // output clamp, including a fused relu / relu6
+  int64_t max = 127;
+};
+
+/*!
+ * \brief out[i] = requantised acc[i], whose channel is (channel_offset + i % channels) (channel
+ * innermost, as in NHWC and [rows, cols] tiles). Results are exact integers stored as float.
+ */
+void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
+                const Requantization& requant, float* out);
+
+/*! \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n]; integer operands given
+ * as exact floats (tiles are widened on load). */
+void QuantizedMatmul(const float* lhs, int64_t lhs_zero_point, const float* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc);
+
+/*! \brief NHWC input, HWIO weight, NHWC accumulators; padding contributes zero (it stands for
+ * the real value 0, i.e. the input zero point). */
+void QuantizedConv2d(const float* input, const Shape& in_shape, int64_t input_zero_point,
+                     const float* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& params);
+
+/*! \brief q = clamp(round_half_even(x / scale) + zero_point, lo, hi), as exact floats. */
+void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,
+              float* out);
+
+/*! \brief x = scale * (q - zero_point) in float32. */
+void Dequantize(const float* q, int64_t size, float scale, int64_t zero_point, float* out);
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_QUANTIZE_H_

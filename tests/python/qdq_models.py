@@ -1,0 +1,111 @@
+"""QDQ-form Relax modules (what ONNX QDQ models and quantize_model produce) and the integer
+reference of exactly the arithmetic the NPU performs (src/kernels/quantize.h)."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+
+def _c(value, dtype):
+    return relax.const(np.asarray(value, dtype=dtype))
+
+
+def qdq_module(
+    kind: str,
+    x_shape: tuple[int, ...],
+    weight_q: np.ndarray,
+    weight_scale: np.ndarray,
+    x_params: tuple[float, int],
+    y_params: tuple[float, int],
+    bias: np.ndarray | None = None,
+    activation: str | None = None,
+    act_dtype: str = "int8",
+    conv_attrs: dict | None = None,
+    weight_zero_point: int = 0,
+) -> tvm.IRModule:
+    """main(x_q) = quantize(act(op(dequantize(x_q), dequantize(w_q)) + bias)); kind in
+    conv2d / matmul / dense."""
+    x = relax.Var("x", relax.TensorType(x_shape, act_dtype))
+    x_scale, x_zp = x_params
+    y_scale, y_zp = y_params
+    channel_axis = {"conv2d": 0, "matmul": 1, "dense": 0}[kind]
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            xf = bb.emit(relax.op.dequantize(x, _c(x_scale, "float32"), _c(x_zp, act_dtype)))
+            wf = bb.emit(
+                relax.op.dequantize(
+                    relax.const(weight_q),
+                    _c(weight_scale, "float32"),
+                    _c(np.full(weight_scale.shape, weight_zero_point, dtype="int8"), "int8"),
+                    axis=channel_axis,
+                )
+            )
+            if kind == "conv2d":
+                y = bb.emit(relax.op.nn.conv2d(xf, wf, **(conv_attrs or {})))
+                bias_shape = (1, -1, 1, 1)
+            elif kind == "matmul":
+                y = bb.emit(relax.op.matmul(xf, wf))
+                bias_shape = (-1,)
+            else:
+                y = bb.emit(relax.op.matmul(xf, relax.op.permute_dims(wf)))
+                bias_shape = (-1,)
+            if bias is not None:
+                y = bb.emit(relax.op.add(y, _c(bias.reshape(bias_shape), "float32")))
+            if activation == "relu":
+                y = bb.emit(relax.op.nn.relu(y))
+            elif activation == "relu6":
+                y = bb.emit(relax.op.clip(y, 0, 6))
+            out = bb.emit_output(
+                relax.op.quantize(
+                    y, _c(y_scale, "float32"), _c(y_zp, act_dtype), out_dtype=act_dtype
+                )
+            )
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    mantissa, exponent = np.frexp(real)
+    m0 = int(round(mantissa * (1 << 31)))
+    if m0 == 1 << 31:
+        m0 //= 2
+        exponent += 1
+    return m0, 31 - int(exponent)
+
+
+def requantize_reference(
+    acc: np.ndarray,
+    x_scale: float,
+    weight_scale: np.ndarray,
+    y_params: tuple[float, int],
+    bias: np.ndarray | None,
+    activation: str | None,
+    act_dtype: str,
+) -> np.ndarray:
+    """acc: int64 accumulators with output channels last. The NPU's integer epilogue."""
+    y_scale, y_zp = y_params
+    channels = acc.shape[-1]
+    scales = np.broadcast_to(np.asarray(weight_scale, "float64").reshape(-1), (channels,))
+    info = np.iinfo(act_dtype)
+    lo, hi = int(info.min), int(info.max)
+    if activation in ("relu", "relu6"):
+        lo = max(lo, y_zp)
+    if activation == "relu6":
+        hi = min(hi, y_zp + int(np.rint(6.0 / np.float64(np.float32(y_scale)))))
+    out = np.empty(acc.shape, dtype=np.int64)
+    flat_acc = acc.reshape(-1, channels)
+    flat_out = out.reshape(-1, channels)
+    x_scale64 = np.float64(np.float32(x_scale))
+    y_scale64 = np.float64(np.float32(y_scale))
+    for c in range(channels):
+        w_scale = np.float64(np.float32(scales[c]))
+        m0, shift = quantize_multiplier(x_scale64 * w_scale / y_scale64)
+        values = flat_acc[:, c].astype(object)
+        if bias is not None:
+            values = values + int(np.rint(np.float64(np.float32(bias[c])) / (x_scale64 * w_scale)))
+        scaled = [(int(v) * m0 + (1 << (shift - 1))) >> shift for v in values]
+        flat_out[:, c] = np.clip(np.array(scaled, dtype=np.int64) + y_zp, lo, hi)
+    return out.astype(act_dtype)
