@@ -22,6 +22,7 @@ from .codegen import CodegenError, example_npu_codegen
 from .config import InvalidConfigError, NPUConfig
 from .partition import partition_for_npu
 from .profile import Profile, profile
+from .quantize import quantize_model
 
 __version__ = "0.1.0"
 
@@ -46,4 +47,5 @@ __all__ = [
     "Verdict",
     "partition_for_npu",
     "profile",
+    "quantize_model",
 ]

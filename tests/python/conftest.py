@@ -2,6 +2,7 @@
 
 The tests import example_npu directly, so a missing build fails loudly; this hook also catches
 any skip marker (such as the specification's has_example_npu check) from hiding a broken build.
+Tests can add result lines (measured numbers) to the end of the run with ``summary_line``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,21 @@ from __future__ import annotations
 import os
 
 import pytest
+
+_SUMMARY_LINES: list[str] = []
+
+
+@pytest.fixture
+def summary_line():
+    """Appends a line to the "results" section printed at the end of the test run."""
+    return _SUMMARY_LINES.append
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _SUMMARY_LINES:
+        terminalreporter.section("results")
+        for line in _SUMMARY_LINES:
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
