@@ -2,11 +2,13 @@
 
 The tests import example_npu directly, so a missing build fails loudly; this hook also catches
 any skip marker (such as the specification's has_example_npu check) from hiding a broken build.
+The terminal summary also prints the random op-case counts of test_random_ops.py.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -19,3 +21,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"CI: {len(skipped)} test(s) skipped; skips are failures in CI", red=True
         )
         session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Prints the random op-case summary (test_random_ops.py) when that module ran."""
+    op_cases = sys.modules.get("op_cases")
+    text = config.stash.get(op_cases.SUMMARY_KEY, None) if op_cases else None
+    if text:
+        terminalreporter.write_sep("-", "example_npu random op cases (build/random_ops_summary.md)")
+        terminalreporter.write(text)
