@@ -98,7 +98,7 @@ def check_dtypes(call: relax.Call) -> Verdict:
             f"{name}: dtype {dtype} has no NPU datapath (supported: {sorted(NPU_DTYPES)})"
         )
     if dtype not in EXECUTABLE_DTYPES:
-        return reject(f"{name}: {dtype} kernels are not in the runtime yet (float32/float16 only)")
+        return reject(f"{name}: {dtype} runs on the NPU only as a quantized (QDQ) chain")
     return ACCEPT
 
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "compiler/tiling_planner_details.h"
@@ -207,10 +208,10 @@ namespace {
 
 /*!
  * \brief Largest output tile (inner dims of `order` grown first, outer dims then 1) whose
- * working set fits `budget`; `fixed` dims are never split. Returns an empty vector if even the
- * smallest tile does not fit.
+ * working set fits `budget`; `fixed` dims are never split. nullopt if even the smallest tile does
+ * not fit (a rank-0 output has the empty tile).
  */
-std::vector<int64_t> ChooseOutputTile(
+std::optional<std::vector<int64_t>> ChooseOutputTile(
     const Shape& full, const std::vector<int64_t>& order, const std::vector<bool>& fixed,
     int64_t budget, const std::function<int64_t(const std::vector<int64_t>&)>& cost,
     int64_t granule) {
@@ -218,7 +219,7 @@ std::vector<int64_t> ChooseOutputTile(
   for (size_t d = 0; d < full.size(); ++d) {
     if (fixed[d]) tile[d] = full[d];
   }
-  if (cost(tile) > budget) return {};
+  if (cost(tile) > budget) return std::nullopt;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int64_t d = *it;
     if (fixed[d]) continue;
@@ -258,11 +259,12 @@ class ElementwiseRule : public GroupTiler {
     };
     TilePlan plan;
     plan.engine = MakeCompute(anchor, group_.anchor, {}, TileRef{}, {}).engine;
-    tile_ = ChooseOutputTile(full, order_, fixed, L1Budget(), cost, config_.vector_elements);
-    if (tile_.empty()) {
+    auto tile = ChooseOutputTile(full, order_, fixed, L1Budget(), cost, config_.vector_elements);
+    if (!tile.has_value()) {
       plan.reason = std::string(OpKindName(anchor.op)) + ": the smallest tile does not fit L1";
       return plan;
     }
+    tile_ = *tile;
     TensorBox out_box{-1, std::vector<int64_t>(full.size(), 0), tile_, order_};
     for (size_t k = 0; k < anchor.inputs.size(); ++k) {
       TensorBox box = ProjectBox(OperandView(anchor, k, full.size()), out_box);
@@ -326,12 +328,13 @@ class CopyRule : public GroupTiler {
     };
     TilePlan plan;
     plan.engine = Engine::kDma;
-    tile_ = ChooseOutputTile(full, order_, std::vector<bool>(full.size(), false), L1Budget(), cost,
-                             config_.vector_elements);
-    if (tile_.empty()) {
+    auto tile = ChooseOutputTile(full, order_, std::vector<bool>(full.size(), false), L1Budget(),
+                                 cost, config_.vector_elements);
+    if (!tile.has_value()) {
       plan.reason = "copy: the smallest tile does not fit L1";
       return plan;
     }
+    tile_ = *tile;
     plan.buffers.push_back(BufferClass{cost(tile_) / 2, 2});
     plan.ok = true;
     plan.tile_shape = tile_;
@@ -372,12 +375,13 @@ class PoolRule : public GroupTiler {
     };
     TilePlan plan;
     plan.engine = Engine::kPooling;
-    tile_ = ChooseOutputTile(full, order_, std::vector<bool>(4, false), L1Budget(), cost,
-                             config_.vector_elements);
-    if (tile_.empty()) {
+    auto tile = ChooseOutputTile(full, order_, std::vector<bool>(4, false), L1Budget(), cost,
+                                 config_.vector_elements);
+    if (!tile.has_value()) {
       plan.reason = "pool2d: the smallest tile does not fit L1";
       return plan;
     }
+    tile_ = *tile;
     plan.buffers.push_back(BufferClass{cost(tile_) - EpilogueBytes(tile_), 1});
     plan.buffers[0].bytes /= 2;
     plan.buffers[0].slots = 2;

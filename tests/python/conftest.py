@@ -2,12 +2,14 @@
 
 The tests import example_npu directly, so a missing build fails loudly; this hook also catches
 any skip marker (such as the specification's has_example_npu check) from hiding a broken build.
-Tests can add result lines (measured numbers) to the end of the run with ``summary_line``.
+Tests can add result lines (measured numbers) to the end of the run with ``summary_line``; the
+terminal summary also prints the random op-case counts of test_random_ops.py.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -20,13 +22,6 @@ def summary_line():
     return _SUMMARY_LINES.append
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    if _SUMMARY_LINES:
-        terminalreporter.section("results")
-        for line in _SUMMARY_LINES:
-            terminalreporter.write_line(line)
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
@@ -35,3 +30,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"CI: {len(skipped)} test(s) skipped; skips are failures in CI", red=True
         )
         session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Prints the measured results and the random op-case summary (test_random_ops.py)."""
+    if _SUMMARY_LINES:
+        terminalreporter.section("results")
+        for line in _SUMMARY_LINES:
+            terminalreporter.write_line(line)
+    op_cases = sys.modules.get("op_cases")
+    text = config.stash.get(op_cases.SUMMARY_KEY, None) if op_cases else None
+    if text:
+        terminalreporter.write_sep("-", "example_npu random op cases (build/random_ops_summary.md)")
+        terminalreporter.write(text)

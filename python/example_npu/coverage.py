@@ -1,0 +1,512 @@
+"""Coverage table: which op x layout x dtype runs on the NPU, generated from the pattern checks.
+
+``python -m example_npu.coverage`` prints the table as markdown. ``docs/coverage.md`` is that
+output, committed, and a test keeps it equal to what this module generates now. Each row builds
+one representative Relax call (or a short chain, for the fused rows) for each dtype. Each call
+goes through :func:`example_npu.report.partition_with_report`. A cell then says ``offloaded``,
+``rejected: <the check's reason>``, ``partial`` (some of a chain's ops stayed on the CPU), or
+``n/a`` when Relax itself does not accept the op for that dtype.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+from tvm.relax.transform import FuseOpsByPattern
+
+from .patterns import PREFIX
+from .report import partition_with_report
+
+DTYPES = ("float32", "float16", "int8", "int16", "float64")
+REGENERATE = "python -m example_npu.coverage > docs/coverage.md"
+
+# Relax ops that only move data into place for a row's compute op (bias reshape); they have
+# no pattern of their own, so a row is judged on its other ops.
+_PLUMBING = frozenset({"relax.reshape"})
+
+# "nn.conv2d: " / "depthwise_conv2d: " at the start of a check's reason.
+_ROLE_PREFIX = re.compile(r"^[\w.]+: ")
+
+Params = Sequence[tuple[str, tuple[int, ...]]]
+Body = Callable[[relax.BlockBuilder, dict[str, relax.Var], str], relax.Expr]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One row: a representative call built for any dtype."""
+
+    op: str
+    layout: str
+    params: Params
+    body: Body
+    # dtype of each parameter given the row's dtype (quantize takes float data for int rows).
+    param_dtype: Callable[[str, str], str] = lambda name, dtype: dtype
+
+    def build(self, dtype: str) -> tvm.IRModule:
+        vars_ = {
+            name: relax.Var(name, relax.TensorType(shape, self.param_dtype(name, dtype)))
+            for name, shape in self.params
+        }
+        bb = relax.BlockBuilder()
+        with bb.function("main", list(vars_.values())):
+            with bb.dataflow():
+                out = bb.emit_output(self.body(bb, vars_, dtype))
+            bb.emit_func_output(out)
+        return bb.get()
+
+
+def _single(op: Callable[..., relax.Expr], *names: str, **attrs) -> Body:
+    return lambda bb, v, dtype: op(*[v[name] for name in names], **attrs)
+
+
+def _conv_probes() -> list[Probe]:
+    probes = []
+    for data_layout, kernel_layout in (
+        ("NCHW", "OIHW"),
+        ("NHWC", "HWIO"),
+        ("NCHW", "HWIO"),
+        ("NHWC", "OIHW"),
+    ):
+        data = {"NCHW": (1, 4, 6, 6), "NHWC": (1, 6, 6, 4)}[data_layout]
+        weight = {"OIHW": (8, 4, 3, 3), "HWIO": (3, 3, 4, 8)}[kernel_layout]
+        probes.append(
+            Probe(
+                "conv2d",
+                f"{data_layout} / {kernel_layout}",
+                (("x", data), ("w", weight)),
+                _single(
+                    relax.op.nn.conv2d,
+                    "x",
+                    "w",
+                    padding=(1, 0, 1, 2),
+                    strides=(2, 1),
+                    data_layout=data_layout,
+                    kernel_layout=kernel_layout,
+                ),
+            )
+        )
+    probes.append(
+        Probe(
+            "conv2d (groups=2)",
+            "NCHW / OIHW",
+            (("x", (1, 4, 6, 6)), ("w", (6, 2, 3, 3))),
+            _single(relax.op.nn.conv2d, "x", "w", groups=2),
+        )
+    )
+    for data_layout, kernel_layout, data, weight in (
+        ("NCHW", "OIHW", (1, 4, 6, 6), (8, 1, 3, 3)),
+        ("NHWC", "HWIO", (1, 6, 6, 4), (3, 3, 1, 8)),
+    ):
+        probes.append(
+            Probe(
+                "depthwise_conv2d",
+                f"{data_layout} / {kernel_layout}",
+                (("x", data), ("w", weight)),
+                _single(
+                    relax.op.nn.conv2d,
+                    "x",
+                    "w",
+                    groups=4,
+                    padding=1,
+                    data_layout=data_layout,
+                    kernel_layout=kernel_layout,
+                ),
+            )
+        )
+    for data_layout, kernel_layout, data, weight in (
+        ("NCW", "OIW", (1, 4, 9), (6, 4, 3)),
+        ("NWC", "WIO", (1, 9, 4), (3, 4, 6)),
+    ):
+        probes.append(
+            Probe(
+                "conv1d",
+                f"{data_layout} / {kernel_layout}",
+                (("x", data), ("w", weight)),
+                _single(
+                    relax.op.nn.conv1d,
+                    "x",
+                    "w",
+                    strides=2,
+                    padding=(1, 2),
+                    data_layout=data_layout,
+                    kernel_layout=kernel_layout,
+                ),
+            )
+        )
+    return probes
+
+
+def _pool_probes() -> list[Probe]:
+    probes = []
+    for name, op in (
+        ("max_pool2d", relax.op.nn.max_pool2d),
+        ("avg_pool2d", relax.op.nn.avg_pool2d),
+    ):
+        for layout, shape in (("NCHW", (1, 4, 7, 7)), ("NHWC", (1, 7, 7, 4))):
+            probes.append(
+                Probe(
+                    name,
+                    layout,
+                    (("x", shape),),
+                    _single(op, "x", pool_size=(3, 3), strides=(2, 2), padding=1, layout=layout),
+                )
+            )
+    return probes
+
+
+def _batch_norm(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+    stats = [v[name] for name in ("gamma", "beta", "mean", "var")]
+    bn = bb.emit(relax.op.nn.batch_norm(v["x"], *stats, axis=1, training=False))
+    return relax.TupleGetItem(bn, 0)
+
+
+def _dense(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+    return relax.op.matmul(v["x"], bb.emit(relax.op.permute_dims(v["w"])))
+
+
+def _then(first: Body, *ops: Callable[..., relax.Expr], bias: str = "") -> Body:
+    """first, then + bias (when named), then each of ops in turn."""
+
+    def body(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+        out = first(bb, v, dtype)
+        if bias:
+            out = relax.op.add(bb.emit(out), v[bias])
+        for op in ops:
+            out = op(bb.emit(out))
+        return out
+
+    return body
+
+
+def _conv_bias(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+    conv = bb.emit(relax.op.nn.conv2d(v["x"], v["w"], padding=1))
+    return relax.op.add(conv, bb.emit(relax.op.reshape(v["b"], (1, 8, 1, 1))))
+
+
+def _relu6(x: relax.Expr) -> relax.Expr:
+    return relax.op.clip(x, 0, 6)
+
+
+def _quantize_dtype(name: str, dtype: str) -> str:
+    return {"x": "float32", "scale": "float32", "zero_point": dtype}[name]
+
+
+def _dequantize_dtype(name: str, dtype: str) -> str:
+    return {"x": dtype, "scale": "float32", "zero_point": dtype}[name]
+
+
+def _const(values, dtype: str) -> relax.Expr:
+    return relax.const(np.asarray(values, dtype=dtype))
+
+
+def _qdq_chain(producer: str, bias: bool, activation: str | None) -> Body:
+    """dequantize(x) -> producer(., dequantize(int8 weight)) [+ bias] [+ act] -> quantize."""
+
+    def body(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+        channels = 8
+        x = bb.emit(relax.op.dequantize(v["x"], _const(0.05, "float32"), _const(0, dtype)))
+        shape = {"conv2d": (channels, 4, 3, 3), "matmul": (4, channels), "dense": (channels, 4)}
+        axis = {"conv2d": 0, "matmul": 1, "dense": 0}[producer]
+        w = bb.emit(
+            relax.op.dequantize(
+                _const(np.ones(shape[producer]), "int8"),
+                _const(np.full(channels, 0.01), "float32"),
+                _const(np.zeros(channels), "int8"),
+                axis=axis,
+            )
+        )
+        if producer == "conv2d":
+            y = bb.emit(relax.op.nn.conv2d(x, w))
+        elif producer == "matmul":
+            y = bb.emit(relax.op.matmul(x, w))
+        else:
+            y = bb.emit(relax.op.matmul(x, relax.op.permute_dims(w)))
+        if bias:
+            bias_shape = (1, channels, 1, 1) if producer == "conv2d" else (channels,)
+            y = bb.emit(relax.op.add(y, _const(np.zeros(bias_shape), "float32")))
+        if activation == "relu":
+            y = bb.emit(relax.op.nn.relu(y))
+        elif activation == "relu6":
+            y = bb.emit(_relu6(y))
+        return relax.op.quantize(y, _const(0.1, "float32"), _const(0, dtype), out_dtype=dtype)
+
+    return body
+
+
+def _qdq_probes() -> list[Probe]:
+    rows = []
+    for producer in ("conv2d", "matmul", "dense"):
+        x_shape = (1, 4, 6, 6) if producer == "conv2d" else (3, 4)
+        for bias in (False, True):
+            for activation in (None, "relu", "relu6"):
+                name = f"QDQ {producer}" + (" + bias" if bias else "")
+                name += f" + {activation}" if activation else ""
+                rows.append(
+                    Probe(
+                        name,
+                        "dequantize -> op -> quantize, int8 weight",
+                        (("x", x_shape),),
+                        _qdq_chain(producer, bias, activation),
+                    )
+                )
+    return rows
+
+
+def probes() -> list[Probe]:
+    """Every row of the table, in table order."""
+    conv_io = (("x", (1, 4, 6, 6)), ("w", (8, 4, 3, 3)))
+    vector = (("x", (2, 3, 4)),)
+    rows = [
+        Probe("matmul", "2-D", (("a", (3, 4)), ("b", (4, 5))), _single(relax.op.matmul, "a", "b")),
+        Probe(
+            "matmul",
+            "N-D, broadcast batch",
+            (("a", (2, 1, 3, 4)), ("b", (5, 4, 2))),
+            _single(relax.op.matmul, "a", "b"),
+        ),
+        Probe(
+            "matmul",
+            "1-D operand",
+            (("a", (4,)), ("b", (2, 4, 5))),
+            _single(relax.op.matmul, "a", "b"),
+        ),
+        Probe("dense", "matmul(x, permute_dims(w))", (("x", (3, 4)), ("w", (5, 4))), _dense),
+        *_conv_probes(),
+        *_pool_probes(),
+        Probe(
+            "batch_norm",
+            "axis=1",
+            (("x", (1, 4, 3, 3)), *[(name, (4,)) for name in ("gamma", "beta", "mean", "var")]),
+            _batch_norm,
+        ),
+        Probe("softmax", "axis=-1", vector, _single(relax.op.nn.softmax, "x", axis=-1)),
+        Probe("relu", "-", vector, _single(relax.op.nn.relu, "x")),
+        Probe("relu6", "clip(x, 0, 6)", vector, lambda bb, v, dtype: _relu6(v["x"])),
+        Probe("gelu", "-", vector, _single(relax.op.nn.gelu, "x")),
+        Probe("gelu_tanh", "-", vector, _single(relax.op.nn.gelu_tanh, "x")),
+        Probe("sigmoid", "-", vector, _single(relax.op.sigmoid, "x")),
+        Probe("tanh", "-", vector, _single(relax.op.tanh, "x")),
+    ]
+    for name in ("add", "subtract", "multiply", "divide"):
+        rows.append(
+            Probe(
+                name,
+                "broadcast",
+                (("a", (2, 3, 4)), ("b", (3, 1))),
+                _single(getattr(relax.op, name), "a", "b"),
+            )
+        )
+    matmul = _single(relax.op.matmul, "a", "b")
+    mm_io = (("a", (3, 4)), ("b", (4, 5)))
+    rows += [
+        Probe(
+            "conv2d + relu",
+            "NCHW / OIHW",
+            conv_io,
+            _then(_single(relax.op.nn.conv2d, "x", "w"), relax.op.nn.relu),
+        ),
+        Probe(
+            "conv2d + bias", "NCHW / OIHW, bias (1, C, 1, 1)", (*conv_io, ("b", (8,))), _conv_bias
+        ),
+        Probe("matmul + bias", "2-D", (*mm_io, ("c", (5,))), _then(matmul, bias="c")),
+        Probe(
+            "dense + bias",
+            "Linear",
+            (("x", (3, 4)), ("w", (5, 4)), ("c", (5,))),
+            _then(_dense, bias="c"),
+        ),
+        Probe(
+            "dense + bias + gelu",
+            "Linear",
+            (("x", (3, 4)), ("w", (5, 4)), ("c", (5,))),
+            _then(_dense, relax.op.nn.gelu, bias="c"),
+        ),
+        Probe(
+            "conv2d + bias + relu",
+            "NCHW / OIHW, bias (1, C, 1, 1)",
+            (*conv_io, ("b", (8,))),
+            _then(_conv_bias, relax.op.nn.relu),
+        ),
+        Probe(
+            "conv2d + bias + relu6",
+            "NCHW / OIHW, bias (1, C, 1, 1)",
+            (*conv_io, ("b", (8,))),
+            _then(_conv_bias, _relu6),
+        ),
+        Probe("matmul + relu", "2-D", mm_io, _then(matmul, relax.op.nn.relu)),
+        Probe(
+            "dense + relu",
+            "Linear",
+            (("x", (3, 4)), ("w", (5, 4))),
+            _then(_dense, relax.op.nn.relu),
+        ),
+        Probe(
+            "matmul + bias + relu",
+            "2-D",
+            (*mm_io, ("c", (5,))),
+            _then(matmul, relax.op.nn.relu, bias="c"),
+        ),
+        Probe(
+            "matmul + bias + gelu",
+            "2-D",
+            (*mm_io, ("c", (5,))),
+            _then(matmul, relax.op.nn.gelu, bias="c"),
+        ),
+        Probe(
+            "dense + bias + relu",
+            "Linear",
+            (("x", (3, 4)), ("w", (5, 4)), ("c", (5,))),
+            _then(_dense, relax.op.nn.relu, bias="c"),
+        ),
+        Probe(
+            "quantize",
+            "float32 -> dtype",
+            (("x", (2, 8)), ("scale", (8,)), ("zero_point", (8,))),
+            lambda bb, v, dtype: relax.op.quantize(
+                v["x"], v["scale"], v["zero_point"], axis=1, out_dtype=dtype
+            ),
+            _quantize_dtype,
+        ),
+        Probe(
+            "dequantize",
+            "dtype -> float32",
+            (("x", (2, 8)), ("scale", (8,)), ("zero_point", (8,))),
+            lambda bb, v, dtype: relax.op.dequantize(
+                v["x"], v["scale"], v["zero_point"], axis=1, out_dtype="float32"
+            ),
+            _dequantize_dtype,
+        ),
+        Probe(
+            "quantize",
+            "per tensor, constant scale / zero point",
+            (("x", (2, 8)),),
+            lambda bb, v, dtype: relax.op.quantize(
+                v["x"], _const(0.05, "float32"), _const(3, dtype), out_dtype=dtype
+            ),
+            lambda name, dtype: "float32",
+        ),
+        Probe(
+            "dequantize",
+            "per tensor, constant scale / zero point",
+            (("x", (2, 8)),),
+            lambda bb, v, dtype: relax.op.dequantize(
+                v["x"], _const(0.05, "float32"), _const(3, dtype)
+            ),
+        ),
+        *_qdq_probes(),
+    ]
+    return rows
+
+
+def _compute_ops(mod: tvm.IRModule) -> list[str]:
+    ops: list[str] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, relax.Call) and isinstance(node.op, tvm.ir.Op):
+            if node.op.name not in _PLUMBING:
+                ops.append(node.op.name)
+
+    relax.analysis.post_order_visit(mod["main"].body, visit)
+    return ops
+
+
+def _composites(mod: tvm.IRModule) -> list[str]:
+    """The pattern names partition_for_npu's first pass forms for mod (which pattern won)."""
+    fused = FuseOpsByPattern(
+        get_patterns_with_prefix(PREFIX + "."), bind_constants=True, annotate_codegen=False
+    )(mod)
+    names = []
+    for _, func in fused.functions.items():
+        if isinstance(func, relax.Function) and func.attrs and "Composite" in func.attrs:
+            names.append(str(func.attrs["Composite"]).removeprefix(PREFIX + "."))
+    return sorted(names)
+
+
+def _reasons(report, ops: Sequence[str]) -> str:
+    """The check reasons for ops left on the CPU, each once, without the op-name prefix.
+
+    FuseOpsByPattern asks every pattern that matches the call's structure, so a plain conv2d
+    also collects depthwise_conv2d's "groups is not the channel count"; that one is dropped when
+    another reason exists, as is "no pattern" for an op that only offloads inside a rejected
+    composite (the transpose of dense).
+    """
+    found: list[str] = []
+    for op in ops:
+        for reason in sorted(report.reasons.get(op.removeprefix("relax."), set())):
+            found.append(_ROLE_PREFIX.sub("", reason))
+    specific = [r for r in found if not r.startswith("groups=")] or found
+    if not specific:
+        return "; ".join(dict.fromkeys(report.cpu_reason(op) for op in ops))
+    return "; ".join(dict.fromkeys(specific))
+
+
+def cell(probe: Probe, dtype: str) -> tuple[str, list[str]]:
+    """(cell text, composites formed) for one row and dtype."""
+    try:
+        mod = probe.build(dtype)
+    except Exception:  # noqa: BLE001  # Relax's type inference refuses this op for the dtype
+        return f"n/a (Relax rejects it for {dtype})", []
+    ops = _compute_ops(mod)
+    _, report = partition_with_report(mod)
+    on_cpu = list(dict.fromkeys(op for op in ops if report.cpu_ops.get(op)))
+    composites = _composites(mod)
+    if not on_cpu:
+        return "offloaded", composites
+    if len(on_cpu) == len(set(ops)):
+        return f"rejected: {_reasons(report, on_cpu)}", composites
+    names = ", ".join(op.removeprefix("relax.") for op in on_cpu)
+    return f"partial: {names} on the CPU ({_reasons(report, on_cpu)})", composites
+
+
+def table() -> str:
+    """The whole coverage document as markdown."""
+    lines = [
+        "# NPU coverage by op, layout and dtype",
+        "",
+        f"Generated by `{REGENERATE}`; do not edit by hand.",
+        "",
+        "Each row is one representative Relax call (or chain), partitioned with",
+        "`example_npu.report.partition_with_report`. `offloaded`: every op of the row runs on the",
+        "NPU. `rejected: ...`: the support check's reason; the call runs on TVM's CPU build",
+        "instead. `partial`: some of a chain's ops stay on the CPU. `n/a`: Relax itself does not",
+        "accept the op for that dtype. The patterns column lists the composites the float32",
+        "call forms (for quantize/dequantize the dtype is the quantized one).",
+        "",
+        "| op | layout / form | patterns (float32) | " + " | ".join(DTYPES) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in DTYPES) + " |",
+    ]
+    for probe in probes():
+        cells, patterns = [], []
+        for dtype in DTYPES:
+            text, composites = cell(probe, dtype)
+            cells.append(text)
+            if dtype == "float32" or (not patterns and composites):
+                patterns = composites
+        lines.append(
+            f"| {probe.op} | {probe.layout} | {', '.join(patterns) or '-'} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv:
+        print(f"usage: {REGENERATE}", file=sys.stderr)
+        return 2
+    sys.stdout.write(table())
+    return 0
+
+
+if __name__ == "__main__":
+    import example_npu  # noqa: F401  # registers the patterns when run as a script
+
+    sys.exit(main())
