@@ -1011,14 +1011,15 @@ def tolerance_used(
     return max(used, default=0.0)
 
 
-def run_case(case: Case) -> CaseResult:
-    """Partitions, compiles and runs one case; problems lists every violated expectation."""
+def run_case(case: Case, config: Any = None) -> CaseResult:
+    """Partitions (for `config`, default the spec's NPU), compiles and runs one case; problems
+    lists every violated expectation."""
     # Imported here so `op_cases.py --help` needs no build; the tests import it anyway.
     from example_npu.report import partition_with_report
 
     mod = case.build()
     inputs = case.inputs()
-    partitioned, report = partition_with_report(mod)
+    partitioned, report = partition_with_report(mod, config=config)
     original_ops = _table_ops(mod["main"].body)
     cpu_ops = _table_ops(partitioned["main"].body)
     result = CaseResult(

@@ -16,6 +16,7 @@ from pathlib import Path
 import example_npu  # noqa: F401  # registers patterns, codegen and runtime
 import op_cases
 import pytest
+from example_npu import NPUConfig
 
 SUMMARY_DIR = Path(__file__).resolve().parents[2] / "build"
 RESULTS: dict[str, list[op_cases.CaseResult]] = {}
@@ -65,11 +66,13 @@ def _write_summary(config: pytest.Config) -> dict:
     return summary
 
 
-def _run_family(family: str) -> tuple[list[op_cases.CaseResult], list[str]]:
+def _run_family(
+    family: str, config: NPUConfig | None = None, every: int = 1
+) -> tuple[list[op_cases.CaseResult], list[str]]:
     results, failures = [], []
-    for case in op_cases.family_cases(family):
+    for case in op_cases.family_cases(family)[::every]:
         try:
-            result = op_cases.run_case(case)
+            result = op_cases.run_case(case, config)
         except Exception as err:  # noqa: BLE001  # a crash fails this case, reported with its seed
             message = str(err).strip().splitlines()
             failures.append(
@@ -125,3 +128,12 @@ def test_every_pattern_and_op_offloads_in_some_case(request):
     assert sorted(op_cases.TABLE_OPS - set(offloaded_ops)) == []
     # Several hundred cases per run (fewer only when EXAMPLE_NPU_RANDOM_SCALE asks for it).
     assert sum(len(family) for family in RESULTS.values()) >= 300 * op_cases.case_scale()
+
+
+@pytest.mark.parametrize("family", [family.name for family in op_cases.FAMILIES])
+def test_random_cases_match_tvm_with_a_tiny_l1(family):
+    """Every 4th case again on a 16 KB L1: more tiles, halos and split reductions, same numbers."""
+    _, failures = _run_family(family, NPUConfig(l1_sram_kb=16), every=4)
+    assert not failures, f"{len(failures)} {family} case(s) failed with a 16 KB L1:\n" + "\n".join(
+        failures
+    )
