@@ -85,6 +85,36 @@ _ACTIVATIONS = {
 }
 
 
+def _producer_epilogue(
+    producer: str,
+    data: DFPattern,
+    weight: DFPattern,
+    bias: bool,
+    activation: str | None,
+    bias_pattern: Callable[[], DFPattern],
+    annotations: dict[str, DFPattern],
+) -> DFPattern:
+    """producer(data, weight) [+ bias_pattern() in either order, maybe reshaped] [+ activation];
+    fills the producer / transpose / bias / bias_term / add / activation annotations."""
+    rhs = weight
+    if producer == "dense":
+        rhs = annotations["transpose"] = is_op("relax.permute_dims")(weight)
+    root = annotations["producer"] = is_op(_PRODUCER_OPS[producer])(data, rhs)
+    if bias:
+        bias_value = bias_pattern()
+        # The reshape alternative first, so a reshaped bias joins the composite.
+        bias_term = is_op("relax.reshape")(bias_value, wildcard()) | bias_value
+        annotations["bias"] = bias_value
+        annotations["bias_term"] = bias_term
+        add = is_op("relax.add")
+        root = annotations["add"] = add(root, bias_term) | add(bias_term, root)
+    if activation is not None:
+        op, extra_args, _ = _ACTIVATIONS[activation]
+        extra = [wildcard() for _ in range(extra_args)]  # distinct: clip's bounds differ
+        root = annotations["activation"] = is_op(op)(root, *extra)
+    return root
+
+
 def _chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
     """producer [+ bias add, either operand order, bias optionally reshaped] [+ activation].
 
@@ -96,21 +126,7 @@ def _chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
     def build() -> tuple[DFPattern, dict[str, DFPattern]]:
         data, weight = wildcard(), wildcard()
         annotations: dict[str, DFPattern] = {"input": data, "weight": weight}
-        rhs = weight
-        if producer == "dense":
-            rhs = annotations["transpose"] = is_op("relax.permute_dims")(weight)
-        root = annotations["producer"] = is_op(_PRODUCER_OPS[producer])(data, rhs)
-        if bias:
-            bias_value = wildcard()
-            # The reshape alternative first, so a reshaped bias joins the composite.
-            bias_term = is_op("relax.reshape")(bias_value, wildcard()) | bias_value
-            annotations["bias"] = bias_value
-            add = is_op("relax.add")
-            root = annotations["add"] = add(root, bias_term) | add(bias_term, root)
-        if activation is not None:
-            op, extra_args, _ = _ACTIVATIONS[activation]
-            extra = [wildcard() for _ in range(extra_args)]  # distinct: clip's bounds differ
-            root = annotations["activation"] = is_op(op)(root, *extra)
+        root = _producer_epilogue(producer, data, weight, bias, activation, wildcard, annotations)
         annotations["root"] = root
         return root, annotations
 
@@ -142,21 +158,7 @@ def _qnn_chain(producer: str, bias: bool, activation: str | None) -> PatternBuil
         x_dq = is_op("relax.dequantize")(x_q, is_const(), is_const())
         w_dq = is_op("relax.dequantize")(is_const(), is_const(), is_const())
         annotations: dict[str, DFPattern] = {"input": x_q, "x_dq": x_dq, "w_dq": w_dq}
-        rhs = w_dq
-        if producer == "dense":
-            rhs = annotations["transpose"] = is_op("relax.permute_dims")(w_dq)
-        root = annotations["producer"] = is_op(_PRODUCER_OPS[producer])(x_dq, rhs)
-        if bias:
-            bias_value = is_const()
-            bias_term = is_op("relax.reshape")(bias_value, wildcard()) | bias_value
-            annotations["bias"] = bias_value
-            annotations["bias_term"] = bias_term
-            add = is_op("relax.add")
-            root = annotations["add"] = add(root, bias_term) | add(bias_term, root)
-        if activation is not None:
-            op, extra_args, _ = _ACTIVATIONS[activation]
-            extra = [wildcard() for _ in range(extra_args)]
-            root = annotations["activation"] = is_op(op)(root, *extra)
+        root = _producer_epilogue(producer, x_dq, w_dq, bias, activation, is_const, annotations)
         root = is_op("relax.quantize")(root, is_const(), is_const())
         annotations["root"] = root
         return root, annotations
