@@ -128,6 +128,26 @@ def _channels_axis(layout: str) -> int:
     return layout.index("C")
 
 
+def check_window_output(call: relax.Call) -> Verdict:
+    """A convolution or pooling window must fit the padded input at least once.
+
+    When it does not, Relax still infers a result whose spatial extent is 0 (or negative), and
+    TVM builds an empty result for pooling. The runtime refuses such a graph at load, so the op
+    stays on the CPU instead of making partition_for_npu raise.
+    """
+    shape = tensor_shape(call)
+    if shape is None:
+        return reject(f"{_op_name(call)}: unknown result shape")
+    attrs = call.attrs
+    layout = str(getattr(attrs, "data_layout", getattr(attrs, "layout", "")))
+    spatial = [shape[i] for i, axis in enumerate(layout) if axis in "HW" and i < len(shape)]
+    if any(extent <= 0 for extent in spatial):
+        return reject(
+            f"{_op_name(call)}: result {shape} is empty: the window does not fit the padded input"
+        )
+    return ACCEPT
+
+
 def check_conv(call: relax.Call) -> Verdict:
     return first_failure(
         (
@@ -135,6 +155,7 @@ def check_conv(call: relax.Call) -> Verdict:
             check_dtypes(call),
             check_out_dtype(call),
             check_layouts(call),
+            check_window_output(call),
             check_fits_on_chip(call),
         )
     )
@@ -158,6 +179,7 @@ def check_pool(call: relax.Call) -> Verdict:
             check_static_shapes(call),
             check_dtypes(call),
             check_layouts(call),
+            check_window_output(call),
             check_fits_on_chip(call),
         )
     )

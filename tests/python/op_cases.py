@@ -635,21 +635,12 @@ def gen_activation(rng, dtype):
     shape = tuple(int(v) for v in rng.integers(1, 6, size=rank))
     scale = float(_pick(rng, (1.0, 4.0, 10.0)))
     x = data.input("x", shape, scale)
-    expect = ""
     if name == "relu6":
-        variant = _pick(rng, ("int", "float", "int", "float", "other"))
-        if variant == "other":
-            lo, hi = _pick(rng, ((-1.0, 1.0), (0.0, 3.0), (0.5, 6.0)))
-            name = f"clip({lo}, {hi})"
-            expect = "reject"
+        int_bounds = _coin(rng)
+        name = f"relu6[clip 0, 6 {'int' if int_bounds else 'float'} bounds]"
 
-            def apply(x_):
-                return relax.op.clip(x_, relax.prim_value(lo), relax.prim_value(hi))
-        else:
-            name = f"relu6[clip 0, 6 {variant} bounds]"
-
-            def apply(x_):
-                return _relu6(x_, float_bounds=variant == "float")
+        def apply(x_):
+            return _relu6(x_, float_bounds=not int_bounds)
     else:
 
         def apply(x_, name=name):
@@ -658,7 +649,19 @@ def gen_activation(rng, dtype):
     return data.case(
         description=f"{name} x{shape} input scale {scale}",
         body=lambda bb, env, dt: apply(env[x]),
-        expect=expect if dtype in ("float32", "float16") else "",
+    )
+
+
+def gen_clip_other(rng, dtype):
+    """clip with bounds other than relu6's (0, 6): the relu6 check must reject it."""
+    data = _Data(rng, dtype)
+    shape = tuple(int(v) for v in rng.integers(1, 6, size=int(rng.integers(1, 4))))
+    x = data.input("x", shape, 4.0)
+    lo, hi = _pick(rng, ((-1.0, 1.0), (0.0, 3.0), (0.5, 6.0), (-6.0, 0.0), (0.0, 6.5)))
+    return data.case(
+        description=f"clip({lo}, {hi}) x{shape}",
+        body=lambda bb, env, dt: relax.op.clip(env[x], relax.prim_value(lo), relax.prim_value(hi)),
+        expect="reject",
     )
 
 
@@ -834,6 +837,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("batch_norm", gen_batch_norm, {"float32": 18, "float64": 1}),
     Family("softmax", gen_softmax, {"float32": 18, "float64": 1}),
     Family("activation", gen_activation, {"float32": 40, "float16": 10, "float64": 2}),
+    Family("clip_other", gen_clip_other, {"float32": 4}),
     Family("binary", gen_binary, {"float32": 40, "float16": 10, "float64": 1, "int32": 3}),
     Family("chain", gen_chain, {"float32": 14, "float16": 2}),
 )

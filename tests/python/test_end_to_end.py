@@ -155,3 +155,22 @@ def test_dense_linear_form_matches_tvm_cpu_build(x_shape):
     rng = np.random.default_rng(5)
     inputs = [rng.uniform(-1, 1, s).astype("float32") for s in (x_shape, (40, 24))]
     np.testing.assert_allclose(run(offloaded, inputs), run(mod, inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [relax.op.nn.max_pool2d, relax.op.nn.avg_pool2d])
+def test_pool_window_that_fits_nowhere_stays_on_cpu_and_matches(op):
+    """Relax infers an empty (1, 2, 3, 0) result; TVM builds it, so partitioning must not raise."""
+    from example_npu.report import partition_with_report
+
+    x = relax.Var("x", relax.TensorType((1, 2, 3, 2), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(op(x, pool_size=(1, 2), dilation=(1, 2)))
+        bb.emit_func_output(out)
+    model = bb.get()
+    mod, report = partition_with_report(model)
+    assert external_symbols(mod) == []
+    assert "does not fit the padded input" in report.cpu_reason(f"relax.nn.{op.__name__}")
+    inputs = random_inputs(model, seed=9)
+    assert run(mod, inputs).shape == run(model, inputs).shape == (1, 2, 3, 0)

@@ -102,9 +102,10 @@ def test_random_cases_match_tvm(family, record_property, request):
         f"{len(failures)} {family} case(s) failed ({op_cases.ENV_SEED}={op_cases.base_seed()}):\n"
         + "\n".join(failures)
     )
-    assert any(r.outcome == "offloaded" and r.case.dtype == "float32" for r in results), (
-        f"no float32 {family} case was offloaded"
-    )
+    if any(result.case.expect == "offload" for result in results):
+        assert any(result.outcome == "offloaded" for result in results), (
+            f"no {family} case was offloaded"
+        )
 
 
 def test_every_pattern_and_op_offloads_in_some_case(request):
