@@ -230,3 +230,51 @@ def test_int8_is_faster_and_cheaper_than_float32():
     assert q.total_cycles < f.total_cycles / 2
     assert q.energy_uj < f.energy_uj / 2
     assert q.bytes_moved["DRAM"] < f.bytes_moved["DRAM"]
+
+
+def _qdq_elementwise(op_name: str):
+    """dequantize -> float op -> quantize for add (two int8 inputs), pooling and softmax."""
+    a = relax.Var("a", relax.TensorType((1, 4, 8, 8), "int8"))
+    b = relax.Var("b", relax.TensorType((1, 4, 8, 8), "int8"))
+    params = [a, b] if op_name == "add" else [a]
+    bb = relax.BlockBuilder()
+
+    def dq(x, scale, zp):
+        return bb.emit(
+            relax.op.dequantize(x, relax.const(np.float32(scale)), relax.const(np.int8(zp)))
+        )
+
+    with bb.function("main", params):
+        with bb.dataflow():
+            x = dq(a, 0.05, 3)
+            if op_name == "add":
+                y = relax.op.add(x, dq(b, 0.08, -5))
+            elif op_name == "max_pool2d":
+                y = relax.op.nn.max_pool2d(x, (2, 2), (2, 2))
+            elif op_name == "avg_pool2d":
+                y = relax.op.nn.avg_pool2d(x, (3, 3), (1, 1), padding=(1, 1, 1, 1))
+            else:
+                y = relax.op.nn.softmax(x, axis=1)
+            y = bb.emit(y)
+            out = bb.emit_output(
+                relax.op.quantize(
+                    y, relax.const(np.float32(0.07)), relax.const(np.int8(2)), out_dtype="int8"
+                )
+            )
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.mark.parametrize("op_name", ["add", "max_pool2d", "avg_pool2d", "softmax"])
+def test_quantized_add_pool_and_softmax_run_on_the_npu(op_name):
+    """These run as dequantize -> float op -> quantize on the vector / pooling / activation units:
+    every op of the chain is on the NPU and the int8 result is TVM's within 1 LSB."""
+    from example_npu.report import partition_with_report
+
+    model = _qdq_elementwise(op_name)
+    offloaded, report = partition_with_report(model)
+    assert not report.cpu_ops, report.table()
+    rng = np.random.default_rng(7)
+    inputs = [rng.integers(-128, 128, (1, 4, 8, 8)).astype("int8") for _ in model["main"].params]
+    diff = run(offloaded, inputs).astype(np.int64) - run(model, inputs).astype(np.int64)
+    assert np.abs(diff).max() <= 1
