@@ -241,40 +241,61 @@ std::optional<std::vector<int64_t>> ChooseOutputTile(
   return tile;
 }
 
-/*! \brief Unary / binary / batch_norm anchors and softmax: tiles of the output, inputs projected.
+/*!
+ * \brief Rules that tile the output only (no reduction split): the tile is chosen by
+ * ChooseOutputTile over the dims in order_, inner dims first.
  */
-class ElementwiseRule : public GroupTiler {
+class OutputTiler : public GroupTiler {
  public:
   using GroupTiler::GroupTiler;
 
-  TilePlan Plan() override {
-    const Node& anchor = Anchor();
-    const Shape& full = anchor.shape;
-    order_.resize(full.size());
-    std::iota(order_.begin(), order_.end(), 0);
-    std::vector<bool> fixed(full.size(), false);
-    if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
-    auto cost = [&](const std::vector<int64_t>& extent) {
-      return InputBytes(extent) + EpilogueBytes(extent);
-    };
-    TilePlan plan;
-    plan.engine = MakeCompute(anchor, group_.anchor, {}, TileRef{}, {}).engine;
+ protected:
+  /*! \brief Picks tile_ for `cost`; on success fills the plan's tile fields and returns true. */
+  bool ChooseTile(const std::vector<bool>& fixed,
+                  const std::function<int64_t(const std::vector<int64_t>&)>& cost, TilePlan* plan) {
+    const Shape& full = Anchor().shape;
     auto tile = ChooseOutputTile(full, order_, fixed, L1Budget(), cost, config_.vector_elements);
     if (!tile.has_value()) {
-      plan.reason = std::string(OpKindName(anchor.op)) + ": the smallest tile does not fit L1";
-      return plan;
+      plan->reason = std::string(OpKindName(Anchor().op)) + ": the smallest tile does not fit L1";
+      return false;
     }
     tile_ = *tile;
-    TensorBox out_box{-1, std::vector<int64_t>(full.size(), 0), tile_, order_};
-    for (size_t k = 0; k < anchor.inputs.size(); ++k) {
-      TensorBox box = ProjectBox(OperandView(anchor, k, full.size()), out_box);
-      plan.buffers.push_back(
-          BufferClass{AlignUp(kernels::NumElements(box.extent) * OperandBytes(k)), 2});
-    }
+    plan->ok = true;
+    plan->tile_shape = tile_;
+    plan->tiles = CountTiles(full, tile_);
+    return true;
+  }
+
+  static int64_t TotalBytes(const std::vector<BufferClass>& buffers) {
+    int64_t bytes = 0;
+    for (const BufferClass& buffer : buffers) bytes += buffer.bytes * buffer.slots;
+    return bytes;
+  }
+
+  std::vector<int64_t> order_;
+  std::vector<int64_t> tile_;
+};
+
+/*! \brief Unary / binary / batch_norm anchors and softmax: tiles of the output, inputs projected.
+ */
+class ElementwiseRule : public OutputTiler {
+ public:
+  using OutputTiler::OutputTiler;
+
+  TilePlan Plan() override {
+    const Node& anchor = Anchor();
+    order_.resize(anchor.shape.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::vector<bool> fixed(anchor.shape.size(), false);
+    if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
+    TilePlan plan;
+    plan.engine = MakeCompute(anchor, group_.anchor, {}, TileRef{}, {}).engine;
+    auto cost = [&](const std::vector<int64_t>& extent) {
+      return TotalBytes(InputBuffers(extent)) + EpilogueBytes(extent);
+    };
+    if (!ChooseTile(fixed, cost, &plan)) return plan;
+    plan.buffers = InputBuffers(tile_);
     AddEpilogueBuffers(tile_, &plan.buffers);
-    plan.ok = true;
-    plan.tile_shape = tile_;
-    plan.tiles = CountTiles(full, tile_);
     return plan;
   }
 
@@ -297,48 +318,37 @@ class ElementwiseRule : public GroupTiler {
   }
 
  private:
-  int64_t InputBytes(const std::vector<int64_t>& extent) const {
+  /*! \brief One double-buffered class per anchor input, sized by its projected box. */
+  std::vector<BufferClass> InputBuffers(const std::vector<int64_t>& extent) const {
     const Node& anchor = Anchor();
     TensorBox out_box{-1, std::vector<int64_t>(extent.size(), 0), extent, order_};
-    int64_t bytes = 0;
+    std::vector<BufferClass> buffers;
     for (size_t k = 0; k < anchor.inputs.size(); ++k) {
       TensorBox box = ProjectBox(OperandView(anchor, k, extent.size()), out_box);
-      bytes += 2 * AlignUp(kernels::NumElements(box.extent) * OperandBytes(k));
+      buffers.push_back(
+          BufferClass{AlignUp(kernels::NumElements(box.extent) * OperandBytes(k)), 2});
     }
-    return bytes;
+    return buffers;
   }
-
-  std::vector<int64_t> order_;
-  std::vector<int64_t> tile_;
 };
 
 /*! \brief A materialised permute_dims / reshape: DMA-only, load a box of the source view in
  * output order and store it. */
-class CopyRule : public GroupTiler {
+class CopyRule : public OutputTiler {
  public:
-  using GroupTiler::GroupTiler;
+  using OutputTiler::OutputTiler;
 
   TilePlan Plan() override {
-    const Shape& full = Anchor().shape;
-    order_.resize(full.size());
+    order_.resize(Anchor().shape.size());
     std::iota(order_.begin(), order_.end(), 0);
-    const int64_t item = DTypeBytes(Anchor().dtype);
-    auto cost = [&](const std::vector<int64_t>& extent) {
-      return 2 * AlignUp(kernels::NumElements(extent) * item);
+    auto tile_bytes = [&](const std::vector<int64_t>& extent) {
+      return AlignUp(kernels::NumElements(extent) * DTypeBytes(Anchor().dtype));
     };
     TilePlan plan;
     plan.engine = Engine::kDma;
-    auto tile = ChooseOutputTile(full, order_, std::vector<bool>(full.size(), false), L1Budget(),
-                                 cost, config_.vector_elements);
-    if (!tile.has_value()) {
-      plan.reason = "copy: the smallest tile does not fit L1";
-      return plan;
-    }
-    tile_ = *tile;
-    plan.buffers.push_back(BufferClass{cost(tile_) / 2, 2});
-    plan.ok = true;
-    plan.tile_shape = tile_;
-    plan.tiles = CountTiles(full, tile_);
+    auto cost = [&](const std::vector<int64_t>& extent) { return 2 * tile_bytes(extent); };
+    if (!ChooseTile(std::vector<bool>(order_.size(), false), cost, &plan)) return plan;
+    plan.buffers.push_back(BufferClass{tile_bytes(tile_), 2});
     return plan;
   }
 
@@ -352,43 +362,28 @@ class CopyRule : public GroupTiler {
                   scheduler->Store(tile, target, box);
                 });
   }
-
- private:
-  std::vector<int64_t> order_;
-  std::vector<int64_t> tile_;
 };
 
 /*! \brief Pooling on NHWC tiles: tiles of (n, oh, ow, c) with the input window halo. */
-class PoolRule : public GroupTiler {
+class PoolRule : public OutputTiler {
  public:
-  using GroupTiler::GroupTiler;
+  using OutputTiler::OutputTiler;
 
   TilePlan Plan() override {
     const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
     nchw_ = p.layout == kernels::DataLayout::kNCHW;
     order_ = nchw_ ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 1, 2, 3};
-    const Shape& full = Anchor().shape;
-    const int64_t item = DTypeBytes(Anchor().dtype);
+    auto input_bytes = [&](const std::vector<int64_t>& extent) {
+      return AlignUp(LargestInputElements(extent) * DTypeBytes(Anchor().dtype));
+    };
     auto cost = [&](const std::vector<int64_t>& extent) {
-      TensorBox out_box{-1, std::vector<int64_t>(4, 0), extent, order_};
-      return 2 * AlignUp(LargestInputElements(extent) * item) + EpilogueBytes(extent);
+      return 2 * input_bytes(extent) + EpilogueBytes(extent);
     };
     TilePlan plan;
     plan.engine = Engine::kPooling;
-    auto tile = ChooseOutputTile(full, order_, std::vector<bool>(4, false), L1Budget(), cost,
-                                 config_.vector_elements);
-    if (!tile.has_value()) {
-      plan.reason = "pool2d: the smallest tile does not fit L1";
-      return plan;
-    }
-    tile_ = *tile;
-    plan.buffers.push_back(BufferClass{cost(tile_) - EpilogueBytes(tile_), 1});
-    plan.buffers[0].bytes /= 2;
-    plan.buffers[0].slots = 2;
+    if (!ChooseTile(std::vector<bool>(4, false), cost, &plan)) return plan;
+    plan.buffers.push_back(BufferClass{input_bytes(tile_), 2});
     AddEpilogueBuffers(tile_, &plan.buffers);
-    plan.ok = true;
-    plan.tile_shape = tile_;
-    plan.tiles = CountTiles(full, tile_);
     return plan;
   }
 
@@ -454,8 +449,6 @@ class PoolRule : public GroupTiler {
   }
 
   bool nchw_ = true;
-  std::vector<int64_t> order_;
-  std::vector<int64_t> tile_;
 };
 
 }  // namespace
