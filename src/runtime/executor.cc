@@ -94,6 +94,7 @@ Executor::Executor(Graph graph, NPUConfig config) {
   }
   program_ = Compile(graph, config);
   profile_ = Simulate(program_);
+  profile_json_ = profile_.ToJSON();
   constants_bound_ = program_.graph.ConstNodes().empty();
 }
 

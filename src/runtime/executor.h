@@ -11,6 +11,7 @@
 
 #include <tvm/ffi/container/tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "compiler/command_stream.h"
@@ -33,6 +34,8 @@ class Executor {
   const Program& program() const { return program_; }
   /*! \brief Cycles, traffic and energy of one run (static: it depends on shapes, not values). */
   const Profile& profile() const { return profile_; }
+  /*! \brief profile() as JSON, serialised once (every profiled call reports it). */
+  const std::string& profile_json() const { return profile_json_; }
 
   /*! \brief Binds the const-node tensors, in Graph::ConstNames() order; checks shape and dtype. */
   void SetConstants(std::vector<tvm::ffi::Tensor> constants);
@@ -46,6 +49,7 @@ class Executor {
  private:
   Program program_;
   Profile profile_;
+  std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;
 };

@@ -49,7 +49,7 @@ ffi::Array<ffi::String> EndProfiling() {
 }
 
 void RecordProfile(const Executor& executor) {
-  if (profiling_session) profiling_session->push_back(executor.profile().ToJSON());
+  if (profiling_session) profiling_session->push_back(executor.profile_json());
 }
 constexpr int64_t kBytesFormatVersion = 1;
 
@@ -105,7 +105,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     }
     if (name == "get_profile") {
       return ffi::Function::FromTyped(
-          [executor]() { return ffi::String(executor->profile().ToJSON()); });
+          [executor]() { return ffi::String(executor->profile_json()); });
     }
     return std::nullopt;
   }
