@@ -93,8 +93,7 @@ Executor::Executor(Graph graph, NPUConfig config) {
     }
   }
   program_ = Compile(graph, config);
-  profile_ = Simulate(program_);
-  profile_json_ = profile_.ToJSON();
+  profile_json_ = Simulate(program_).ToJSON();
   constants_bound_ = program_.graph.ConstNodes().empty();
 }
 

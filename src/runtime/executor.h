@@ -32,9 +32,10 @@ class Executor {
 
   const Graph& graph() const { return program_.graph; }
   const Program& program() const { return program_; }
-  /*! \brief Cycles, traffic and energy of one run (static: it depends on shapes, not values). */
-  const Profile& profile() const { return profile_; }
-  /*! \brief profile() as JSON, serialised once (every profiled call reports it). */
+  /*!
+   * \brief Cycles, traffic and energy of one run as the Profile JSON. Static (it depends on
+   * shapes, not values), so it is simulated and serialised once.
+   */
   const std::string& profile_json() const { return profile_json_; }
 
   /*! \brief Binds the const-node tensors, in Graph::ConstNames() order; checks shape and dtype. */
@@ -48,7 +49,6 @@ class Executor {
 
  private:
   Program program_;
-  Profile profile_;
   std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;
