@@ -70,11 +70,7 @@ def lower_qnn_composite(
     )
     if "add" in calls:
         add = calls["add"][0]
-        bias_expr = next(
-            a
-            for a in add.args
-            if not (isinstance(a, relax.Var) and a.name and _is_bound_to(func, a, producer))
-        )
+        bias_expr = next(a for a in add.args if not _is_bound_to(func, a, producer))
         bias_expr = _unwrap_reshape(func, bias_expr)
         attrs["bias"] = [float(b) for b in _values(builder, bias_expr, env).reshape(-1)]
     activation_input = builder.eval_tensor(x_dq.args[0], env, composite)
