@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "compiler/compiler.h"
-#include "sim/emulator.h"
 
 namespace example_npu {
 namespace {
@@ -93,6 +92,7 @@ Executor::Executor(Graph graph, NPUConfig config) {
     }
   }
   program_ = Compile(graph, config);
+  emulator_ = std::make_unique<Emulator>(program_);
   profile_json_ = Simulate(program_).ToJSON();
   constants_bound_ = program_.graph.ConstNodes().empty();
 }
@@ -138,7 +138,7 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   for (const tvm::ffi::Tensor& constant : constants_) {
     dram.constants.push_back(DataPtr<const char>(*constant.GetDLTensorPtr()));
   }
-  Emulate(program_, dram);
+  emulator_->Run(dram);
   // Outputs no group wrote: a returned input or constant, or a value returned twice.
   for (size_t i = 0; i < outputs.size(); ++i) {
     const int64_t head = graph.heads[i];

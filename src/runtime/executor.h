@@ -11,12 +11,14 @@
 
 #include <tvm/ffi/container/tensor.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/command_stream.h"
 #include "config/npu_config.h"
 #include "graph/graph.h"
+#include "sim/emulator.h"
 #include "sim/timing.h"
 
 namespace example_npu {
@@ -29,9 +31,13 @@ class Executor {
    * group cannot be tiled into the configured memories.
    */
   explicit Executor(Graph graph, NPUConfig config = NPUConfig());
+  // The emulator refers to program_, so an executor stays where it was built.
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
 
   const Graph& graph() const { return program_.graph; }
   const Program& program() const { return program_; }
+  const Emulator& emulator() const { return *emulator_; }
   /*!
    * \brief Cycles, traffic and energy of one run as the Profile JSON. Static (it depends on
    * shapes, not values), so it is simulated and serialised once.
@@ -49,6 +55,7 @@ class Executor {
 
  private:
   Program program_;
+  std::unique_ptr<Emulator> emulator_;
   std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;

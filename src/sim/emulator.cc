@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/half.h"
@@ -25,11 +27,18 @@ class TierBuffer {
   std::vector<uint64_t> words_;
 };
 
-struct Memories {
+}  // namespace
+
+/*! \brief The on-chip tiers and the DRAM scratch of one run. */
+class Memories {
+ public:
+  Memories(int64_t l1, int64_t l2, int64_t scratch) : l1(l1), l2(l2), scratch(scratch) {}
   TierBuffer l1;
   TierBuffer l2;
   TierBuffer scratch;
 };
+
+namespace {
 
 uint8_t* DramBase(const Program& program, const DramBindings& dram, Memories* mem, int64_t tensor) {
   const TensorPlacement& p = program.placements[tensor];
@@ -168,22 +177,50 @@ void RunCompute(const Program& program, Memories* mem, const ComputeCommand& com
 
 }  // namespace
 
-void Emulate(const Program& program, const DramBindings& dram) {
+Emulator::Emulator(const Program& program)
+    : program_(program), dataflow_(AnalyzeDataflow(program)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
-  // time): zero-filling a full 768 KB of SRAM per call would dominate small ops.
-  int64_t l1_bytes = 0, l2_bytes = 0;
+  // time).
   for (const GroupInfo& group : program.groups) {
-    l1_bytes = std::max(l1_bytes, group.l1_bytes);
-    l2_bytes = std::max(l2_bytes, group.l2_bytes);
+    l1_bytes_ = std::max(l1_bytes_, group.l1_bytes);
+    l2_bytes_ = std::max(l2_bytes_, group.l2_bytes);
   }
-  Memories mem{TierBuffer(l1_bytes), TierBuffer(l2_bytes), TierBuffer(program.dram_scratch_bytes)};
-  for (const Command& command : program.commands) {
-    if (command.is_dma) {
-      RunDma(program, dram, &mem, command.dma);
-    } else {
-      RunCompute(program, &mem, command.compute);
+}
+
+Emulator::~Emulator() = default;
+
+std::unique_ptr<Memories> Emulator::Acquire() const {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!pool_.empty()) {
+      std::unique_ptr<Memories> memories = std::move(pool_.back());
+      pool_.pop_back();
+      return memories;
     }
   }
+  return std::make_unique<Memories>(l1_bytes_, l2_bytes_, program_.dram_scratch_bytes);
+}
+
+void Emulator::Release(std::unique_ptr<Memories> memories) const {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  pool_.push_back(std::move(memories));
+}
+
+void Emulator::Run(const DramBindings& dram) const {
+  std::unique_ptr<Memories> memories = Acquire();
+  Memories* mem = memories.get();
+  auto execute = [&](int64_t i) {
+    const Command& command = program_.commands[i];
+    if (command.is_dma) {
+      RunDma(program_, dram, mem, command.dma);
+    } else {
+      RunCompute(program_, mem, command.compute);
+    }
+  };
+  // On an exception the memories are dropped, not pooled: a failed run leaves them half-written,
+  // which is harmless, but there is nothing to gain from keeping them either.
+  for (const GroupSchedule& group : dataflow_.groups) RunGroup(dataflow_, group, execute);
+  Release(std::move(memories));
 }
 
 }  // namespace example_npu

@@ -5,15 +5,19 @@
  * L1 and L2 are byte buffers of the configured capacity, DRAM is the caller's tensors plus a
  * scratch buffer; DMA commands move the actual bytes (strided boxes, layout changes, float16
  * narrowing on store) and compute commands run the kernels on tiles resident in L1. Commands run
- * in stream order, which every dependency respects, so results equal any legal schedule.
+ * on host threads in any order their dependencies allow (sim/dataflow.h); every legal order
+ * computes the same bytes.
  * Timing is not simulated here: see sim/timing.h.
  */
 #ifndef EXAMPLE_NPU_SIM_EMULATOR_H_
 #define EXAMPLE_NPU_SIM_EMULATOR_H_
 
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "compiler/command_stream.h"
+#include "sim/dataflow.h"
 
 namespace example_npu {
 
@@ -25,8 +29,37 @@ struct DramBindings {
   std::vector<const void*> constants;
 };
 
-/*! \brief Runs every command of `program`; thread-safe (each call owns its memories). */
-void Emulate(const Program& program, const DramBindings& dram);
+class Memories;
+
+/*!
+ * \brief Runs a compiled program on emulated memories. Built once per program (it analyses the
+ * dataflow and keeps memories for reuse); Run() is thread-safe, each call takes its own memories.
+ */
+class Emulator {
+ public:
+  /*! \brief `program` must outlive the emulator. */
+  explicit Emulator(const Program& program);
+  ~Emulator();
+  Emulator(const Emulator&) = delete;
+  Emulator& operator=(const Emulator&) = delete;
+
+  /*! \brief Runs every command of the program, group by group (see sim/dataflow.h). */
+  void Run(const DramBindings& dram) const;
+
+  const Dataflow& dataflow() const { return dataflow_; }
+
+ private:
+  std::unique_ptr<Memories> Acquire() const;
+  void Release(std::unique_ptr<Memories> memories) const;
+
+  const Program& program_;
+  Dataflow dataflow_;
+  int64_t l1_bytes_ = 0;
+  int64_t l2_bytes_ = 0;
+  // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.
+  mutable std::mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<Memories>> pool_;
+};
 
 }  // namespace example_npu
 

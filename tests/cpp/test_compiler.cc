@@ -89,7 +89,7 @@ std::vector<float> Emulated(const Program& program, const std::vector<std::vecto
   for (const auto& input : inputs) dram.inputs.push_back(input.data());
   for (const auto& c : consts) dram.constants.push_back(c.data());
   dram.outputs.push_back(out.data());
-  Emulate(program, dram);
+  Emulator(program).Run(dram);
   return out;
 }
 
