@@ -1,0 +1,64 @@
+"""Writes the NPU graph JSON of every bench_ops.py case, for benchmarks/emulator_bench.
+
+    python benchmarks/dump_graphs.py OUT_DIR [--only SUBSTRING]
+    build/bench/emulator_bench OUT_DIR/relu_1x64x56x56.json 200
+
+The graphs are captured from the real codegen (partition_for_npu), so the C++ benchmark runs
+exactly what the Python benchmark times, minus the VM and the FFI call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import example_npu
+from example_npu import codegen
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_ops  # noqa: E402
+
+
+def capture_graphs(case: bench_ops.Case) -> list[dict[str, Any]]:
+    """Partitions the case's module and returns the graph of each NPU function it produced."""
+    graphs: list[dict[str, Any]] = []
+    create = codegen.create_runtime_module
+
+    def recording(graph: dict[str, Any]):
+        graphs.append(graph)
+        return create(graph)
+
+    codegen.create_runtime_module = recording
+    try:
+        example_npu.partition_for_npu(bench_ops.build_module(case))
+    finally:
+        codegen.create_runtime_module = create
+    return graphs
+
+
+def file_stem(case: bench_ops.Case) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", f"{case.name} {case.size.split()[0]}").strip("_")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--only", default="", help="dump only cases whose name contains this")
+    args = parser.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for case in bench_ops.cases():
+        if args.only not in case.name:
+            continue
+        for i, graph in enumerate(capture_graphs(case)):
+            path = args.out_dir / f"{file_stem(case)}{f'_{i}' if i else ''}.json"
+            path.write_text(json.dumps(graph))
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
