@@ -40,20 +40,50 @@ EXAMPLE_NPU_INLINE void RowBlock(const float* rows, int64_t buf_w, const float* 
 }
 
 /*!
- * \brief kNV * 8 channels of one NHWC output pixel over its valid taps (tap_in[t] is the input
- * pixel of tap t, tap_w[t] its weight row), with independent accumulators as above.
+ * \brief Channels [c, c + kNV * 8) of kP output pixels that are `pixel_step` input elements
+ * apart, over the same taps (tap_in[t] is tap t of the first pixel, tap_w[t] its weights).
+ * kP * kNV independent accumulators keep the multiply-add units busy; each weight vector is
+ * loaded once for all kP pixels.
  */
-template <int kNV>
-EXAMPLE_NPU_INLINE void ChannelBlock(const float* const* tap_in, const float* const* tap_w,
-                                     int64_t taps, int64_t c, float* out_px) {
-  V8 acc[kNV] = {};
+template <int kP, int kNV>
+EXAMPLE_NPU_INLINE void PixelBlock(const float* const* tap_in, const float* const* tap_w,
+                                   int64_t taps, int64_t pixel_step, int64_t c, float* out_px,
+                                   int64_t out_step) {
+  V8 acc[kP][kNV] = {};
   for (int64_t t = 0; t < taps; ++t) {
-    for (int v = 0; v < kNV; ++v) {
-      const int64_t cv = c + v * simd::kLanes;
-      acc[v] += simd::Load(tap_in[t] + cv) * simd::Load(tap_w[t] + cv);
+    V8 w[kNV];
+    for (int v = 0; v < kNV; ++v) w[v] = simd::Load(tap_w[t] + c + v * simd::kLanes);
+    const float* in = tap_in[t] + c;
+    for (int p = 0; p < kP; ++p) {
+      for (int v = 0; v < kNV; ++v) {
+        acc[p][v] += simd::Load(in + p * pixel_step + v * simd::kLanes) * w[v];
+      }
     }
   }
-  for (int v = 0; v < kNV; ++v) simd::Store(out_px + c + v * simd::kLanes, acc[v]);
+  for (int p = 0; p < kP; ++p) {
+    for (int v = 0; v < kNV; ++v) {
+      simd::Store(out_px + p * out_step + c + v * simd::kLanes, acc[p][v]);
+    }
+  }
+}
+
+/*! \brief Every channel of kP pixels: two vectors at a time, then one, then scalars. */
+template <int kP>
+void Pixels(const float* const* tap_in, const float* const* tap_w, int64_t taps, int64_t pixel_step,
+            int64_t channels, float* out_px) {
+  const int64_t vec_end = channels - channels % simd::kLanes;
+  int64_t c = 0;
+  for (; c + 2 * simd::kLanes <= vec_end; c += 2 * simd::kLanes) {
+    PixelBlock<kP, 2>(tap_in, tap_w, taps, pixel_step, c, out_px, channels);
+  }
+  if (c < vec_end) PixelBlock<kP, 1>(tap_in, tap_w, taps, pixel_step, c, out_px, channels);
+  for (c = vec_end; c < channels; ++c) {
+    for (int p = 0; p < kP; ++p) {
+      float acc = 0.0f;
+      for (int64_t t = 0; t < taps; ++t) acc += tap_in[t][p * pixel_step + c] * tap_w[t][c];
+      out_px[p * channels + c] = acc;
+    }
+  }
 }
 
 /*!
@@ -114,45 +144,57 @@ void DepthwisePlanes(const float* input, const float* weight, float* out, const 
 }
 
 /*!
- * \brief NHWC rows [begin, end) of (n, oh) with an HWIO [kh, kw, 1, C] weight: per output pixel,
- * channels go eight to a vector and the valid taps accumulate in registers.
+ * \brief NHWC rows [begin, end) of (n, oh) with an HWIO [kh, kw, 1, C] weight. Channels go eight
+ * to a vector; output pixels whose taps are all inside the row go four at a time (they share the
+ * tap pattern, shifted by the stride), edge pixels one at a time over their valid taps.
  */
 void DepthwiseRows(const float* input, const float* weight, float* out, const ConvGeometry& g,
                    const Conv2dParams& p, int64_t begin, int64_t end) {
   const int64_t channels = g.in_channels;
-  const int64_t vec_end = channels - channels % simd::kLanes;
+  const int64_t sw = p.strides[1], dw = p.dilation[1];
   std::vector<const float*> tap_in(g.kernel_h * g.kernel_w);
   std::vector<const float*> tap_w(g.kernel_h * g.kernel_w);
+  // Output columns whose kernel_w taps all fall inside the input row.
+  const int64_t interior_begin = std::min(g.out_w, (p.padding[1] + sw - 1) / sw);
+  const int64_t last_tap = (g.kernel_w - 1) * dw;
+  const int64_t last_start = g.in_w - 1 - last_tap + p.padding[1];  // of an interior window
+  const int64_t interior_end =
+      last_start < 0 ? interior_begin
+                     : std::max(interior_begin, std::min(g.out_w, last_start / sw + 1));
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / g.out_h;
     const int64_t oh = r % g.out_h;
     const int64_t h_base = oh * p.strides[0] - p.padding[0];
     const Range khs = ValidRange(h_base, p.dilation[0], g.in_h, g.kernel_h);
-    for (int64_t ow = 0; ow < g.out_w; ++ow) {
-      const int64_t w_base = ow * p.strides[1] - p.padding[1];
-      const Range kws = ValidRange(w_base, p.dilation[1], g.in_w, g.kernel_w);
-      float* out_px = out + ((n * g.out_h + oh) * g.out_w + ow) * channels;
+    const float* in_row = input + (n * g.in_h) * g.in_w * channels;
+    float* out_row = out + (n * g.out_h + oh) * g.out_w * channels;
+    // The taps of output column ow; returns how many are valid.
+    auto gather_taps = [&](int64_t ow) {
+      const int64_t w_base = ow * sw - p.padding[1];
+      const Range kws = ValidRange(w_base, dw, g.in_w, g.kernel_w);
       int64_t taps = 0;
       for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
         for (int64_t kw = kws.begin; kw < kws.end; ++kw) {
           const int64_t ih = h_base + kh * p.dilation[0];
-          const int64_t iw = w_base + kw * p.dilation[1];
-          tap_in[taps] = input + ((n * g.in_h + ih) * g.in_w + iw) * channels;
+          tap_in[taps] = in_row + (ih * g.in_w + w_base + kw * dw) * channels;
           tap_w[taps++] = weight + (kh * g.kernel_w + kw) * channels;
         }
       }
-      int64_t c = 0;
-      for (; c + 4 * simd::kLanes <= vec_end; c += 4 * simd::kLanes) {
-        ChannelBlock<4>(tap_in.data(), tap_w.data(), taps, c, out_px);
-      }
-      for (; c < vec_end; c += simd::kLanes) {
-        ChannelBlock<1>(tap_in.data(), tap_w.data(), taps, c, out_px);
-      }
-      for (c = vec_end; c < channels; ++c) {
-        float acc = 0.0f;
-        for (int64_t t = 0; t < taps; ++t) acc += tap_in[t][c] * tap_w[t][c];
-        out_px[c] = acc;
-      }
+      return taps;
+    };
+    const int64_t step = sw * channels;
+    int64_t ow = 0;
+    for (; ow < interior_begin; ++ow) {
+      Pixels<1>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
+                out_row + ow * channels);
+    }
+    for (; ow + 4 <= interior_end; ow += 4) {
+      Pixels<4>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
+                out_row + ow * channels);
+    }
+    for (; ow < g.out_w; ++ow) {
+      Pixels<1>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
+                out_row + ow * channels);
     }
   }
 }
