@@ -293,7 +293,8 @@ class ConvRule : public GroupTiler {
             const double time =
                 EstimatedCycles(compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0,
                                 spatial * oc_tiles, spatial * oc_tiles * ic_tiles);
-            if (time < best) {
+            // On a tie, the wider tile: longer rows for the DMA and the vector unit.
+            if (time < best || (time == best && owt > tile_.ow)) {
               best = time;
               tile_ = t;
               stage_weights_ = stage;
