@@ -47,9 +47,18 @@ std::vector<Dim> Coalesce(const std::vector<int64_t>& extent,
 }
 
 template <typename T>
-void CopyRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride, int64_t n) {
+EXAMPLE_NPU_INLINE void CopyRow(const uint8_t* src, int64_t src_stride, uint8_t* dst,
+                                int64_t dst_stride, int64_t n) {
   if (src_stride == 1 && dst_stride == 1) {
-    std::memcpy(dst, src, n * sizeof(T));
+    // Short rows (a pixel's channels in an NHWC tile) are cheaper inline than a library call.
+    constexpr int64_t kInlineBytes = 128;
+    if (n * static_cast<int64_t>(sizeof(T)) <= kInlineBytes) {
+      const T* s = reinterpret_cast<const T*>(src);
+      T* t = reinterpret_cast<T*>(dst);
+      for (int64_t i = 0; i < n; ++i) t[i] = s[i];
+    } else {
+      std::memcpy(dst, src, n * sizeof(T));
+    }
     return;
   }
   const T* s = reinterpret_cast<const T*>(src);
@@ -75,22 +84,13 @@ void NarrowToIntRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_
 
 using RowCopy = void (*)(const uint8_t*, int64_t, uint8_t*, int64_t, int64_t);
 
-RowCopy SelectRowCopy(DType src_type, DType dst_type) {
+RowCopy SelectNarrowing(DType src_type, DType dst_type) {
   if (src_type == DType::kFloat32 && dst_type == DType::kFloat16) return NarrowRow;
   if (src_type == DType::kFloat32 && dst_type == DType::kInt8) return NarrowToIntRow<int8_t>;
   if (src_type == DType::kFloat32 && dst_type == DType::kInt16) return NarrowToIntRow<int16_t>;
-  TVM_FFI_ICHECK(src_type == dst_type)
-      << "DMA cannot convert " << DTypeName(src_type) << " to " << DTypeName(dst_type);
-  switch (DTypeBytes(src_type)) {
-    case 1:
-      return CopyRow<uint8_t>;
-    case 2:
-      return CopyRow<uint16_t>;
-    case 8:
-      return CopyRow<uint64_t>;
-    default:
-      return CopyRow<uint32_t>;
-  }
+  TVM_FFI_THROW(InternalError) << "DMA cannot convert " << DTypeName(src_type) << " to "
+                               << DTypeName(dst_type);
+  TVM_FFI_UNREACHABLE();
 }
 
 /*! \brief dst[r * dst_row + c] = src[c * src_col + r] for an 8 x 8 block. */
@@ -155,23 +155,37 @@ void TransposeBlock(const T* src, int64_t src_col, T* dst, int64_t dst_row, int6
 
 /*!
  * \brief Visits rows [begin, end) of the outer dims (all but the last `inner_rank`), passing
- * the element offsets of each on both sides; an odometer, so no division per row.
+ * the element offsets of each on both sides. The last outer dim is a plain loop and the others
+ * advance as an odometer, so there is no division per row.
  */
 template <typename Fn>
 void ForEachOuter(const std::vector<Dim>& dims, size_t inner_rank, int64_t begin, int64_t end,
                   const Fn& fn) {
-  const size_t outer = dims.size() - inner_rank;
+  const int64_t outer = static_cast<int64_t>(dims.size() - inner_rank);
+  if (outer == 0) {
+    fn(0, 0);
+    return;
+  }
   std::vector<int64_t> index(outer, 0);
   int64_t src_off = 0, dst_off = 0;
-  for (int64_t d = static_cast<int64_t>(outer) - 1, rest = begin; d >= 0; --d) {
+  for (int64_t d = outer - 1, rest = begin; d >= 0; --d) {
     index[d] = rest % dims[d].extent;
     rest /= dims[d].extent;
     src_off += index[d] * dims[d].src_stride;
     dst_off += index[d] * dims[d].dst_stride;
   }
-  for (int64_t row = begin; row < end; ++row) {
-    fn(src_off, dst_off);
-    for (int64_t d = static_cast<int64_t>(outer) - 1; d >= 0; --d) {
+  const Dim& last = dims[outer - 1];
+  for (int64_t row = begin; row < end;) {
+    // A run along the last outer dim, then one odometer step of the dims above it.
+    const int64_t run = std::min(last.extent - index[outer - 1], end - row);
+    for (int64_t j = 0; j < run; ++j) {
+      fn(src_off + j * last.src_stride, dst_off + j * last.dst_stride);
+    }
+    row += run;
+    src_off += (last.extent - index[outer - 1]) * last.src_stride - last.extent * last.src_stride;
+    dst_off += (last.extent - index[outer - 1]) * last.dst_stride - last.extent * last.dst_stride;
+    index[outer - 1] = 0;
+    for (int64_t d = outer - 2; d >= 0; --d) {
       src_off += dims[d].src_stride;
       dst_off += dims[d].dst_stride;
       if (++index[d] < dims[d].extent) break;
@@ -201,27 +215,55 @@ void ForRows(const std::vector<Dim>& dims, size_t inner_rank, const Fn& fn) {
 }
 
 /*!
- * \brief The dim to transpose against the innermost one: unit stride in the source while the
- * innermost dim has unit stride only in the destination (a layout change such as NCHW -> NHWC).
- * -1 when the box is not such a transpose.
+ * \brief A layout change such as NCHW <-> NHWC: dims `src_unit` (unit stride in the source only)
+ * and `dst_unit` (unit stride in the destination only). Both -1 when the box is not one.
  */
-int64_t TransposeDim(const std::vector<Dim>& dims) {
-  const Dim& inner = dims.back();
-  if (dims.size() < 2 || inner.dst_stride != 1 || inner.src_stride == 1) return -1;
-  for (size_t d = 0; d + 1 < dims.size(); ++d) {
-    if (dims[d].src_stride == 1) return static_cast<int64_t>(d);
+struct TransposePair {
+  int64_t src_unit = -1;
+  int64_t dst_unit = -1;
+};
+
+TransposePair FindTranspose(const std::vector<Dim>& dims) {
+  TransposePair pair;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d].src_stride == 1 && dims[d].dst_stride != 1) pair.src_unit = d;
+    if (dims[d].dst_stride == 1 && dims[d].src_stride != 1) pair.dst_unit = d;
   }
-  return -1;
+  if (pair.src_unit < 0 || pair.dst_unit < 0) return TransposePair{};
+  return pair;
 }
 
 template <typename T>
-void TransposeBox(const uint8_t* src, uint8_t* dst, std::vector<Dim> dims, int64_t t) {
-  // Move the transposed dim next to the innermost one; the rest are outer rows.
-  std::rotate(dims.begin() + t, dims.begin() + t + 1, dims.end() - 1);
-  const Dim rows = dims[dims.size() - 2], cols = dims.back();
-  ForRows(dims, 2, [&](int64_t src_off, int64_t dst_off) {
+void TransposeBox(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims,
+                  TransposePair pair) {
+  // The pair goes innermost (rows: the source-contiguous dim); the rest are outer rows.
+  std::vector<Dim> order;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (static_cast<int64_t>(d) != pair.src_unit && static_cast<int64_t>(d) != pair.dst_unit) {
+      order.push_back(dims[d]);
+    }
+  }
+  const Dim rows = dims[pair.src_unit], cols = dims[pair.dst_unit];
+  order.push_back(rows);
+  order.push_back(cols);
+  ForRows(order, 2, [&](int64_t src_off, int64_t dst_off) {
     TransposeBlock(reinterpret_cast<const T*>(src) + src_off, cols.src_stride,
                    reinterpret_cast<T*>(dst) + dst_off, rows.dst_stride, rows.extent, cols.extent);
+  });
+}
+
+/*! \brief Same-type boxes: the row copy is inlined into the walk over rows. */
+template <typename T>
+void CopySameType(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims) {
+  const TransposePair pair = FindTranspose(dims);
+  if (pair.src_unit >= 0 && sizeof(T) >= 2) {
+    TransposeBox<T>(src, dst, dims, pair);
+    return;
+  }
+  const Dim& inner = dims.back();
+  ForRows(dims, 1, [&](int64_t src_off, int64_t dst_off) {
+    CopyRow<T>(src + src_off * sizeof(T), inner.src_stride, dst + dst_off * sizeof(T),
+               inner.dst_stride, inner.extent);
   });
 }
 
@@ -234,21 +276,24 @@ void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src
     if (e == 0) return;
   }
   const std::vector<Dim> dims = Coalesce(extent, src_strides, dst_strides);
-  const int64_t transpose = src_type == dst_type ? TransposeDim(dims) : -1;
-  if (transpose >= 0 && DTypeBytes(src_type) == 4) {
-    TransposeBox<uint32_t>(src, dst, dims, transpose);
-    return;
+  if (src_type == dst_type) {
+    switch (DTypeBytes(src_type)) {
+      case 1:
+        return CopySameType<uint8_t>(src, dst, dims);
+      case 2:
+        return CopySameType<uint16_t>(src, dst, dims);
+      case 8:
+        return CopySameType<uint64_t>(src, dst, dims);
+      default:
+        return CopySameType<uint32_t>(src, dst, dims);
+    }
   }
-  if (transpose >= 0 && DTypeBytes(src_type) == 2) {
-    TransposeBox<uint16_t>(src, dst, dims, transpose);
-    return;
-  }
-  const RowCopy copy_row = SelectRowCopy(src_type, dst_type);
+  const RowCopy narrow_row = SelectNarrowing(src_type, dst_type);
   const int64_t src_bytes = DTypeBytes(src_type), dst_bytes = DTypeBytes(dst_type);
   const Dim& inner = dims.back();
   ForRows(dims, 1, [&](int64_t src_off, int64_t dst_off) {
-    copy_row(src + src_off * src_bytes, inner.src_stride, dst + dst_off * dst_bytes,
-             inner.dst_stride, inner.extent);
+    narrow_row(src + src_off * src_bytes, inner.src_stride, dst + dst_off * dst_bytes,
+               inner.dst_stride, inner.extent);
   });
 }
 
