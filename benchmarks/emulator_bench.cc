@@ -131,10 +131,15 @@ int Main(int argc, char** argv) {
     times.push_back(Milliseconds(std::chrono::steady_clock::now() - start));
   }
   std::sort(times.begin(), times.end());
-  for (const GroupSchedule& group : executor.emulator().dataflow().groups) {
-    std::printf("  group commands [%ld, %ld): %s, %zu tiles\n", static_cast<long>(group.begin),
-                static_cast<long>(group.end), group.concurrent ? "concurrent" : "in order",
-                group.tile_starts.size());
+  const std::vector<GroupSchedule>& schedules = executor.emulator().dataflow().groups;
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    const GroupInfo& info = executor.program().groups[i];
+    std::string tile;
+    for (int64_t e : info.tile_shape) tile += (tile.empty() ? "" : "x") + std::to_string(e);
+    std::printf("  group %s: %s, %ld tiles of %s, commands [%ld, %ld)\n", info.name.c_str(),
+                schedules[i].concurrent ? "concurrent" : "in order", static_cast<long>(info.tiles),
+                tile.c_str(), static_cast<long>(schedules[i].begin),
+                static_cast<long>(schedules[i].end));
   }
   std::printf("%s: compile %.2f ms, run median %.4f ms (min %.4f) over %d runs, %zu commands\n",
               g.symbol.c_str(), compile_ms, times[times.size() / 2], times.front(), runs,
