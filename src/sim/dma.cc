@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "kernels/half.h"
 #include "kernels/parallel.h"
@@ -16,11 +17,10 @@
 namespace example_npu {
 namespace {
 
-struct Dim {
-  int64_t extent;
-  int64_t src_stride;
-  int64_t dst_stride;
-};
+using Dim = BoxCopy::Dim;
+
+// Coalesced boxes of up to this many dims are walked without allocating.
+constexpr size_t kMaxDims = 16;
 
 /*! \brief Drops unit dims and merges a dim into the next inner one when both sides are dense. */
 std::vector<Dim> Coalesce(const std::vector<int64_t>& extent,
@@ -166,7 +166,7 @@ void ForEachOuter(const std::vector<Dim>& dims, size_t inner_rank, int64_t begin
     fn(0, 0);
     return;
   }
-  std::vector<int64_t> index(outer, 0);
+  int64_t index[kMaxDims] = {};
   int64_t src_off = 0, dst_off = 0;
   for (int64_t d = outer - 1, rest = begin; d >= 0; --d) {
     index[d] = rest % dims[d].extent;
@@ -215,38 +215,31 @@ void ForRows(const std::vector<Dim>& dims, size_t inner_rank, const Fn& fn) {
 }
 
 /*!
- * \brief A layout change such as NCHW <-> NHWC: dims `src_unit` (unit stride in the source only)
- * and `dst_unit` (unit stride in the destination only). Both -1 when the box is not one.
+ * \brief For a layout change such as NCHW <-> NHWC, `dims` reordered so that the dim with unit
+ * stride only in the source and the dim with unit stride only in the destination are innermost,
+ * in that order. Empty when the box is not such a transpose.
  */
-struct TransposePair {
-  int64_t src_unit = -1;
-  int64_t dst_unit = -1;
-};
-
-TransposePair FindTranspose(const std::vector<Dim>& dims) {
-  TransposePair pair;
+std::vector<Dim> TransposeOrder(const std::vector<Dim>& dims) {
+  int64_t src_unit = -1, dst_unit = -1;
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d].src_stride == 1 && dims[d].dst_stride != 1) pair.src_unit = d;
-    if (dims[d].dst_stride == 1 && dims[d].src_stride != 1) pair.dst_unit = d;
+    if (dims[d].src_stride == 1 && dims[d].dst_stride != 1) src_unit = d;
+    if (dims[d].dst_stride == 1 && dims[d].src_stride != 1) dst_unit = d;
   }
-  if (pair.src_unit < 0 || pair.dst_unit < 0) return TransposePair{};
-  return pair;
+  if (src_unit < 0 || dst_unit < 0) return {};
+  std::vector<Dim> order;
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    if (d != src_unit && d != dst_unit) order.push_back(dims[d]);
+  }
+  order.push_back(dims[src_unit]);
+  order.push_back(dims[dst_unit]);
+  return order;
 }
 
 template <typename T>
-void TransposeBox(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims,
-                  TransposePair pair) {
-  // The pair goes innermost (rows: the source-contiguous dim); the rest are outer rows.
-  std::vector<Dim> order;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (static_cast<int64_t>(d) != pair.src_unit && static_cast<int64_t>(d) != pair.dst_unit) {
-      order.push_back(dims[d]);
-    }
-  }
-  const Dim rows = dims[pair.src_unit], cols = dims[pair.dst_unit];
-  order.push_back(rows);
-  order.push_back(cols);
-  ForRows(order, 2, [&](int64_t src_off, int64_t dst_off) {
+void TransposeBox(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims) {
+  const Dim& rows = dims[dims.size() - 2];
+  const Dim& cols = dims.back();
+  ForRows(dims, 2, [&](int64_t src_off, int64_t dst_off) {
     TransposeBlock(reinterpret_cast<const T*>(src) + src_off, cols.src_stride,
                    reinterpret_cast<T*>(dst) + dst_off, rows.dst_stride, rows.extent, cols.extent);
   });
@@ -255,11 +248,6 @@ void TransposeBox(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims
 /*! \brief Same-type boxes: the row copy is inlined into the walk over rows. */
 template <typename T>
 void CopySameType(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims) {
-  const TransposePair pair = FindTranspose(dims);
-  if (pair.src_unit >= 0 && sizeof(T) >= 2) {
-    TransposeBox<T>(src, dst, dims, pair);
-    return;
-  }
   const Dim& inner = dims.back();
   ForRows(dims, 1, [&](int64_t src_off, int64_t dst_off) {
     CopyRow<T>(src + src_off * sizeof(T), inner.src_stride, dst + dst_off * sizeof(T),
@@ -269,32 +257,69 @@ void CopySameType(const uint8_t* src, uint8_t* dst, const std::vector<Dim>& dims
 
 }  // namespace
 
+BoxCopy::BoxCopy(DType src_type, const std::vector<int64_t>& src_strides, DType dst_type,
+                 const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& extent)
+    : src_type_(src_type), dst_type_(dst_type) {
+  for (int64_t e : extent) {
+    if (e == 0) return;  // kEmpty
+  }
+  dims_ = Coalesce(extent, src_strides, dst_strides);
+  TVM_FFI_ICHECK_LE(dims_.size(), kMaxDims) << "DMA box of " << dims_.size() << " dims";
+  if (src_type != dst_type) {
+    SelectNarrowing(src_type, dst_type);  // rejects conversions the DMA cannot do
+    kind_ = Kind::kNarrow;
+    return;
+  }
+  std::vector<Dim> transposed = TransposeOrder(dims_);
+  if (!transposed.empty() && DTypeBytes(src_type) >= 2) {
+    dims_ = std::move(transposed);
+    kind_ = Kind::kTranspose;
+    return;
+  }
+  kind_ = Kind::kSameType;
+}
+
+void BoxCopy::Run(const uint8_t* src, uint8_t* dst) const {
+  switch (kind_) {
+    case Kind::kEmpty:
+      return;
+    case Kind::kTranspose:
+      switch (DTypeBytes(src_type_)) {
+        case 2:
+          return TransposeBox<uint16_t>(src, dst, dims_);
+        case 8:
+          return TransposeBox<uint64_t>(src, dst, dims_);
+        default:
+          return TransposeBox<uint32_t>(src, dst, dims_);
+      }
+    case Kind::kSameType:
+      switch (DTypeBytes(src_type_)) {
+        case 1:
+          return CopySameType<uint8_t>(src, dst, dims_);
+        case 2:
+          return CopySameType<uint16_t>(src, dst, dims_);
+        case 8:
+          return CopySameType<uint64_t>(src, dst, dims_);
+        default:
+          return CopySameType<uint32_t>(src, dst, dims_);
+      }
+    case Kind::kNarrow: {
+      const RowCopy narrow_row = SelectNarrowing(src_type_, dst_type_);
+      const int64_t src_bytes = DTypeBytes(src_type_), dst_bytes = DTypeBytes(dst_type_);
+      const Dim& inner = dims_.back();
+      ForRows(dims_, 1, [&](int64_t src_off, int64_t dst_off) {
+        narrow_row(src + src_off * src_bytes, inner.src_stride, dst + dst_off * dst_bytes,
+                   inner.dst_stride, inner.extent);
+      });
+      return;
+    }
+  }
+}
+
 void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src_strides,
              uint8_t* dst, DType dst_type, const std::vector<int64_t>& dst_strides,
              const std::vector<int64_t>& extent) {
-  for (int64_t e : extent) {
-    if (e == 0) return;
-  }
-  const std::vector<Dim> dims = Coalesce(extent, src_strides, dst_strides);
-  if (src_type == dst_type) {
-    switch (DTypeBytes(src_type)) {
-      case 1:
-        return CopySameType<uint8_t>(src, dst, dims);
-      case 2:
-        return CopySameType<uint16_t>(src, dst, dims);
-      case 8:
-        return CopySameType<uint64_t>(src, dst, dims);
-      default:
-        return CopySameType<uint32_t>(src, dst, dims);
-    }
-  }
-  const RowCopy narrow_row = SelectNarrowing(src_type, dst_type);
-  const int64_t src_bytes = DTypeBytes(src_type), dst_bytes = DTypeBytes(dst_type);
-  const Dim& inner = dims.back();
-  ForRows(dims, 1, [&](int64_t src_off, int64_t dst_off) {
-    narrow_row(src + src_off * src_bytes, inner.src_stride, dst + dst_off * dst_bytes,
-               inner.dst_stride, inner.extent);
-  });
+  BoxCopy(src_type, src_strides, dst_type, dst_strides, extent).Run(src, dst);
 }
 
 }  // namespace example_npu

@@ -14,10 +14,46 @@
 namespace example_npu {
 
 /*!
- * \brief Copies `extent[d]` elements along each dim, reading `src` with `src_strides` and
- * writing `dst` with `dst_strides` (element strides, dims in the same order). Dims that are
- * contiguous on both sides are merged first, so dense boxes move as single block copies.
+ * \brief One DMA transfer's data path, planned once: dims that are contiguous on both sides are
+ * merged (dense boxes move as single block copies), a layout change (a dim contiguous only in
+ * the source against one contiguous only in the destination) moves as block transposes, and
+ * float32 results are narrowed to float16 / int8 / int16 on the way out.
  */
+class BoxCopy {
+ public:
+  /*! \brief Copies nothing. */
+  BoxCopy() = default;
+  /*!
+   * \brief Plans copying `extent[d]` elements along each dim, reading with `src_strides` and
+   * writing with `dst_strides` (element strides, dims in the same order).
+   */
+  BoxCopy(DType src_type, const std::vector<int64_t>& src_strides, DType dst_type,
+          const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& extent);
+
+  void Run(const uint8_t* src, uint8_t* dst) const;
+
+  /*! \brief Both sides are one dense run of the same element type: the copy is a memcpy. */
+  bool contiguous() const {
+    return kind_ == Kind::kSameType && dims_.size() == 1 && dims_[0].src_stride == 1 &&
+           dims_[0].dst_stride == 1;
+  }
+
+  struct Dim {
+    int64_t extent;
+    int64_t src_stride;
+    int64_t dst_stride;
+  };
+
+ private:
+  enum class Kind { kEmpty, kSameType, kTranspose, kNarrow };
+  Kind kind_ = Kind::kEmpty;
+  DType src_type_ = DType::kFloat32;
+  DType dst_type_ = DType::kFloat32;
+  // kTranspose: the source-contiguous dim, then the destination-contiguous one, innermost.
+  std::vector<Dim> dims_;
+};
+
+/*! \brief Plans and runs one box copy (see BoxCopy). */
 void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src_strides,
              uint8_t* dst, DType dst_type, const std::vector<int64_t>& dst_strides,
              const std::vector<int64_t>& extent);
