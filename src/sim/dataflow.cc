@@ -42,6 +42,39 @@ void AddConflicts(const std::vector<DramAccess>& earlier, const DmaCommand& dma,
   }
 }
 
+int64_t TileBytes(const TileRef& tile) {
+  return kernels::NumElements(tile.shape) * DTypeBytes(tile.dtype);
+}
+
+/*!
+ * \brief The compiler orders accesses per L1 slot (its offset); commands on different slots may
+ * run at the same time, so slots must not share bytes. Checked, not assumed: a planner bug would
+ * otherwise be a data race.
+ */
+void CheckSlotsDisjoint(const Program& program, const GroupSchedule& group) {
+  std::map<int64_t, int64_t> slot_bytes;  // L1 offset -> largest tile stored there
+  auto note = [&](const TileRef& tile) {
+    if (tile.tier != Tier::kL1) return;
+    int64_t& bytes = slot_bytes[tile.offset];
+    bytes = std::max(bytes, TileBytes(tile));
+  };
+  for (int64_t i = group.begin; i < group.end; ++i) {
+    const Command& command = program.commands[i];
+    if (command.is_dma) {
+      note(command.dma.tile);
+    } else {
+      for (const TileRef& input : command.compute.inputs) note(input);
+      note(command.compute.output);
+    }
+  }
+  int64_t end = 0;
+  for (const auto& [offset, bytes] : slot_bytes) {
+    TVM_FFI_ICHECK_LE(end, offset) << "group " << program.commands[group.begin].group
+                                   << ": L1 tiles overlap below offset " << end;
+    end = offset + bytes;
+  }
+}
+
 /*! \brief Work of a command in elements: moved (DMA) or multiply-adds plus results (compute). */
 double Work(const Command& command) {
   if (command.is_dma) return static_cast<double>(kernels::NumElements(command.dma.box.extent));
@@ -50,6 +83,7 @@ double Work(const Command& command) {
 
 void AnalyzeGroup(const Program& program, GroupSchedule* group, double min_speedup,
                   Dataflow* dataflow) {
+  CheckSlotsDisjoint(program, *group);
   std::map<DramKey, std::vector<DramAccess>> loads, stores;
   double total = 0.0, critical = 0.0;
   int64_t computes = 0;
