@@ -92,7 +92,7 @@ Executor::Executor(Graph graph, NPUConfig config) {
     }
   }
   program_ = Compile(graph, config);
-  emulator_ = std::make_unique<Emulator>(program_);
+  emulator_ = std::make_unique<Emulator>(program_, EmulatorOptions::FromEnvironment());
   profile_json_ = Simulate(program_).ToJSON();
   constants_bound_ = program_.graph.ConstNodes().empty();
 }

@@ -3,8 +3,10 @@
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,57 +42,53 @@ class Memories {
 
 namespace {
 
-uint8_t* DramBase(const Program& program, const DramBindings& dram, Memories* mem, int64_t tensor) {
-  const TensorPlacement& p = program.placements[tensor];
-  switch (p.kind) {
-    case TensorPlacement::Kind::kInput:
-      return static_cast<uint8_t*>(const_cast<void*>(dram.inputs[p.index]));
-    case TensorPlacement::Kind::kOutput:
-      return static_cast<uint8_t*>(dram.outputs[p.index]);
-    case TensorPlacement::Kind::kConst:
-      return static_cast<uint8_t*>(const_cast<void*>(dram.constants[p.index]));
-    case TensorPlacement::Kind::kScratch:
-      return mem->scratch.at(p.index);
-    case TensorPlacement::Kind::kNone:
-      break;
-  }
-  TVM_FFI_THROW(InternalError) << "tensor " << program.graph.nodes[tensor].name
-                               << " has no DRAM placement";
-  TVM_FFI_UNREACHABLE();
-}
+/*! \brief What one run executes against: the program, its transfer plan and the memories. */
+struct RunContext {
+  const Program& program;
+  const TransferPlan& plan;
+  const DramBindings& dram;
+  Memories* mem;
 
-uint8_t* TileBase(Memories* mem, const TileRef& tile) {
-  return tile.tier == Tier::kL2 ? mem->l2.at(tile.offset) : mem->l1.at(tile.offset);
-}
-
-std::vector<int64_t> DenseStrides(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * shape[d + 1];
+  uint8_t* Dram(int64_t tensor) const {
+    const TensorPlacement& p = program.placements[tensor];
+    switch (p.kind) {
+      case TensorPlacement::Kind::kInput:
+        return static_cast<uint8_t*>(const_cast<void*>(dram.inputs[p.index]));
+      case TensorPlacement::Kind::kOutput:
+        return static_cast<uint8_t*>(dram.outputs[p.index]);
+      case TensorPlacement::Kind::kConst:
+        return static_cast<uint8_t*>(const_cast<void*>(dram.constants[p.index]));
+      case TensorPlacement::Kind::kScratch:
+        return mem->scratch.at(p.index);
+      case TensorPlacement::Kind::kNone:
+        break;
+    }
+    TVM_FFI_THROW(InternalError) << "tensor " << program.graph.nodes[tensor].name
+                                 << " has no DRAM placement";
+    TVM_FFI_UNREACHABLE();
   }
-  return strides;
-}
 
-void RunDma(const Program& program, const DramBindings& dram, Memories* mem,
-            const DmaCommand& dma) {
-  const TensorBox& box = dma.box;
-  const DType tensor_type = program.graph.nodes[dma.view.tensor].dtype;
-  uint8_t* remote = dma.remote_tier == Tier::kL2 ? mem->l2.at(dma.remote_offset)
-                                                 : DramBase(program, dram, mem, dma.view.tensor);
-  int64_t start = 0;
-  std::vector<int64_t> remote_strides, extent;
-  for (size_t d = 0; d < box.begin.size(); ++d) start += box.begin[d] * dma.view.strides[d];
-  for (int64_t axis : box.tile_order) {
-    remote_strides.push_back(dma.view.strides[axis]);
-    extent.push_back(box.extent[axis]);
+  uint8_t* Dram(const DramRef& ref) const {
+    return Dram(ref.tensor) + ref.offset * DTypeBytes(program.graph.nodes[ref.tensor].dtype);
   }
-  remote += start * DTypeBytes(tensor_type);
-  uint8_t* tile = TileBase(mem, dma.tile);
-  const std::vector<int64_t> tile_strides = DenseStrides(extent);
+
+  uint8_t* Tile(const TileRef& tile) const {
+    return tile.tier == Tier::kL2 ? mem->l2.at(tile.offset) : mem->l1.at(tile.offset);
+  }
+};
+
+void RunDma(const RunContext& ctx, int64_t command) {
+  const DmaCommand& dma = ctx.program.commands[command].dma;
+  const int64_t offset_bytes =
+      ctx.plan.remote_offset[command] * DTypeBytes(ctx.program.graph.nodes[dma.view.tensor].dtype);
+  uint8_t* remote = (dma.remote_tier == Tier::kL2 ? ctx.mem->l2.at(dma.remote_offset)
+                                                  : ctx.Dram(dma.view.tensor)) +
+                    offset_bytes;
+  uint8_t* tile = ctx.Tile(dma.tile);
   if (dma.store) {
-    CopyBox(tile, dma.tile.dtype, tile_strides, remote, tensor_type, remote_strides, extent);
+    ctx.plan.copies[command].Run(tile, remote);
   } else {
-    CopyBox(remote, tensor_type, remote_strides, tile, dma.tile.dtype, tile_strides, extent);
+    ctx.plan.copies[command].Run(remote, tile);
   }
 }
 
@@ -114,16 +112,16 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
 
 /*! \brief The int accumulators of a quantized op (int64 in the tile), or their requantization. */
 void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
-                      const std::vector<OperandF32>& inputs, Memories* mem) {
+                      const std::vector<OperandF32>& inputs, uint8_t* output) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
   const int64_t channels = out_shape.empty() ? 1 : out_shape.back();  // innermost in every tile
   std::vector<int64_t> acc(size);
   if (compute.step == ComputeStep::kRequantize) {
-    std::memcpy(acc.data(), TileBase(mem, compute.inputs[0]), size * sizeof(int64_t));
+    std::memcpy(acc.data(), inputs[0].data, size * sizeof(int64_t));
     kernels::Requantize(acc.data(), size, channels, compute.channel_offset, attrs.requant,
-                        reinterpret_cast<float*>(TileBase(mem, compute.output)));
+                        reinterpret_cast<float*>(output));
     return;
   }
   if (node.op == OpKind::kQnnConv2d) {
@@ -134,19 +132,23 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                              size / std::max<int64_t>(1, channels), inputs[0].shape->back(),
                              channels, acc.data());
   }
-  int64_t* out = reinterpret_cast<int64_t*>(TileBase(mem, compute.output));
+  int64_t* out = reinterpret_cast<int64_t*>(output);
   for (int64_t i = 0; i < size; ++i) out[i] = compute.accumulate ? out[i] + acc[i] : acc[i];
 }
 
-void RunCompute(const Program& program, Memories* mem, const ComputeCommand& compute) {
-  const Node& node = program.graph.nodes[compute.node];
+void RunCompute(const RunContext& ctx, int64_t command) {
+  const ComputeCommand& compute = ctx.program.commands[command].compute;
+  const Node& node = ctx.program.graph.nodes[compute.node];
+  const std::vector<DramRef>& input_from = ctx.plan.input_from[command];
+  const DramRef& output_to = ctx.plan.output_to[command];
+  uint8_t* output = output_to.valid() ? ctx.Dram(output_to) : ctx.Tile(compute.output);
   std::vector<std::vector<float>> widened(compute.inputs.size());
   std::vector<OperandF32> inputs;
   bool aliased = false;
   for (size_t i = 0; i < compute.inputs.size(); ++i) {
     const TileRef& tile = compute.inputs[i];
-    const uint8_t* base = TileBase(mem, tile);
-    aliased |= tile.tier == compute.output.tier && tile.offset == compute.output.offset;
+    const uint8_t* base = input_from[i].valid() ? ctx.Dram(input_from[i]) : ctx.Tile(tile);
+    aliased |= base == output;
     if (tile.dtype == DType::kFloat32 || tile.dtype == DType::kInt64) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
     } else {
@@ -155,10 +157,10 @@ void RunCompute(const Program& program, Memories* mem, const ComputeCommand& com
     }
   }
   if (std::holds_alternative<QnnAttrs>(compute.attrs)) {
-    RunQuantizedStep(node, compute, inputs, mem);
+    RunQuantizedStep(node, compute, inputs, output);
     return;
   }
-  float* out = reinterpret_cast<float*>(TileBase(mem, compute.output));
+  float* out = reinterpret_cast<float*>(output);
   const int64_t size = kernels::NumElements(compute.output.shape);
   if (!compute.accumulate && !aliased) {
     RunOp(node.op, compute.attrs, inputs, out, compute.output.shape);
@@ -177,8 +179,18 @@ void RunCompute(const Program& program, Memories* mem, const ComputeCommand& com
 
 }  // namespace
 
-Emulator::Emulator(const Program& program)
-    : program_(program), dataflow_(AnalyzeDataflow(program)) {
+EmulatorOptions EmulatorOptions::FromEnvironment() {
+  EmulatorOptions options;
+  if (const char* env = std::getenv("EXAMPLE_NPU_FORWARD_DMA")) {
+    options.forward_dma = std::string(env) != "0";
+  }
+  return options;
+}
+
+Emulator::Emulator(const Program& program, EmulatorOptions options)
+    : program_(program),
+      dataflow_(AnalyzeDataflow(program)),
+      transfers_(PlanTransfers(program, dataflow_, options.forward_dma)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {
@@ -208,13 +220,13 @@ void Emulator::Release(std::unique_ptr<Memories> memories) const {
 
 void Emulator::Run(const DramBindings& dram) const {
   std::unique_ptr<Memories> memories = Acquire();
-  Memories* mem = memories.get();
+  const RunContext ctx{program_, transfers_, dram, memories.get()};
   auto execute = [&](int64_t i) {
-    const Command& command = program_.commands[i];
-    if (command.is_dma) {
-      RunDma(program_, dram, mem, command.dma);
+    if (transfers_.skipped[i]) return;
+    if (program_.commands[i].is_dma) {
+      RunDma(ctx, i);
     } else {
-      RunCompute(program_, mem, command.compute);
+      RunCompute(ctx, i);
     }
   };
   // On an exception the memories are dropped, not pooled: a failed run leaves them half-written,

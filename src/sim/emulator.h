@@ -18,6 +18,7 @@
 
 #include "compiler/command_stream.h"
 #include "sim/dataflow.h"
+#include "sim/transfer_plan.h"
 
 namespace example_npu {
 
@@ -31,6 +32,14 @@ struct DramBindings {
 
 class Memories;
 
+struct EmulatorOptions {
+  /*! \brief Forward contiguous transfers instead of copying them (see sim/transfer_plan.h). */
+  bool forward_dma = true;
+  /*! \brief The defaults, with EXAMPLE_NPU_FORWARD_DMA=0 in the environment turning forwarding
+   * off (every transfer then moves its bytes through L1). */
+  static EmulatorOptions FromEnvironment();
+};
+
 /*!
  * \brief Runs a compiled program on emulated memories. Built once per program (it analyses the
  * dataflow and keeps memories for reuse); Run() is thread-safe, each call takes its own memories.
@@ -38,7 +47,7 @@ class Memories;
 class Emulator {
  public:
   /*! \brief `program` must outlive the emulator. */
-  explicit Emulator(const Program& program);
+  explicit Emulator(const Program& program, EmulatorOptions options = EmulatorOptions());
   ~Emulator();
   Emulator(const Emulator&) = delete;
   Emulator& operator=(const Emulator&) = delete;
@@ -47,6 +56,7 @@ class Emulator {
   void Run(const DramBindings& dram) const;
 
   const Dataflow& dataflow() const { return dataflow_; }
+  const TransferPlan& transfers() const { return transfers_; }
 
  private:
   std::unique_ptr<Memories> Acquire() const;
@@ -54,6 +64,7 @@ class Emulator {
 
   const Program& program_;
   Dataflow dataflow_;
+  TransferPlan transfers_;
   int64_t l1_bytes_ = 0;
   int64_t l2_bytes_ = 0;
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.

@@ -1,0 +1,173 @@
+#include "sim/transfer_plan.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+namespace example_npu {
+namespace {
+
+/*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
+using DramKey = std::pair<int, int64_t>;
+
+DramKey KeyOf(const Program& program, const DmaCommand& dma) {
+  const TensorPlacement& placement = program.placements[dma.view.tensor];
+  return DramKey{static_cast<int>(placement.kind), placement.index};
+}
+
+std::vector<int64_t> DenseStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * shape[d + 1];
+  }
+  return strides;
+}
+
+/*! \brief The copy of one DMA (remote strides in tile order against the dense tile) and its
+ * box's element offset in the remote storage. */
+void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int64_t* offset) {
+  const TensorBox& box = dma.box;
+  const DType tensor_type = program.graph.nodes[dma.view.tensor].dtype;
+  *offset = 0;
+  for (size_t d = 0; d < box.begin.size(); ++d) *offset += box.begin[d] * dma.view.strides[d];
+  std::vector<int64_t> remote_strides, extent;
+  for (int64_t axis : box.tile_order) {
+    remote_strides.push_back(dma.view.strides[axis]);
+    extent.push_back(box.extent[axis]);
+  }
+  const std::vector<int64_t> tile_strides = DenseStrides(extent);
+  *copy = dma.store ? BoxCopy(dma.tile.dtype, tile_strides, tensor_type, remote_strides, extent)
+                    : BoxCopy(tensor_type, remote_strides, dma.tile.dtype, tile_strides, extent);
+}
+
+/*! \brief One use of an L1 tile's contents: a compute input, an accumulation or a store. */
+struct TileUse {
+  int64_t command;
+  int64_t input = -1;  // compute input index; -1: not a plain compute input
+};
+
+class GroupForwarder {
+ public:
+  GroupForwarder(const Program& program, const Dataflow& dataflow, TransferPlan* plan)
+      : program_(program), dataflow_(dataflow), plan_(plan) {}
+
+  void Run(const GroupSchedule& group) {
+    FindConflicts(group);
+    std::map<int64_t, int64_t> writer_of;  // L1 offset -> command whose result it holds
+    for (int64_t i = group.begin; i < group.end; ++i) {
+      const Command& command = program_.commands[i];
+      if (command.is_dma) {
+        if (command.dma.tile.tier != Tier::kL1) continue;
+        if (command.dma.store) {
+          Use(writer_of, command.dma.tile.offset, TileUse{i});
+        } else {
+          writer_of[command.dma.tile.offset] = i;
+        }
+        continue;
+      }
+      const ComputeCommand& compute = command.compute;
+      for (size_t k = 0; k < compute.inputs.size(); ++k) {
+        if (compute.inputs[k].tier != Tier::kL1) continue;
+        Use(writer_of, compute.inputs[k].offset, TileUse{i, static_cast<int64_t>(k)});
+      }
+      if (compute.accumulate) Use(writer_of, compute.output.offset, TileUse{i});
+      writer_of[compute.output.offset] = i;
+    }
+    for (const auto& [writer, uses] : uses_) {
+      if (program_.commands[writer].is_dma) {
+        ForwardLoad(writer, uses);
+      } else {
+        ForwardResult(writer, uses);
+      }
+    }
+  }
+
+ private:
+  void Use(const std::map<int64_t, int64_t>& writer_of, int64_t offset, TileUse use) {
+    auto it = writer_of.find(offset);
+    if (it != writer_of.end()) uses_[it->second].push_back(use);
+  }
+
+  /*! \brief DRAM tensors this group both reads and writes, and those with overlapping stores. */
+  void FindConflicts(const GroupSchedule& group) {
+    std::set<DramKey> loaded, stored;
+    for (int64_t i = group.begin; i < group.end; ++i) {
+      const Command& command = program_.commands[i];
+      if (!command.is_dma || command.dma.remote_tier != Tier::kDram) continue;
+      const DramKey key = KeyOf(program_, command.dma);
+      (command.dma.store ? stored : loaded).insert(key);
+      if (!command.dma.store) continue;
+      // A dependency of a store on another store of the tensor means their boxes may overlap.
+      for (int64_t dep : dataflow_.deps[i]) {
+        const Command& other = program_.commands[dep];
+        if (other.is_dma && other.dma.store && KeyOf(program_, other.dma) == key) {
+          conflicted_.insert(key);
+        }
+      }
+    }
+    for (const DramKey& key : loaded) {
+      if (stored.count(key)) conflicted_.insert(key);
+    }
+  }
+
+  bool Forwardable(const DmaCommand& dma, int64_t command) const {
+    return dma.remote_tier == Tier::kDram && plan_->copies[command].contiguous() &&
+           !conflicted_.count(KeyOf(program_, dma));
+  }
+
+  void ForwardLoad(int64_t load, const std::vector<TileUse>& uses) {
+    const DmaCommand& dma = program_.commands[load].dma;
+    if (!Forwardable(dma, load)) return;
+    for (const TileUse& use : uses) {
+      if (use.input < 0) return;  // a store or an accumulation needs the tile itself
+    }
+    for (const TileUse& use : uses) {
+      plan_->input_from[use.command][use.input] =
+          DramRef{dma.view.tensor, plan_->remote_offset[load]};
+    }
+    plan_->skipped[load] = true;
+    ++plan_->forwarded;
+  }
+
+  void ForwardResult(int64_t compute, const std::vector<TileUse>& uses) {
+    if (uses.size() != 1 || program_.commands[compute].compute.accumulate) return;
+    const Command& store = program_.commands[uses[0].command];
+    if (!store.is_dma || !store.dma.store || !Forwardable(store.dma, store.id)) return;
+    plan_->output_to[compute] = DramRef{store.dma.view.tensor, plan_->remote_offset[store.id]};
+    plan_->skipped[store.id] = true;
+    ++plan_->forwarded;
+  }
+
+  const Program& program_;
+  const Dataflow& dataflow_;
+  TransferPlan* plan_;
+  std::set<DramKey> conflicted_;
+  std::map<int64_t, std::vector<TileUse>> uses_;  // writer -> uses of what it wrote
+};
+
+}  // namespace
+
+TransferPlan PlanTransfers(const Program& program, const Dataflow& dataflow, bool forward) {
+  const size_t count = program.commands.size();
+  TransferPlan plan;
+  plan.copies.resize(count);
+  plan.remote_offset.assign(count, 0);
+  plan.skipped.assign(count, false);
+  plan.input_from.resize(count);
+  plan.output_to.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const Command& command = program.commands[i];
+    if (command.is_dma) {
+      PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i]);
+    } else {
+      plan.input_from[i].resize(command.compute.inputs.size());
+    }
+  }
+  if (!forward) return plan;
+  for (const GroupSchedule& group : dataflow.groups) {
+    GroupForwarder(program, dataflow, &plan).Run(group);
+  }
+  return plan;
+}
+
+}  // namespace example_npu

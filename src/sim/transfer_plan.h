@@ -1,0 +1,55 @@
+/*!
+ * \file sim/transfer_plan.h
+ * \brief How the emulator carries out each DMA command on the host, decided once per program.
+ *
+ * Every DMA gets its BoxCopy (coalesced dims, transposes, narrowing) and the element offset of
+ * its box. With forwarding on, a transfer that is a plain contiguous copy of unchanged bytes is
+ * not performed: the compute commands that would read the loaded tile read the DRAM bytes in
+ * place, and a result whose only use is one contiguous store is computed straight into DRAM.
+ * The bytes computed are the same (the skipped copy is exact), and cycles, traffic and energy
+ * still count every transfer: they come from the command stream (sim/timing.h), not from here.
+ * Forwarding off makes the emulator move every byte through L1, as the tests also check.
+ */
+#ifndef EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
+#define EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/command_stream.h"
+#include "sim/dataflow.h"
+#include "sim/dma.h"
+
+namespace example_npu {
+
+/*! \brief A place in a DRAM tensor's storage: graph node and element offset; tensor -1: none. */
+struct DramRef {
+  int64_t tensor = -1;
+  int64_t offset = 0;
+  bool valid() const { return tensor >= 0; }
+};
+
+struct TransferPlan {
+  /*! \brief Per command (default-constructed for compute commands). */
+  std::vector<BoxCopy> copies;
+  /*! \brief Per DMA command: element offset of the box in its remote tensor storage. */
+  std::vector<int64_t> remote_offset;
+  /*! \brief Per command: forwarded, so the emulator does not perform it. */
+  std::vector<bool> skipped;
+  /*! \brief Per compute command, per input: the DRAM bytes it reads instead of its L1 tile. */
+  std::vector<std::vector<DramRef>> input_from;
+  /*! \brief Per compute command: the DRAM bytes it writes instead of its L1 result tile. */
+  std::vector<DramRef> output_to;
+  int64_t forwarded = 0;
+};
+
+/*!
+ * \brief Plans every transfer of `program`; forwards contiguous ones when `forward` is set. A
+ * transfer is forwarded only when no command of its group writes the DRAM tensor it reads (or
+ * reads or overlappingly writes the one it writes), so moving the access in time is invisible.
+ */
+TransferPlan PlanTransfers(const Program& program, const Dataflow& dataflow, bool forward);
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_

@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "compiler/compiler.h"
+#include "sim/dataflow.h"
+#include "sim/emulator.h"
+#include "sim/transfer_plan.h"
+
+namespace example_npu {
+namespace {
+
+// relu(x) + b with b broadcast over channels, then a layout change (NHWC output of a transpose):
+// plain contiguous boxes for the elementwise group, strided ones for the transpose.
+const char* kElementwise = R"({"version": 1, "symbol": "ew", "nodes": [
+  {"op": "input", "name": "x", "shape": [2, 24, 20, 20], "dtype": "float32"},
+  {"op": "const", "name": "b", "shape": [1, 24, 1, 1], "dtype": "float32"},
+  {"op": "nn.relu", "name": "r", "inputs": [0], "shape": [2, 24, 20, 20], "dtype": "float32"},
+  {"op": "add", "name": "a", "inputs": [2, 1], "shape": [2, 24, 20, 20], "dtype": "float32"},
+  {"op": "nn.max_pool2d", "name": "p", "inputs": [3], "shape": [2, 24, 10, 10], "dtype": "float32",
+   "attrs": {"pool_size": [2, 2], "strides": [2, 2], "dilation": [1, 1], "padding": [0, 0, 0, 0],
+             "ceil_mode": false, "count_include_pad": false, "layout": "NCHW"}}],
+  "arg_nodes": [0], "heads": [4, 3]})";
+
+NPUConfig SmallL1() {
+  NPUConfig config;
+  config.l1_sram_kb = 16;
+  return config;
+}
+
+struct Outputs {
+  std::vector<float> pooled;
+  std::vector<float> sum;
+};
+
+Outputs Execute(const Emulator& emulator, const std::vector<float>& x,
+                const std::vector<float>& b) {
+  Outputs run{std::vector<float>(2 * 24 * 10 * 10, -1.0f), std::vector<float>(x.size(), -1.0f)};
+  DramBindings dram;
+  dram.inputs = {x.data()};
+  dram.constants = {b.data()};
+  dram.outputs = {run.pooled.data(), run.sum.data()};
+  emulator.Run(dram);
+  return run;
+}
+
+class EmulatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    x_.resize(2 * 24 * 20 * 20);
+    b_.resize(24);
+    for (float& v : x_) v = uniform(rng);
+    for (float& v : b_) v = uniform(rng);
+  }
+
+  /*! \brief The numpy-style reference of kElementwise. */
+  Outputs Reference() const {
+    Outputs run{std::vector<float>(2 * 24 * 10 * 10), std::vector<float>(x_.size())};
+    for (size_t i = 0; i < x_.size(); ++i) {
+      run.sum[i] = std::max(x_[i], 0.0f) + b_[(i / 400) % 24];
+    }
+    for (int64_t plane = 0; plane < 48; ++plane) {
+      for (int64_t h = 0; h < 10; ++h) {
+        for (int64_t w = 0; w < 10; ++w) {
+          const float* s = &run.sum[plane * 400 + 2 * h * 20 + 2 * w];
+          run.pooled[plane * 100 + h * 10 + w] = std::max({s[0], s[1], s[20], s[21]});
+        }
+      }
+    }
+    return run;
+  }
+
+  std::vector<float> x_, b_;
+};
+
+TEST_F(EmulatorTest, ForwardedAndMaterialisedTransfersComputeTheSameBits) {
+  for (const NPUConfig& config : {NPUConfig(), SmallL1()}) {
+    const Program program = Compile(ParseGraph(kElementwise), config);
+    const Emulator forwarding(program, EmulatorOptions{true});
+    const Emulator copying(program, EmulatorOptions{false});
+    EXPECT_GT(forwarding.transfers().forwarded, 0);
+    EXPECT_EQ(copying.transfers().forwarded, 0);
+    const Outputs expected = Reference();
+    const Outputs forwarded = Execute(forwarding, x_, b_);
+    const Outputs copied = Execute(copying, x_, b_);
+    EXPECT_EQ(forwarded.sum, expected.sum);
+    EXPECT_EQ(forwarded.pooled, expected.pooled);
+    EXPECT_EQ(copied.sum, expected.sum);
+    EXPECT_EQ(copied.pooled, expected.pooled);
+  }
+}
+
+TEST_F(EmulatorTest, OnlyContiguousUnchangedTransfersAreForwarded) {
+  const Program program = Compile(ParseGraph(kElementwise), SmallL1());
+  const Emulator emulator(program);
+  const TransferPlan& plan = emulator.transfers();
+  for (const Command& command : program.commands) {
+    if (command.is_dma && plan.skipped[command.id]) {
+      EXPECT_TRUE(plan.copies[command.id].contiguous()) << "command " << command.id;
+      EXPECT_EQ(command.dma.remote_tier, Tier::kDram);
+    }
+    if (!command.is_dma) {
+      // A forwarded input or result always points at a DRAM tensor of the graph.
+      for (const DramRef& ref : plan.input_from[command.id]) {
+        if (ref.valid()) EXPECT_LT(ref.tensor, static_cast<int64_t>(program.graph.nodes.size()));
+      }
+    }
+  }
+}
+
+TEST_F(EmulatorTest, ConcurrentRunsAreDeterministic) {
+  const Program program = Compile(ParseGraph(kElementwise), SmallL1());
+  const Emulator emulator(program);
+  bool any_concurrent = false;
+  for (const GroupSchedule& group : emulator.dataflow().groups) {
+    any_concurrent |= group.concurrent;
+    EXPECT_FALSE(group.tile_starts.empty());
+    EXPECT_EQ(group.tile_starts.front(), group.begin);
+  }
+  EXPECT_TRUE(any_concurrent);
+  const Outputs first = Execute(emulator, x_, b_);
+  for (int i = 0; i < 20; ++i) {
+    const Outputs again = Execute(emulator, x_, b_);
+    ASSERT_EQ(again.sum, first.sum) << "run " << i;
+    ASSERT_EQ(again.pooled, first.pooled) << "run " << i;
+  }
+}
+
+TEST(DataflowTest, DependenciesPointBackwardsWithinTheirGroup) {
+  const Program program = Compile(ParseGraph(kElementwise), SmallL1());
+  const Dataflow dataflow = AnalyzeDataflow(program);
+  ASSERT_EQ(dataflow.groups.size(), program.groups.size());
+  for (const GroupSchedule& group : dataflow.groups) {
+    for (int64_t i = group.begin; i < group.end; ++i) {
+      for (int64_t dep : dataflow.deps[i]) {
+        EXPECT_GE(dep, group.begin);
+        EXPECT_LT(dep, i);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace example_npu
