@@ -8,8 +8,8 @@ same inputs) and runs it three ways:
   torch  the torch.nn.functional equivalent on the same numpy inputs (optional)
 
 Outputs are checked against each other before anything is timed. Each timing is the median of
-several calls after a warm-up. The script exits 1 when the NPU is slower than TVM's LLVM build on
-any op (tvm/npu < 1.0), unless --no-fail is given.
+several calls after a warm-up, each library timed in its own blocks. The script exits 1 when the
+NPU is slower than TVM's LLVM build on any op (tvm/npu < 1.0), unless --no-fail is given.
 
     python benchmarks/bench_ops.py [--repeat N] [--only SUBSTRING] [--no-fail]
 """
@@ -209,11 +209,16 @@ def make_inputs(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
     return inputs
 
 
-def time_interleaved(fns: list[Callable[[], object]], repeat: int, budget_s: float = 2.0):
-    """Median wall time (ms) of each fn after a warm-up.
+def time_blocks(
+    fns: list[Callable[[], object]], repeat: int, budget_s: float = 2.0, rounds: int = 3
+):
+    """Median wall time (ms) of each fn, timed in blocks.
 
-    The calls are interleaved (fn0, fn1, fn2, fn0, ...) so that all of them see the same machine
-    load; long ops get fewer repeats, bounded by budget_s for the whole case.
+    Each round times every fn in its own block (a warm-up call, then back-to-back calls), after a
+    short pause. Blocks keep one library's spinning worker threads (TVM's, PyTorch's OpenMP pool,
+    ours) from stealing the cores from the next library's call, which alternating single calls
+    would do; repeating the rounds spreads any change in machine load over all columns. Long ops
+    get fewer repeats, bounded by budget_s for the whole case.
     """
     first = []
     for fn in fns:
@@ -221,13 +226,16 @@ def time_interleaved(fns: list[Callable[[], object]], repeat: int, budget_s: flo
         start = time.perf_counter()
         fn()
         first.append(time.perf_counter() - start)
-    n = max(5, min(repeat, math.ceil(budget_s / max(sum(first), 1e-9))))
+    per_block = max(2, min(repeat, math.ceil(budget_s / max(sum(first), 1e-9))) // rounds)
     samples = [[] for _ in fns]
-    for _ in range(n):
+    for _ in range(rounds):
         for fn, out in zip(fns, samples, strict=True):
-            start = time.perf_counter()
+            time.sleep(0.05)  # let the previous block's worker threads go idle
             fn()
-            out.append(time.perf_counter() - start)
+            for _ in range(per_block):
+                start = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - start)
     return [statistics.median(s) * 1e3 for s in samples]
 
 
@@ -266,7 +274,7 @@ def run_case(case: Case, repeat: int, rng: np.random.Generator) -> dict:
                 return case.torch_fn(*tensors)
 
         fns["torch"] = torch_call
-    times = time_interleaved(list(fns.values()), repeat)
+    times = time_blocks(list(fns.values()), repeat)
     row = {"torch": None, **dict(zip(fns, times, strict=True))}
     return row
 
