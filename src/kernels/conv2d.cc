@@ -229,5 +229,22 @@ void Conv2d(const float* input, const Shape& in_shape, const float* weight,
   }
 }
 
+bool IsDepthwiseNhwc(const Shape& in_shape, const Shape& weight_shape, const Conv2dParams& params) {
+  return params.data_layout == DataLayout::kNHWC && params.kernel_layout == KernelLayout::kHWIO &&
+         in_shape.size() == 4 && weight_shape.size() == 4 && params.groups == in_shape[3] &&
+         weight_shape[2] == 1 && weight_shape[3] == params.groups;
+}
+
+void DepthwiseConvStrided(const float* input, const Shape& in_shape, const PixelStrides& in_strides,
+                          const float* weight, const Shape& weight_shape, float* out,
+                          const Shape& out_shape, const PixelStrides& out_strides,
+                          const Conv2dParams& params) {
+  TVM_FFI_ICHECK(IsDepthwiseNhwc(in_shape, weight_shape, params))
+      << "DepthwiseConvStrided: not a depthwise NHWC / HWIO convolution";
+  const ConvGeometry g = MakeGeometry(in_shape, weight_shape, out_shape, params);
+  if (NumElements(out_shape) == 0) return;
+  DepthwiseNhwc(input, in_strides, weight, out, out_strides, g, params);
+}
+
 }  // namespace kernels
 }  // namespace example_npu

@@ -34,6 +34,11 @@ struct ConvGeometry {
 void DepthwiseConv(const float* input, const float* weight, float* out, const ConvGeometry& g,
                    const Conv2dParams& p);
 
+/*! \brief Depthwise NHWC convolution with strided input and output pixels (see kernels.h). */
+void DepthwiseNhwc(const float* input, const PixelStrides& in_strides, const float* weight,
+                   float* out, const PixelStrides& out_strides, const ConvGeometry& g,
+                   const Conv2dParams& p);
+
 }  // namespace kernels
 }  // namespace example_npu
 

@@ -67,21 +67,24 @@ EXAMPLE_NPU_INLINE void PixelBlock(const float* const* tap_in, const float* cons
   }
 }
 
-/*! \brief Every channel of kP pixels: two vectors at a time, then one, then scalars. */
+/*!
+ * \brief Every channel of kP pixels (input pixels `pixel_step` apart, output pixels `out_step`
+ * apart): two vectors at a time, then one, then scalars.
+ */
 template <int kP>
 void Pixels(const float* const* tap_in, const float* const* tap_w, int64_t taps, int64_t pixel_step,
-            int64_t channels, float* out_px) {
+            int64_t channels, float* out_px, int64_t out_step) {
   const int64_t vec_end = channels - channels % simd::kLanes;
   int64_t c = 0;
   for (; c + 2 * simd::kLanes <= vec_end; c += 2 * simd::kLanes) {
-    PixelBlock<kP, 2>(tap_in, tap_w, taps, pixel_step, c, out_px, channels);
+    PixelBlock<kP, 2>(tap_in, tap_w, taps, pixel_step, c, out_px, out_step);
   }
-  if (c < vec_end) PixelBlock<kP, 1>(tap_in, tap_w, taps, pixel_step, c, out_px, channels);
+  if (c < vec_end) PixelBlock<kP, 1>(tap_in, tap_w, taps, pixel_step, c, out_px, out_step);
   for (c = vec_end; c < channels; ++c) {
     for (int p = 0; p < kP; ++p) {
       float acc = 0.0f;
       for (int64_t t = 0; t < taps; ++t) acc += tap_in[t][p * pixel_step + c] * tap_w[t][c];
-      out_px[p * channels + c] = acc;
+      out_px[p * out_step + c] = acc;
     }
   }
 }
@@ -144,12 +147,14 @@ void DepthwisePlanes(const float* input, const float* weight, float* out, const 
 }
 
 /*!
- * \brief NHWC rows [begin, end) of (n, oh) with an HWIO [kh, kw, 1, C] weight. Channels go eight
- * to a vector; output pixels whose taps are all inside the row go four at a time (they share the
- * tap pattern, shifted by the stride), edge pixels one at a time over their valid taps.
+ * \brief NHWC rows [begin, end) of (n, oh) with an HWIO [kh, kw, 1, C] weight; input and output
+ * pixels are addressed through their strides (channels contiguous). Channels go eight to a
+ * vector; output pixels whose taps are all inside the row go four at a time (they share the tap
+ * pattern, shifted by the stride), edge pixels one at a time over their valid taps.
  */
-void DepthwiseRows(const float* input, const float* weight, float* out, const ConvGeometry& g,
-                   const Conv2dParams& p, int64_t begin, int64_t end) {
+void DepthwiseRows(const float* input, const PixelStrides& in, const float* weight, float* out,
+                   const PixelStrides& out_strides, const ConvGeometry& g, const Conv2dParams& p,
+                   int64_t begin, int64_t end) {
   const int64_t channels = g.in_channels;
   const int64_t sw = p.strides[1], dw = p.dilation[1];
   std::vector<const float*> tap_in(g.kernel_h * g.kernel_w);
@@ -161,13 +166,14 @@ void DepthwiseRows(const float* input, const float* weight, float* out, const Co
   const int64_t interior_end =
       last_start < 0 ? interior_begin
                      : std::max(interior_begin, std::min(g.out_w, last_start / sw + 1));
+  const int64_t out_step = out_strides.pixel;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / g.out_h;
     const int64_t oh = r % g.out_h;
     const int64_t h_base = oh * p.strides[0] - p.padding[0];
     const Range khs = ValidRange(h_base, p.dilation[0], g.in_h, g.kernel_h);
-    const float* in_row = input + (n * g.in_h) * g.in_w * channels;
-    float* out_row = out + (n * g.out_h + oh) * g.out_w * channels;
+    const float* in_batch = input + n * in.batch;
+    float* out_row = out + n * out_strides.batch + oh * out_strides.row;
     // The taps of output column ow; returns how many are valid.
     auto gather_taps = [&](int64_t ow) {
       const int64_t w_base = ow * sw - p.padding[1];
@@ -176,45 +182,61 @@ void DepthwiseRows(const float* input, const float* weight, float* out, const Co
       for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
         for (int64_t kw = kws.begin; kw < kws.end; ++kw) {
           const int64_t ih = h_base + kh * p.dilation[0];
-          tap_in[taps] = in_row + (ih * g.in_w + w_base + kw * dw) * channels;
+          tap_in[taps] = in_batch + ih * in.row + (w_base + kw * dw) * in.pixel;
           tap_w[taps++] = weight + (kh * g.kernel_w + kw) * channels;
         }
       }
       return taps;
     };
-    const int64_t step = sw * channels;
+    const int64_t step = sw * in.pixel;
     int64_t ow = 0;
     for (; ow < interior_begin; ++ow) {
       Pixels<1>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
-                out_row + ow * channels);
+                out_row + ow * out_step, out_step);
     }
-    for (; ow + 4 <= interior_end; ow += 4) {
-      Pixels<4>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
-                out_row + ow * channels);
+    if (ow + 4 <= interior_end) {
+      // Interior blocks share one tap pattern: gather it once, then shift it along the row.
+      const int64_t taps = gather_taps(ow);
+      for (; ow + 4 <= interior_end; ow += 4) {
+        Pixels<4>(tap_in.data(), tap_w.data(), taps, step, channels, out_row + ow * out_step,
+                  out_step);
+        for (int64_t t = 0; t < taps; ++t) tap_in[t] += 4 * step;
+      }
     }
     for (; ow < g.out_w; ++ow) {
       Pixels<1>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
-                out_row + ow * channels);
+                out_row + ow * out_step, out_step);
     }
   }
+}
+
+PixelStrides DenseNhwc(int64_t h, int64_t w, int64_t c) {
+  return PixelStrides{h * w * c, w * c, c};
 }
 
 }  // namespace
 
 void DepthwiseConv(const float* input, const float* weight, float* out, const ConvGeometry& g,
                    const Conv2dParams& p) {
-  const int64_t taps = g.kernel_h * g.kernel_w;
   if (p.data_layout == DataLayout::kNCHW) {
-    const int64_t plane_work = std::max<int64_t>(g.out_h * g.out_w * taps, 1);
+    const int64_t plane_work = std::max<int64_t>(g.out_h * g.out_w * g.kernel_h * g.kernel_w, 1);
     ParallelFor(
         g.batch * g.in_channels, std::max<int64_t>(1, (1 << 16) / plane_work),
         [&](int64_t begin, int64_t end) { DepthwisePlanes(input, weight, out, g, p, begin, end); });
   } else {
-    const int64_t row_work = std::max<int64_t>(g.out_w * g.in_channels * taps, 1);
-    ParallelFor(
-        g.batch * g.out_h, std::max<int64_t>(1, (1 << 16) / row_work),
-        [&](int64_t begin, int64_t end) { DepthwiseRows(input, weight, out, g, p, begin, end); });
+    DepthwiseNhwc(input, DenseNhwc(g.in_h, g.in_w, g.in_channels), weight, out,
+                  DenseNhwc(g.out_h, g.out_w, g.out_channels), g, p);
   }
+}
+
+void DepthwiseNhwc(const float* input, const PixelStrides& in_strides, const float* weight,
+                   float* out, const PixelStrides& out_strides, const ConvGeometry& g,
+                   const Conv2dParams& p) {
+  const int64_t row_work = std::max<int64_t>(g.out_w * g.in_channels * g.kernel_h * g.kernel_w, 1);
+  ParallelFor(g.batch * g.out_h, std::max<int64_t>(1, (1 << 16) / row_work),
+              [&](int64_t begin, int64_t end) {
+                DepthwiseRows(input, in_strides, weight, out, out_strides, g, p, begin, end);
+              });
 }
 
 }  // namespace kernels

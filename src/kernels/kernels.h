@@ -53,6 +53,26 @@ void Conv2d(const float* input, const Shape& in_shape, const float* weight,
             const Shape& weight_shape, float* out, const Shape& out_shape,
             const Conv2dParams& params);
 
+/*! \brief Element strides of an NHWC view whose channels are contiguous. */
+struct PixelStrides {
+  int64_t batch;
+  int64_t row;
+  int64_t pixel;
+};
+
+/*! \brief Whether Conv2d with these shapes is a depthwise NHWC / HWIO convolution. */
+bool IsDepthwiseNhwc(const Shape& in_shape, const Shape& weight_shape, const Conv2dParams& params);
+
+/*!
+ * \brief A depthwise NHWC / HWIO convolution (IsDepthwiseNhwc) that reads its input and writes
+ * its output through pixel strides: how the vector engine consumes a tile where it lies in
+ * DRAM. Equal to Conv2d on dense copies of the same views.
+ */
+void DepthwiseConvStrided(const float* input, const Shape& in_shape, const PixelStrides& in_strides,
+                          const float* weight, const Shape& weight_shape, float* out,
+                          const Shape& out_shape, const PixelStrides& out_strides,
+                          const Conv2dParams& params);
+
 enum class PoolKind { kMax, kAvg };
 
 /*! \brief Attributes of 2-D pooling; padding is {top, left, bottom, right}. */

@@ -187,6 +187,46 @@ TEST(Conv2dTest, SizesCrossingGemmBlocksAndVectorWidths) {
   for (const ConvCase& c : cases) CheckConv(c, &rng);
 }
 
+TEST(Conv2dTest, StridedDepthwiseNhwcEqualsDenseCopies) {
+  // The views are channel slices of wider tensors: pixel strides larger than the channel count.
+  std::mt19937 rng(25);
+  for (const ConvCase& c :
+       std::vector<ConvCase>{{1, 16, 6, 58, 16, 3, 3, {1, 1}, {0, 1, 0, 1}, {1, 1}, 16},
+                             {2, 24, 9, 11, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 2}, 24},
+                             {1, 19, 7, 30, 19, 5, 3, {1, 3}, {2, 0, 2, 1}, {1, 1}, 19}}) {
+    Conv2dParams p{c.strides, c.padding,         c.dilation,
+                   c.groups,  DataLayout::kNHWC, KernelLayout::kHWIO};
+    const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, DataLayout::kNHWC);
+    const Shape w_shape = WeightShape(c, KernelLayout::kHWIO);
+    const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), DataLayout::kNHWC);
+    ASSERT_TRUE(IsDepthwiseNhwc(in_shape, w_shape, p));
+    const std::vector<float> in = RandomVector(NumElements(in_shape), &rng);
+    const std::vector<float> w = RandomVector(NumElements(w_shape), &rng);
+    std::vector<float> expected(NumElements(out_shape));
+    Conv2d(in.data(), in_shape, w.data(), w_shape, expected.data(), out_shape, p);
+    // Embed the input at channel 5 of a 3x wider tensor; write the output at channel 3 of one.
+    const int64_t wide_in = 3 * c.c_in, wide_out = 3 * c.c_out;
+    std::vector<float> big_in(c.n * c.h * c.w * wide_in, 99.0f);
+    for (int64_t px = 0; px < c.n * c.h * c.w; ++px) {
+      std::copy_n(&in[px * c.c_in], c.c_in, &big_in[px * wide_in + 5]);
+    }
+    std::vector<float> big_out(c.n * c.OutH() * c.OutW() * wide_out, -7.0f);
+    DepthwiseConvStrided(&big_in[5], in_shape, {c.h * c.w * wide_in, c.w * wide_in, wide_in},
+                         w.data(), w_shape, &big_out[3], out_shape,
+                         {c.OutH() * c.OutW() * wide_out, c.OutW() * wide_out, wide_out}, p);
+    for (int64_t px = 0; px < c.n * c.OutH() * c.OutW(); ++px) {
+      for (int64_t ch = 0; ch < wide_out; ++ch) {
+        const float got = big_out[px * wide_out + ch];
+        if (ch >= 3 && ch < 3 + c.c_out) {
+          ASSERT_EQ(got, expected[px * c.c_out + ch - 3]) << "pixel " << px << " channel " << ch;
+        } else {
+          ASSERT_EQ(got, -7.0f) << "wrote outside the view at pixel " << px;
+        }
+      }
+    }
+  }
+}
+
 TEST(Conv2dTest, KnownValues) {
   // 3x3 ramp, 2x2 kernel [[1, 2], [3, 4]]: cross-correlation, not convolution (no kernel flip).
   const std::vector<float> in = {0, 1, 2, 3, 4, 5, 6, 7, 8};
