@@ -32,6 +32,8 @@ class BoxCopy {
 
   void Run(const uint8_t* src, uint8_t* dst) const;
 
+  /*! \brief Elements are copied as they are: no conversion and no transpose. */
+  bool unchanged() const { return kind_ == Kind::kSameType; }
   /*! \brief Both sides are one dense run of the same element type: the copy is a memcpy. */
   bool contiguous() const {
     return kind_ == Kind::kSameType && dims_.size() == 1 && dims_[0].src_stride == 1 &&

@@ -149,7 +149,10 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     const TileRef& tile = compute.inputs[i];
     const uint8_t* base = input_from[i].valid() ? ctx.Dram(input_from[i]) : ctx.Tile(tile);
     aliased |= base == output;
-    if (tile.dtype == DType::kFloat32 || tile.dtype == DType::kInt64) {
+    if (input_from[i].view >= 0) {
+      inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape,
+                                  &ctx.plan.remote_strides[input_from[i].view]});
+    } else if (tile.dtype == DType::kFloat32 || tile.dtype == DType::kInt64) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
     } else {
       Widen(base, tile.dtype, kernels::NumElements(tile.shape), &widened[i]);
@@ -162,6 +165,13 @@ void RunCompute(const RunContext& ctx, int64_t command) {
   }
   float* out = reinterpret_cast<float*>(output);
   const int64_t size = kernels::NumElements(compute.output.shape);
+  if (output_to.view >= 0) {
+    TVM_FFI_ICHECK(!compute.accumulate && !compute.round_to_half && !aliased)
+        << "only a plain float32 result is computed into a strided DRAM view";
+    RunOp(node.op, compute.attrs, inputs, out, compute.output.shape,
+          &ctx.plan.remote_strides[output_to.view]);
+    return;
+  }
   if (!compute.accumulate && !aliased) {
     RunOp(node.op, compute.attrs, inputs, out, compute.output.shape);
   } else {

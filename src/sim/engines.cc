@@ -39,11 +39,37 @@ kernels::UnaryOp ToUnaryOp(OpKind op) {
   }
 }
 
+kernels::PixelStrides Pixels(const std::vector<int64_t>& strides) {
+  TVM_FFI_ICHECK(strides.size() == 4 && strides[3] == 1) << "strided NHWC view expected";
+  return kernels::PixelStrides{strides[0], strides[1], strides[2]};
+}
+
+kernels::PixelStrides DensePixels(const kernels::Shape& shape) {
+  return kernels::PixelStrides{shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3]};
+}
+
 }  // namespace
 
+bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs) {
+  if (op != OpKind::kConv2d || inputs.size() < 2) return false;
+  const ConvAttrs* conv = std::get_if<ConvAttrs>(&attrs);
+  return conv != nullptr &&
+         kernels::IsDepthwiseNhwc(*inputs[0].shape, *inputs[1].shape, conv->params);
+}
+
 void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, float* out,
-           const kernels::Shape& out_shape) {
+           const kernels::Shape& out_shape, const std::vector<int64_t>* out_strides) {
   const int64_t size = kernels::NumElements(out_shape);
+  if (in.size() > 0 && (in[0].strides != nullptr || out_strides != nullptr)) {
+    TVM_FFI_ICHECK(StridedView(op, attrs, in)) << OpKindName(op) << " takes dense tiles only";
+    const kernels::Shape& in_shape = *in[0].shape;
+    kernels::DepthwiseConvStrided(in[0].data, in_shape,
+                                  in[0].strides ? Pixels(*in[0].strides) : DensePixels(in_shape),
+                                  in[1].data, *in[1].shape, out, out_shape,
+                                  out_strides ? Pixels(*out_strides) : DensePixels(out_shape),
+                                  std::get<ConvAttrs>(attrs).params);
+    return;
+  }
   switch (op) {
     case OpKind::kMatmul:
       kernels::Matmul(in[0].data, *in[0].shape, in[1].data, *in[1].shape, out, out_shape);

@@ -4,6 +4,8 @@
 #include <set>
 #include <utility>
 
+#include "sim/engines.h"
+
 namespace example_npu {
 namespace {
 
@@ -25,19 +27,21 @@ std::vector<int64_t> DenseStrides(const Shape& shape) {
 
 /*! \brief The copy of one DMA (remote strides in tile order against the dense tile) and its
  * box's element offset in the remote storage. */
-void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int64_t* offset) {
+void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int64_t* offset,
+              std::vector<int64_t>* remote_strides) {
   const TensorBox& box = dma.box;
   const DType tensor_type = program.graph.nodes[dma.view.tensor].dtype;
   *offset = 0;
   for (size_t d = 0; d < box.begin.size(); ++d) *offset += box.begin[d] * dma.view.strides[d];
-  std::vector<int64_t> remote_strides, extent;
+  std::vector<int64_t> extent;
+  remote_strides->clear();
   for (int64_t axis : box.tile_order) {
-    remote_strides.push_back(dma.view.strides[axis]);
+    remote_strides->push_back(dma.view.strides[axis]);
     extent.push_back(box.extent[axis]);
   }
   const std::vector<int64_t> tile_strides = DenseStrides(extent);
-  *copy = dma.store ? BoxCopy(dma.tile.dtype, tile_strides, tensor_type, remote_strides, extent)
-                    : BoxCopy(tensor_type, remote_strides, dma.tile.dtype, tile_strides, extent);
+  *copy = dma.store ? BoxCopy(dma.tile.dtype, tile_strides, tensor_type, *remote_strides, extent)
+                    : BoxCopy(tensor_type, *remote_strides, dma.tile.dtype, tile_strides, extent);
 }
 
 /*! \brief One use of an L1 tile's contents: a compute input, an accumulation or a store. */
@@ -110,20 +114,41 @@ class GroupForwarder {
     }
   }
 
-  bool Forwardable(const DmaCommand& dma, int64_t command) const {
-    return dma.remote_tier == Tier::kDram && plan_->copies[command].contiguous() &&
-           !conflicted_.count(KeyOf(program_, dma));
+  /*! \brief How a transfer can be skipped: not at all, as a dense run, or as a strided view. */
+  enum class Forward { kNo, kDense, kStrided };
+
+  Forward HowToForward(const DmaCommand& dma, int64_t command) const {
+    const BoxCopy& copy = plan_->copies[command];
+    if (dma.remote_tier != Tier::kDram || conflicted_.count(KeyOf(program_, dma))) {
+      return Forward::kNo;
+    }
+    if (copy.contiguous()) return Forward::kDense;
+    const std::vector<int64_t>& strides = plan_->remote_strides[command];
+    const bool float_view = copy.unchanged() && dma.tile.dtype == DType::kFloat32 &&
+                            !strides.empty() && strides.back() == 1;
+    return float_view ? Forward::kStrided : Forward::kNo;
+  }
+
+  /*! \brief Whether compute `command` can take input 0 and its output as strided views. */
+  bool TakesViews(int64_t command) const {
+    const ComputeCommand& compute = program_.commands[command].compute;
+    std::vector<OperandF32> operands;
+    for (const TileRef& tile : compute.inputs) operands.push_back(OperandF32{nullptr, &tile.shape});
+    return StridedView(program_.graph.nodes[compute.node].op, compute.attrs, operands);
   }
 
   void ForwardLoad(int64_t load, const std::vector<TileUse>& uses) {
     const DmaCommand& dma = program_.commands[load].dma;
-    if (!Forwardable(dma, load)) return;
+    const Forward how = HowToForward(dma, load);
+    if (how == Forward::kNo) return;
     for (const TileUse& use : uses) {
       if (use.input < 0) return;  // a store or an accumulation needs the tile itself
+      if (how == Forward::kStrided && (use.input != 0 || !TakesViews(use.command))) return;
     }
+    const int64_t view = how == Forward::kStrided ? load : -1;
     for (const TileUse& use : uses) {
       plan_->input_from[use.command][use.input] =
-          DramRef{dma.view.tensor, plan_->remote_offset[load]};
+          DramRef{dma.view.tensor, plan_->remote_offset[load], view};
     }
     plan_->skipped[load] = true;
     ++plan_->forwarded;
@@ -132,8 +157,11 @@ class GroupForwarder {
   void ForwardResult(int64_t compute, const std::vector<TileUse>& uses) {
     if (uses.size() != 1 || program_.commands[compute].compute.accumulate) return;
     const Command& store = program_.commands[uses[0].command];
-    if (!store.is_dma || !store.dma.store || !Forwardable(store.dma, store.id)) return;
-    plan_->output_to[compute] = DramRef{store.dma.view.tensor, plan_->remote_offset[store.id]};
+    if (!store.is_dma || !store.dma.store) return;
+    const Forward how = HowToForward(store.dma, store.id);
+    if (how == Forward::kNo || (how == Forward::kStrided && !TakesViews(compute))) return;
+    plan_->output_to[compute] = DramRef{store.dma.view.tensor, plan_->remote_offset[store.id],
+                                        how == Forward::kStrided ? store.id : -1};
     plan_->skipped[store.id] = true;
     ++plan_->forwarded;
   }
@@ -152,13 +180,15 @@ TransferPlan PlanTransfers(const Program& program, const Dataflow& dataflow, boo
   TransferPlan plan;
   plan.copies.resize(count);
   plan.remote_offset.assign(count, 0);
+  plan.remote_strides.resize(count);
   plan.skipped.assign(count, false);
   plan.input_from.resize(count);
   plan.output_to.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const Command& command = program.commands[i];
     if (command.is_dma) {
-      PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i]);
+      PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i],
+               &plan.remote_strides[i]);
     } else {
       plan.input_from[i].resize(command.compute.inputs.size());
     }

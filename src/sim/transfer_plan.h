@@ -22,10 +22,14 @@
 
 namespace example_npu {
 
-/*! \brief A place in a DRAM tensor's storage: graph node and element offset; tensor -1: none. */
+/*!
+ * \brief A place in a DRAM tensor's storage: graph node and element offset (tensor -1: none),
+ * dense, or seen through the box strides of DMA command `view` (see StridedView in engines.h).
+ */
 struct DramRef {
   int64_t tensor = -1;
   int64_t offset = 0;
+  int64_t view = -1;
   bool valid() const { return tensor >= 0; }
 };
 
@@ -34,6 +38,8 @@ struct TransferPlan {
   std::vector<BoxCopy> copies;
   /*! \brief Per DMA command: element offset of the box in its remote tensor storage. */
   std::vector<int64_t> remote_offset;
+  /*! \brief Per DMA command: element strides of the box in its remote storage, in tile order. */
+  std::vector<std::vector<int64_t>> remote_strides;
   /*! \brief Per command: forwarded, so the emulator does not perform it. */
   std::vector<bool> skipped;
   /*! \brief Per compute command, per input: the DRAM bytes it reads instead of its L1 tile. */
