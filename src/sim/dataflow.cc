@@ -13,49 +13,24 @@
 namespace example_npu {
 namespace {
 
-/*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
-using DramKey = std::pair<int, int64_t>;
-
-struct DramAccess {
-  int64_t command;
-  const DmaCommand* dma;
-};
-
-/*!
- * \brief Whether two boxes of one tensor may touch the same bytes. Exact for boxes seen through
- * the same strides; any other pair is assumed to overlap.
- */
-bool MayOverlap(const DmaCommand& a, const DmaCommand& b) {
-  if (a.view.strides != b.view.strides) return true;
-  for (size_t d = 0; d < a.box.begin.size(); ++d) {
-    const int64_t a_end = a.box.begin[d] + a.box.extent[d];
-    const int64_t b_end = b.box.begin[d] + b.box.extent[d];
-    if (a_end <= b.box.begin[d] || b_end <= a.box.begin[d]) return false;
-  }
-  return true;
-}
-
-void AddConflicts(const std::vector<DramAccess>& earlier, const DmaCommand& dma,
-                  std::vector<int64_t>* deps) {
-  for (const DramAccess& access : earlier) {
-    if (MayOverlap(*access.dma, dma)) deps->push_back(access.command);
-  }
-}
-
 int64_t TileBytes(const TileRef& tile) {
   return kernels::NumElements(tile.shape) * DTypeBytes(tile.dtype);
 }
 
+/*! \brief An on-chip buffer: tier and byte offset (a slot of L1, a staging area of L2). */
+using BufferKey = std::pair<int, int64_t>;
+
+BufferKey KeyOf(const TileRef& tile) { return BufferKey{static_cast<int>(tile.tier), tile.offset}; }
+
 /*!
- * \brief The compiler orders accesses per L1 slot (its offset); commands on different slots may
- * run at the same time, so slots must not share bytes. Checked, not assumed: a planner bug would
- * otherwise be a data race.
+ * \brief Hazards are tracked per buffer (tier, offset), which is exact only if buffers at
+ * different offsets never share bytes: checked, not assumed, as a planner bug would otherwise be
+ * a data race between concurrent commands.
  */
-void CheckSlotsDisjoint(const Program& program, const GroupSchedule& group) {
-  std::map<int64_t, int64_t> slot_bytes;  // L1 offset -> largest tile stored there
+void CheckBuffersDisjoint(const Program& program, const GroupSchedule& group) {
+  std::map<BufferKey, int64_t> buffer_bytes;  // -> the largest tile stored there
   auto note = [&](const TileRef& tile) {
-    if (tile.tier != Tier::kL1) return;
-    int64_t& bytes = slot_bytes[tile.offset];
+    int64_t& bytes = buffer_bytes[KeyOf(tile)];
     bytes = std::max(bytes, TileBytes(tile));
   };
   for (int64_t i = group.begin; i < group.end; ++i) {
@@ -67,13 +42,111 @@ void CheckSlotsDisjoint(const Program& program, const GroupSchedule& group) {
       note(command.compute.output);
     }
   }
+  BufferKey previous{-1, 0};
   int64_t end = 0;
-  for (const auto& [offset, bytes] : slot_bytes) {
-    TVM_FFI_ICHECK_LE(end, offset) << "group " << program.commands[group.begin].group
-                                   << ": L1 tiles overlap below offset " << end;
-    end = offset + bytes;
+  for (const auto& [key, bytes] : buffer_bytes) {
+    if (key.first != previous.first) end = 0;  // a new tier
+    TVM_FFI_ICHECK_LE(end, key.second) << "group " << program.commands[group.begin].group
+                                       << ": on-chip tiles overlap below offset " << end;
+    previous = key;
+    end = key.second + bytes;
   }
 }
+
+/*!
+ * \brief Read-after-write, write-after-read and write-after-write dependencies of one group,
+ * derived from what each command actually touches once forwarding is decided: on-chip buffers
+ * by (tier, offset), DRAM tensors by box. Forwarded transfers touch nothing and wait for nothing.
+ */
+class HazardTracker {
+ public:
+  HazardTracker(const Program& program, const TransferPlan& plan, Dataflow* dataflow)
+      : program_(program), plan_(plan), dataflow_(dataflow) {}
+
+  void Add(int64_t i) {
+    if (plan_.skipped[i]) return;
+    deps_ = &dataflow_->deps[i];
+    const Command& command = program_.commands[i];
+    if (command.is_dma) {
+      const DmaCommand& dma = command.dma;
+      if (dma.store) {
+        Read(i, KeyOf(dma.tile));
+        WriteDram(i, dma);
+      } else {
+        if (dma.remote_tier == Tier::kL2) {
+          Read(i, BufferKey{static_cast<int>(Tier::kL2), dma.remote_offset});
+        } else {
+          ReadDram(i, dma);
+        }
+        Write(i, KeyOf(dma.tile));
+      }
+    } else {
+      // Forwarded operands read or write DRAM tensors that no other command of the group
+      // writes (or touches, for a result): the transfer plan guarantees it.
+      const ComputeCommand& compute = command.compute;
+      for (size_t k = 0; k < compute.inputs.size(); ++k) {
+        if (!plan_.input_from[i][k].valid()) Read(i, KeyOf(compute.inputs[k]));
+      }
+      if (!plan_.output_to[i].valid()) {
+        if (compute.accumulate) Read(i, KeyOf(compute.output));
+        Write(i, KeyOf(compute.output));
+      }
+    }
+    std::sort(deps_->begin(), deps_->end());
+    deps_->erase(std::unique(deps_->begin(), deps_->end()), deps_->end());
+    deps_->erase(std::remove(deps_->begin(), deps_->end(), i), deps_->end());
+  }
+
+ private:
+  struct Buffer {
+    int64_t writer = -1;
+    std::vector<int64_t> readers;  // since the last write
+  };
+  struct DramAccess {
+    int64_t command;
+    const DmaCommand* dma;
+  };
+
+  void Read(int64_t i, const BufferKey& key) {
+    Buffer& buffer = buffers_[key];
+    if (buffer.writer >= 0) deps_->push_back(buffer.writer);
+    buffer.readers.push_back(i);
+  }
+
+  void Write(int64_t i, const BufferKey& key) {
+    Buffer& buffer = buffers_[key];
+    if (buffer.writer >= 0) deps_->push_back(buffer.writer);
+    deps_->insert(deps_->end(), buffer.readers.begin(), buffer.readers.end());
+    buffer.writer = i;
+    buffer.readers.clear();
+  }
+
+  void Conflicts(const std::vector<DramAccess>& earlier, const DmaCommand& dma) {
+    for (const DramAccess& access : earlier) {
+      if (BoxesMayOverlap(*access.dma, dma)) deps_->push_back(access.command);
+    }
+  }
+
+  void ReadDram(int64_t i, const DmaCommand& dma) {
+    const DramKey key = DramKeyOf(program_, dma);
+    Conflicts(stores_[key], dma);
+    loads_[key].push_back(DramAccess{i, &dma});
+  }
+
+  void WriteDram(int64_t i, const DmaCommand& dma) {
+    const DramKey key = DramKeyOf(program_, dma);
+    Conflicts(stores_[key], dma);
+    Conflicts(loads_[key], dma);
+    stores_[key].push_back(DramAccess{i, &dma});
+  }
+
+  const Program& program_;
+  const TransferPlan& plan_;
+  Dataflow* dataflow_;
+  std::vector<int64_t>* deps_ = nullptr;
+  std::map<BufferKey, Buffer> buffers_;
+  std::map<DramKey, std::vector<DramAccess>> loads_, stores_;
+};
 
 /*! \brief Work of a command in elements: moved (DMA) or multiply-adds plus results (compute). */
 double Work(const Command& command) {
@@ -81,38 +154,19 @@ double Work(const Command& command) {
   return static_cast<double>(command.compute.macs + command.compute.elements);
 }
 
-void AnalyzeGroup(const Program& program, GroupSchedule* group, double min_speedup,
-                  Dataflow* dataflow) {
-  CheckSlotsDisjoint(program, *group);
-  std::map<DramKey, std::vector<DramAccess>> loads, stores;
+void AnalyzeGroup(const Program& program, const TransferPlan& plan, GroupSchedule* group,
+                  double min_speedup, Dataflow* dataflow) {
+  CheckBuffersDisjoint(program, *group);
+  HazardTracker hazards(program, plan, dataflow);
   double total = 0.0, critical = 0.0;
   int64_t computes = 0;
   std::vector<double> finish(group->end - group->begin, 0.0);
   for (int64_t i = group->begin; i < group->end; ++i) {
     const Command& command = program.commands[i];
-    std::vector<int64_t>& deps = dataflow->deps[i];
-    for (int64_t dep : command.deps) {
-      if (dep >= group->begin) deps.push_back(dep);  // earlier groups are behind the barrier
-    }
-    if (command.is_dma && command.dma.remote_tier == Tier::kDram) {
-      const TensorPlacement& placement = program.placements[command.dma.view.tensor];
-      const DramKey key{static_cast<int>(placement.kind), placement.index};
-      AddConflicts(stores[key], command.dma, &deps);
-      if (command.dma.store) {
-        AddConflicts(loads[key], command.dma, &deps);
-        stores[key].push_back(DramAccess{i, &command.dma});
-      } else {
-        loads[key].push_back(DramAccess{i, &command.dma});
-      }
-    }
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    hazards.Add(i);
     double start = 0.0;
-    for (int64_t dep : deps) {
-      TVM_FFI_ICHECK_LT(dep, i) << "command " << i << " depends on a later command";
-      start = std::max(start, finish[dep - group->begin]);
-    }
-    const double work = Work(command);
+    for (int64_t dep : dataflow->deps[i]) start = std::max(start, finish[dep - group->begin]);
+    const double work = plan.skipped[i] ? 0.0 : Work(command);
     finish[i - group->begin] = start + work;
     critical = std::max(critical, start + work);
     total += work;
@@ -128,7 +182,7 @@ void AnalyzeGroup(const Program& program, GroupSchedule* group, double min_speed
 
 }  // namespace
 
-Dataflow AnalyzeDataflow(const Program& program, double min_speedup) {
+Dataflow AnalyzeDataflow(const Program& program, const TransferPlan& plan, double min_speedup) {
   Dataflow dataflow;
   const int64_t count = static_cast<int64_t>(program.commands.size());
   dataflow.deps.resize(count);
@@ -140,7 +194,7 @@ Dataflow AnalyzeDataflow(const Program& program, double min_speedup) {
     dataflow.groups.back().end = i + 1;
   }
   for (GroupSchedule& group : dataflow.groups) {
-    AnalyzeGroup(program, &group, min_speedup, &dataflow);
+    AnalyzeGroup(program, plan, &group, min_speedup, &dataflow);
   }
   return dataflow;
 }

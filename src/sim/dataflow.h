@@ -2,11 +2,11 @@
  * \file sim/dataflow.h
  * \brief The dependency graph the emulator executes: which commands may run at the same time.
  *
- * The compiler records the on-chip hazards of each group (L1 slot reuse, L2 staging). The
- * emulator adds what it needs to run commands on several host threads: read/write hazards on
- * DRAM tensors inside a group, and a barrier between groups (each group lays out L1 afresh).
- * A group whose dependency graph has little parallelism (one long chain of partial sums, say)
- * runs in stream order instead, so its kernels can use the host threads themselves.
+ * The emulator derives the hazards itself from what each command touches once the transfer plan
+ * is known: on-chip buffers (L1 slots, L2 staging areas) by tier and offset, DRAM tensors by box,
+ * and nothing for forwarded transfers. Groups are separated by a barrier (each group lays out L1
+ * afresh). A group whose dependency graph has little parallelism (one long chain of partial
+ * sums, say) runs in stream order instead, so its kernels can use the host threads themselves.
  */
 #ifndef EXAMPLE_NPU_SIM_DATAFLOW_H_
 #define EXAMPLE_NPU_SIM_DATAFLOW_H_
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "compiler/command_stream.h"
+#include "sim/transfer_plan.h"
 
 namespace example_npu {
 
@@ -39,11 +40,12 @@ struct Dataflow {
 };
 
 /*!
- * \brief Completes the program's dependencies with DRAM hazards and decides per group whether
+ * \brief The read/write dependencies of every command under `plan`, and per group whether
  * concurrent execution pays: it does when the total work is at least `min_speedup` times the
  * work on the critical path.
  */
-Dataflow AnalyzeDataflow(const Program& program, double min_speedup = 1.5);
+Dataflow AnalyzeDataflow(const Program& program, const TransferPlan& plan,
+                         double min_speedup = 1.5);
 
 /*!
  * \brief Runs execute(i) for every command of `group`: in stream order, or, for a concurrent

@@ -199,8 +199,8 @@ EmulatorOptions EmulatorOptions::FromEnvironment() {
 
 Emulator::Emulator(const Program& program, EmulatorOptions options)
     : program_(program),
-      dataflow_(AnalyzeDataflow(program)),
-      transfers_(PlanTransfers(program, dataflow_, options.forward_dma)) {
+      transfers_(PlanTransfers(program, options.forward_dma)),
+      dataflow_(AnalyzeDataflow(program, transfers_)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {

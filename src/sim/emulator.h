@@ -63,8 +63,8 @@ class Emulator {
   void Release(std::unique_ptr<Memories> memories) const;
 
   const Program& program_;
-  Dataflow dataflow_;
   TransferPlan transfers_;
+  Dataflow dataflow_;
   int64_t l1_bytes_ = 0;
   int64_t l2_bytes_ = 0;
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.

@@ -9,14 +9,6 @@
 namespace example_npu {
 namespace {
 
-/*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
-using DramKey = std::pair<int, int64_t>;
-
-DramKey KeyOf(const Program& program, const DmaCommand& dma) {
-  const TensorPlacement& placement = program.placements[dma.view.tensor];
-  return DramKey{static_cast<int>(placement.kind), placement.index};
-}
-
 std::vector<int64_t> DenseStrides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
@@ -52,13 +44,13 @@ struct TileUse {
 
 class GroupForwarder {
  public:
-  GroupForwarder(const Program& program, const Dataflow& dataflow, TransferPlan* plan)
-      : program_(program), dataflow_(dataflow), plan_(plan) {}
+  GroupForwarder(const Program& program, TransferPlan* plan) : program_(program), plan_(plan) {}
 
-  void Run(const GroupSchedule& group) {
-    FindConflicts(group);
+  /*! \brief Decides forwarding for the commands [begin, end) of one group. */
+  void Run(int64_t begin, int64_t end) {
+    FindConflicts(begin, end);
     std::map<int64_t, int64_t> writer_of;  // L1 offset -> command whose result it holds
-    for (int64_t i = group.begin; i < group.end; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
       if (command.is_dma) {
         if (command.dma.tile.tier != Tier::kL1) continue;
@@ -93,24 +85,23 @@ class GroupForwarder {
   }
 
   /*! \brief DRAM tensors this group both reads and writes, and those with overlapping stores. */
-  void FindConflicts(const GroupSchedule& group) {
-    std::set<DramKey> loaded, stored;
-    for (int64_t i = group.begin; i < group.end; ++i) {
+  void FindConflicts(int64_t begin, int64_t end) {
+    std::map<DramKey, std::vector<const DmaCommand*>> loads, stores;
+    for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
       if (!command.is_dma || command.dma.remote_tier != Tier::kDram) continue;
-      const DramKey key = KeyOf(program_, command.dma);
-      (command.dma.store ? stored : loaded).insert(key);
-      if (!command.dma.store) continue;
-      // A dependency of a store on another store of the tensor means their boxes may overlap.
-      for (int64_t dep : dataflow_.deps[i]) {
-        const Command& other = program_.commands[dep];
-        if (other.is_dma && other.dma.store && KeyOf(program_, other.dma) == key) {
-          conflicted_.insert(key);
-        }
+      const DramKey key = DramKeyOf(program_, command.dma);
+      if (!command.dma.store) {
+        loads[key].push_back(&command.dma);
+        continue;
       }
+      for (const DmaCommand* other : stores[key]) {
+        if (BoxesMayOverlap(*other, command.dma)) conflicted_.insert(key);
+      }
+      stores[key].push_back(&command.dma);
     }
-    for (const DramKey& key : loaded) {
-      if (stored.count(key)) conflicted_.insert(key);
+    for (const auto& [key, unused] : loads) {
+      if (stores.count(key)) conflicted_.insert(key);
     }
   }
 
@@ -119,7 +110,7 @@ class GroupForwarder {
 
   Forward HowToForward(const DmaCommand& dma, int64_t command) const {
     const BoxCopy& copy = plan_->copies[command];
-    if (dma.remote_tier != Tier::kDram || conflicted_.count(KeyOf(program_, dma))) {
+    if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma))) {
       return Forward::kNo;
     }
     if (copy.contiguous()) return Forward::kDense;
@@ -167,7 +158,6 @@ class GroupForwarder {
   }
 
   const Program& program_;
-  const Dataflow& dataflow_;
   TransferPlan* plan_;
   std::set<DramKey> conflicted_;
   std::map<int64_t, std::vector<TileUse>> uses_;  // writer -> uses of what it wrote
@@ -175,7 +165,22 @@ class GroupForwarder {
 
 }  // namespace
 
-TransferPlan PlanTransfers(const Program& program, const Dataflow& dataflow, bool forward) {
+DramKey DramKeyOf(const Program& program, const DmaCommand& dma) {
+  const TensorPlacement& placement = program.placements[dma.view.tensor];
+  return DramKey{static_cast<int>(placement.kind), placement.index};
+}
+
+bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b) {
+  if (a.view.strides != b.view.strides) return true;
+  for (size_t d = 0; d < a.box.begin.size(); ++d) {
+    const int64_t a_end = a.box.begin[d] + a.box.extent[d];
+    const int64_t b_end = b.box.begin[d] + b.box.extent[d];
+    if (a_end <= b.box.begin[d] || b_end <= a.box.begin[d]) return false;
+  }
+  return true;
+}
+
+TransferPlan PlanTransfers(const Program& program, bool forward) {
   const size_t count = program.commands.size();
   TransferPlan plan;
   plan.copies.resize(count);
@@ -194,8 +199,11 @@ TransferPlan PlanTransfers(const Program& program, const Dataflow& dataflow, boo
     }
   }
   if (!forward) return plan;
-  for (const GroupSchedule& group : dataflow.groups) {
-    GroupForwarder(program, dataflow, &plan).Run(group);
+  for (size_t begin = 0, end = 0; begin < count; begin = end) {
+    for (end = begin; end < count && program.commands[end].group == program.commands[begin].group;
+         ++end) {
+    }
+    GroupForwarder(program, &plan).Run(begin, end);
   }
   return plan;
 }

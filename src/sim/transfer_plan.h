@@ -14,10 +14,10 @@
 #define EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "compiler/command_stream.h"
-#include "sim/dataflow.h"
 #include "sim/dma.h"
 
 namespace example_npu {
@@ -54,7 +54,17 @@ struct TransferPlan {
  * transfer is forwarded only when no command of its group writes the DRAM tensor it reads (or
  * reads or overlappingly writes the one it writes), so moving the access in time is invisible.
  */
-TransferPlan PlanTransfers(const Program& program, const Dataflow& dataflow, bool forward);
+TransferPlan PlanTransfers(const Program& program, bool forward);
+
+/*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
+using DramKey = std::pair<int, int64_t>;
+DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
+
+/*!
+ * \brief Whether two DMA boxes of one tensor may touch the same bytes. Exact for boxes seen
+ * through the same strides; any other pair is assumed to overlap.
+ */
+bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b);
 
 }  // namespace example_npu
 

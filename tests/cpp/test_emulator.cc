@@ -187,7 +187,7 @@ TEST(EmulatorStridedTest, DepthwiseTilesAreReadAndWrittenInPlaceWithTheSameBits)
 
 TEST(DataflowTest, DependenciesPointBackwardsWithinTheirGroup) {
   const Program program = Compile(ParseGraph(kElementwise), SmallL1());
-  const Dataflow dataflow = AnalyzeDataflow(program);
+  const Dataflow dataflow = AnalyzeDataflow(program, PlanTransfers(program, true));
   ASSERT_EQ(dataflow.groups.size(), program.groups.size());
   for (const GroupSchedule& group : dataflow.groups) {
     for (int64_t i = group.begin; i < group.end; ++i) {
