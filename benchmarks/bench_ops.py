@@ -8,8 +8,9 @@ same inputs) and runs it three ways:
   torch  the torch.nn.functional equivalent on the same numpy inputs (optional)
 
 Outputs are checked against each other before anything is timed. Each timing is the median of
-several calls after a warm-up, each library timed in its own blocks. The script exits 1 when the
-NPU is slower than TVM's LLVM build on any op (tvm/npu < 1.0), unless --no-fail is given.
+several calls after a warm-up, each library timed in its own blocks, over several rounds (the best
+round counts). The script exits 1 when the NPU is slower than TVM's LLVM build on any op
+(tvm/npu < 1.0), unless --no-fail is given.
 
     python benchmarks/bench_ops.py [--repeat N] [--only SUBSTRING] [--no-fail]
 """
@@ -210,15 +211,16 @@ def make_inputs(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def time_blocks(
-    fns: list[Callable[[], object]], repeat: int, budget_s: float = 2.0, rounds: int = 3
+    fns: list[Callable[[], object]], repeat: int, budget_s: float = 3.0, rounds: int = 5
 ):
-    """Median wall time (ms) of each fn, timed in blocks.
+    """Wall time (ms) of each fn: the best round's median, timing each fn in its own blocks.
 
     Each round times every fn in its own block (a warm-up call, then back-to-back calls), after a
     short pause. Blocks keep one library's spinning worker threads (TVM's, PyTorch's OpenMP pool,
     ours) from stealing the cores from the next library's call, which alternating single calls
-    would do; repeating the rounds spreads any change in machine load over all columns. Long ops
-    get fewer repeats, bounded by budget_s for the whole case.
+    would do. Every library gets the same rounds, and the best round's median discards rounds
+    slowed by other load on a shared machine. Long ops get fewer repeats, bounded by budget_s for
+    the whole case.
     """
     first = []
     for fn in fns:
@@ -226,17 +228,19 @@ def time_blocks(
         start = time.perf_counter()
         fn()
         first.append(time.perf_counter() - start)
-    per_block = max(2, min(repeat, math.ceil(budget_s / max(sum(first), 1e-9))) // rounds)
-    samples = [[] for _ in fns]
+    per_block = max(2, min(repeat, math.ceil(budget_s / rounds / max(sum(first), 1e-9))))
+    best = [math.inf for _ in fns]
     for _ in range(rounds):
-        for fn, out in zip(fns, samples, strict=True):
+        for i, fn in enumerate(fns):
             time.sleep(0.05)  # let the previous block's worker threads go idle
             fn()
+            samples = []
             for _ in range(per_block):
                 start = time.perf_counter()
                 fn()
-                out.append(time.perf_counter() - start)
-    return [statistics.median(s) * 1e3 for s in samples]
+                samples.append(time.perf_counter() - start)
+            best[i] = min(best[i], statistics.median(samples) * 1e3)
+    return best
 
 
 def vm_runner(mod: tvm.IRModule, inputs: list[np.ndarray]) -> Callable[[], object]:
@@ -281,7 +285,9 @@ def run_case(case: Case, repeat: int, rng: np.random.Generator) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=50, help="timed calls per op (at most)")
+    parser.add_argument(
+        "--repeat", type=int, default=100, help="timed calls per op and round (at most)"
+    )
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even if the NPU is slower")
     args = parser.parse_args(argv)
