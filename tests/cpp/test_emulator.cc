@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "compiler/compiler.h"
@@ -182,6 +183,32 @@ TEST(EmulatorStridedTest, DepthwiseTilesAreReadAndWrittenInPlaceWithTheSameBits)
         }
       }
     }
+  }
+}
+
+TEST_F(EmulatorTest, SeveralThreadsShareOneEmulator) {
+  // Each thread runs its own inputs through the same emulator (its own memories per run, the
+  // kernel pool busy or not) and must get exactly what a lone run gets.
+  const Program program = Compile(ParseGraph(kElementwise), SmallL1());
+  const Emulator emulator(program);
+  constexpr int kThreads = 4;
+  std::vector<std::vector<float>> inputs(kThreads, x_);
+  std::vector<Outputs> expected;
+  for (int t = 0; t < kThreads; ++t) {
+    for (float& v : inputs[t]) v += static_cast<float>(t);
+    expected.push_back(Execute(emulator, inputs[t], b_));
+  }
+  std::vector<Outputs> actual(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) actual[t] = Execute(emulator, inputs[t], b_);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(actual[t].sum, expected[t].sum) << "thread " << t;
+    EXPECT_EQ(actual[t].pooled, expected[t].pooled) << "thread " << t;
   }
 }
 
