@@ -8,17 +8,37 @@ accepts must be executed exactly by the C++ runtime; anything else must be rejec
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import tvm
 from tvm import relax
 
-from .config import DEFAULT_CONFIG, dtype_bytes
+from .config import DEFAULT_CONFIG, NPUConfig, dtype_bytes
 
 logger = logging.getLogger("example_npu")
+
+# The NPU the checks plan for. The pattern registry is global, so the config of one partitioning
+# call reaches the checks through a context variable (per thread and task), like TVM's
+# PassContext; outside target_config() it is the default NPU.
+_TARGET_CONFIG: ContextVar[NPUConfig] = ContextVar(
+    "example_npu_target_config", default=DEFAULT_CONFIG
+)
+
+
+@contextlib.contextmanager
+def target_config(config: NPUConfig) -> Iterator[None]:
+    """Makes the checks decide what fits for ``config`` while the block runs."""
+    token = _TARGET_CONFIG.set(config)
+    try:
+        yield
+    finally:
+        _TARGET_CONFIG.reset(token)
+
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
 NPU_DTYPES = frozenset({"int8", "int16", "float16", "float32"})
@@ -230,9 +250,10 @@ def check_fits_on_chip(call: relax.Call, l1_bytes: int | None = None) -> Verdict
     Matmul, elementwise ops and batch_norm split into tiles along every dimension, so they
     always fit. A softmax row must be resident in full (max, sum and scale passes read it three
     times), and a convolution or pooling window must fit for one 16-channel vector, double
-    buffered.
+    buffered. The L1 is the one of the NPU being partitioned for (``target_config``).
     """
-    l1_bytes = l1_bytes if l1_bytes is not None else DEFAULT_CONFIG.l1_sram_bytes
+    config = _TARGET_CONFIG.get()
+    l1_bytes = l1_bytes if l1_bytes is not None else config.l1_sram_bytes
     shape = tensor_shape(call.args[0])
     if shape is None:
         return reject(f"{_op_name(call)}: unknown input shape")
@@ -244,7 +265,7 @@ def check_fits_on_chip(call: relax.Call, l1_bytes: int | None = None) -> Verdict
             return reject(f"softmax: a {row_bytes}-byte row does not fit the {l1_bytes}-byte L1")
         return ACCEPT
     window = _window_taps(call)
-    vector = DEFAULT_CONFIG.vector_elements
+    vector = config.vector_elements
     if window * vector * item * 2 > l1_bytes:
         return reject(f"{name}: a {window}-tap window does not fit the L1 for one vector")
     return ACCEPT

@@ -6,6 +6,7 @@ import tvm
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
+from .checks import target_config
 from .config import NPUConfig
 from .patterns import PREFIX
 
@@ -21,9 +22,11 @@ def partition_for_npu(
     checks reject stay in Relax and are compiled for the CPU. With ``bind_constants`` (default)
     weights stay inside the NPU functions and reach the runtime through TVM's constant loader.
     ``config`` (default: the specification's NPU) is what the NPU compiler tiles for and what the
-    profile models; it is forwarded as ``RunCodegen(target_options={"example_npu": ...})``.
+    profile models; the checks plan for its memories, and it is forwarded as
+    ``RunCodegen(target_options={"example_npu": ...})``.
     """
-    options = {"example_npu": {"npu_config": (config or NPUConfig()).to_json()}}
+    config = config or NPUConfig()
+    options = {"example_npu": {"npu_config": config.to_json()}}
     seq = tvm.transform.Sequential(
         [
             FuseOpsByPattern(
@@ -36,4 +39,6 @@ def partition_for_npu(
         ],
         name="example_npu.partition_for_npu",
     )
-    return seq(mod)
+    # The checks decide what fits on chip for this NPU, not the default one.
+    with target_config(config):
+        return seq(mod)

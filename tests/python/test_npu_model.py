@@ -11,6 +11,7 @@ import tvm
 from example_npu import NPUConfig
 from example_npu.config import InvalidConfigError
 from example_npu.models import default_model
+from example_npu.report import partition_with_report
 from npu_models import add, conv3x3, gemm, inputs_for
 from spec_models import SPEC_MODULES, run
 from test_end_to_end import CpuBetweenRegions, _conv_bn_model
@@ -171,3 +172,31 @@ def test_the_cpp_compiler_rejects_a_config_the_python_side_did_not_validate():
     }
     with pytest.raises(ValueError, match="l1_sram_kb"):
         create("f", json.dumps(graph), [])
+
+
+def _softmax_module(row: int) -> tvm.IRModule:
+    bb = tvm.relax.BlockBuilder()
+    x = tvm.relax.Var("x", tvm.relax.TensorType((4, row), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(tvm.relax.op.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_checks_plan_for_the_config_being_partitioned_for():
+    """A softmax row of 16 KB (32 KB with its result) fits the default L1 but not a 16 KB one:
+    with the small config the check keeps it on the CPU (no compile-time error), with the
+    default it runs on the NPU; both give TVM's numbers."""
+    mod = _softmax_module(4096)
+    inputs = inputs_for(mod, seed=5)
+    expected = run(mod, inputs)
+    small, report = partition_with_report(mod, config=TINY)
+    assert report.npu_functions == []
+    assert "does not fit the 16384-byte L1" in report.cpu_reason("nn.softmax")
+    np.testing.assert_allclose(run(small, inputs), expected, rtol=1e-5, atol=1e-6)
+    default = example_npu.partition_for_npu(mod)
+    assert "call_dps_packed" in default["main"].script()
+    np.testing.assert_allclose(run(default, inputs), expected, rtol=1e-5, atol=1e-6)
+    # Outside a partitioning call the checks are back to the default NPU.
+    assert "call_dps_packed" in example_npu.partition_for_npu(mod)["main"].script()
