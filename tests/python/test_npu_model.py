@@ -200,3 +200,19 @@ def test_checks_plan_for_the_config_being_partitioned_for():
     np.testing.assert_allclose(run(default, inputs), expected, rtol=1e-5, atol=1e-6)
     # Outside a partitioning call the checks are back to the default NPU.
     assert "call_dps_packed" in example_npu.partition_for_npu(mod)["main"].script()
+
+
+def test_python_power_modes_mirror_the_cpp_operating_points():
+    """config.POWER_MODES and npu_config.cc's table must not drift apart: the C++ profile's clock
+    is the Python clock, and energy (the same work at every mode) scales as the Python V²."""
+    from example_npu.config import POWER_MODES
+
+    mod = conv3x3(16, 16, 16)
+    energies = {}
+    for mode, (clock_mhz, _volts) in POWER_MODES.items():
+        prof = profile_of(mod, NPUConfig(power_mode=mode))
+        assert prof.clock_mhz == clock_mhz
+        energies[mode] = prof.energy_uj
+    ref_mode, (_, ref_volts) = next(iter(POWER_MODES.items()))
+    for mode, (_, volts) in POWER_MODES.items():
+        assert energies[mode] / energies[ref_mode] == pytest.approx((volts / ref_volts) ** 2)
