@@ -115,14 +115,18 @@ void SoftmaxStrided(const float* in, float* out, int64_t axis, int64_t inner, fl
   }
 }
 
-// One loop per activation, so each gets its own tight vectorised body.
+// One loop per activation, so each gets its own tight vectorised body. NaN follows TVM's LLVM
+// build, whose max / min ignore a NaN operand: relu(NaN) = 0 and clip(NaN) = max(min(NaN, hi),
+// lo) = hi.
 void ReluRange(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = std::max(in[i], 0.0f);
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] < 0.0f || in[i] != in[i] ? 0.0f : in[i];
 }
 
 void ClipRange(const float* __restrict__ in, float* __restrict__ out, int64_t n, float lo,
                float hi) {
-  for (int64_t i = 0; i < n; ++i) out[i] = std::min(std::max(in[i], lo), hi);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = in[i] != in[i] ? hi : std::min(std::max(in[i], lo), hi);
+  }
 }
 
 void SigmoidRange(const float* in, float* out, int64_t n) {

@@ -131,6 +131,17 @@ TEST(UnaryTest, AllOpsMatchDefinitions) {
   }
 }
 
+TEST(UnaryTest, NaNFollowsTvmsLlvmBuild) {
+  // TVM lowers relu to max(x, 0) and clip to max(min(x, hi), lo) with NaN-ignoring max / min.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> in = {nan, -nan, 3.0f, -3.0f};
+  std::vector<float> relu(4), clip(4);
+  Unary(UnaryOp::kRelu, in.data(), relu.data(), 4, 0.0f, 0.0f);
+  Unary(UnaryOp::kClip, in.data(), clip.data(), 4, 0.0f, 6.0f);
+  EXPECT_EQ(relu, (std::vector<float>{0.0f, 0.0f, 3.0f, 0.0f}));
+  EXPECT_EQ(clip, (std::vector<float>{6.0f, 6.0f, 3.0f, 0.0f}));
+}
+
 TEST(UnaryTest, KnownValues) {
   const std::vector<float> in = {-1.0f, 0.0f, 1.0f, 3.0f};
   std::vector<float> out(4);

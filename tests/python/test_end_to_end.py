@@ -174,3 +174,30 @@ def test_pool_window_that_fits_nowhere_stays_on_cpu_and_matches(op):
     assert "does not fit the padded input" in report.cpu_reason(f"relax.nn.{op.__name__}")
     inputs = random_inputs(model, seed=9)
     assert run(mod, inputs).shape == run(model, inputs).shape == (1, 2, 3, 0)
+
+
+@pytest.mark.parametrize("op", ["relu", "relu6", "max_pool2d"])
+def test_nan_and_inf_propagate_as_in_tvms_llvm_build(op):
+    """TVM's max / min ignore NaN (relu(NaN) = 0, clip(NaN, 0, 6) = 6); the NPU matches it."""
+    build = {
+        "relu": relax.op.nn.relu,
+        "relu6": lambda x: relax.op.clip(x, 0, 6),
+        "max_pool2d": lambda x: relax.op.nn.max_pool2d(
+            relax.op.reshape(x, (1, 1, 2, 4)), (2, 2), (2, 2)
+        ),
+    }[op]
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(build(x))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    data = np.array([np.nan, -1, 2, 7, -np.nan, np.inf, -np.inf, 0.5], "float32")
+    offloaded = example_npu.partition_for_npu(mod)
+    assert "call_dps_packed" in offloaded["main"].script()
+    results = []
+    for m in (mod, offloaded):
+        vm = relax.VirtualMachine(tvm.compile(m, target="llvm"), tvm.cpu())
+        results.append(vm["main"](tvm.runtime.tensor(data)).numpy())
+    np.testing.assert_array_equal(results[1], results[0])
