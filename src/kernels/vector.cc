@@ -119,13 +119,15 @@ void SoftmaxStrided(const float* in, float* out, int64_t axis, int64_t inner, fl
 // build, whose max / min ignore a NaN operand: relu(NaN) = 0 and clip(NaN) = max(min(NaN, hi),
 // lo) = hi.
 void ReluRange(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] < 0.0f || in[i] != in[i] ? 0.0f : in[i];
+  // A comparison, not std::max: NaN > 0 is false, so NaN gives 0 (and it vectorises to maxps).
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
 }
 
 void ClipRange(const float* __restrict__ in, float* __restrict__ out, int64_t n, float lo,
                float hi) {
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = in[i] != in[i] ? hi : std::min(std::max(in[i], lo), hi);
+    const float upper = in[i] < hi ? in[i] : hi;  // NaN < hi is false: NaN becomes hi
+    out[i] = upper > lo ? upper : lo;
   }
 }
 
