@@ -194,6 +194,9 @@ BroadcastPlan MakePlan(const Shape& lhs_shape, const Shape& rhs_shape, const Sha
   const std::vector<int64_t> ls = AlignedStrides(lhs_shape, out_shape);
   const std::vector<int64_t> rs = AlignedStrides(rhs_shape, out_shape);
   BroadcastPlan plan;
+  plan.dims.reserve(out_shape.size());
+  plan.lhs_strides.reserve(out_shape.size());
+  plan.rhs_strides.reserve(out_shape.size());
   for (size_t i = 0; i < out_shape.size(); ++i) {
     const int64_t d = out_shape[i];
     if (d == 1) continue;

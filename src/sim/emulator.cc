@@ -142,8 +142,9 @@ void RunCompute(const RunContext& ctx, int64_t command) {
   const std::vector<DramRef>& input_from = ctx.plan.input_from[command];
   const DramRef& output_to = ctx.plan.output_to[command];
   uint8_t* output = output_to.valid() ? ctx.Dram(output_to) : ctx.Tile(compute.output);
-  std::vector<std::vector<float>> widened(compute.inputs.size());
+  std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
   std::vector<OperandF32> inputs;
+  inputs.reserve(compute.inputs.size());
   bool aliased = false;
   for (size_t i = 0; i < compute.inputs.size(); ++i) {
     const TileRef& tile = compute.inputs[i];
@@ -155,6 +156,7 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     } else if (tile.dtype == DType::kFloat32 || tile.dtype == DType::kInt64) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
     } else {
+      widened.resize(compute.inputs.size());
       Widen(base, tile.dtype, kernels::NumElements(tile.shape), &widened[i]);
       inputs.push_back(OperandF32{widened[i].data(), &tile.shape});
     }
