@@ -4,10 +4,10 @@
  *
  * L1 and L2 are byte buffers of the configured capacity, DRAM is the caller's tensors plus a
  * scratch buffer; DMA commands move the actual bytes (strided boxes, layout changes, float16
- * narrowing on store) and compute commands run the kernels on tiles resident in L1. Commands run
- * on host threads in any order their dependencies allow (sim/dataflow.h); every legal order
- * computes the same bytes.
- * Timing is not simulated here: see sim/timing.h.
+ * narrowing on store) and compute commands run the kernels on tiles resident in L1, except for
+ * transfers the transfer plan forwards (sim/transfer_plan.h), whose bytes the computes use where
+ * they lie. Commands run on host threads in any order their dependencies allow (sim/dataflow.h);
+ * every legal order computes the same bytes. Timing is not simulated here: see sim/timing.h.
  */
 #ifndef EXAMPLE_NPU_SIM_EMULATOR_H_
 #define EXAMPLE_NPU_SIM_EMULATOR_H_
