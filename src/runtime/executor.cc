@@ -2,6 +2,7 @@
 
 #include <tvm/ffi/error.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -48,25 +49,30 @@ bool IsCompact(const DLTensor& t) {
   return true;
 }
 
-/*! \brief Checks that a caller tensor matches the node it binds to; `what` names it in errors. */
-void CheckTensor(const DLTensor& t, const Node& node, const std::string& what) {
+/*!
+ * \brief Checks that a caller tensor matches the node it binds to; `what()` names it in errors
+ * (built only on failure: this runs for every argument of every call).
+ */
+template <typename Describe>
+void CheckTensor(const DLTensor& t, const Node& node, const Describe& what) {
   if (t.device.device_type != kDLCPU) {
-    TVM_FFI_THROW(ValueError) << what << " must be on the CPU (the NPU emulator reads host memory)";
+    TVM_FFI_THROW(ValueError) << what()
+                              << " must be on the CPU (the NPU emulator reads host memory)";
   }
   DLDataType expected = ToDLDataType(node.dtype);
   if (t.dtype.code != expected.code || t.dtype.bits != expected.bits || t.dtype.lanes != 1) {
-    TVM_FFI_THROW(TypeError) << what << " has dtype code " << static_cast<int>(t.dtype.code)
+    TVM_FFI_THROW(TypeError) << what() << " has dtype code " << static_cast<int>(t.dtype.code)
                              << " bits " << static_cast<int>(t.dtype.bits) << ", expected "
                              << DTypeName(node.dtype);
   }
-  Shape shape(t.shape, t.shape + t.ndim);
-  if (shape != node.shape) {
-    TVM_FFI_THROW(ValueError) << what << " has shape " << ShapeStr(t.shape, t.ndim) << ", expected "
-                              << ShapeStr(node.shape.data(), node.shape.size());
+  if (t.ndim != static_cast<int>(node.shape.size()) ||
+      !std::equal(node.shape.begin(), node.shape.end(), t.shape)) {
+    TVM_FFI_THROW(ValueError) << what() << " has shape " << ShapeStr(t.shape, t.ndim)
+                              << ", expected " << ShapeStr(node.shape.data(), node.shape.size());
   }
-  if (!IsCompact(t)) TVM_FFI_THROW(ValueError) << what << " must be contiguous";
-  if (t.data == nullptr && kernels::NumElements(shape) > 0) {
-    TVM_FFI_THROW(ValueError) << what << " has no data";
+  if (!IsCompact(t)) TVM_FFI_THROW(ValueError) << what() << " must be contiguous";
+  if (t.data == nullptr && kernels::NumElements(node.shape) > 0) {
+    TVM_FFI_THROW(ValueError) << what() << " has no data";
   }
 }
 
@@ -106,7 +112,7 @@ void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     const Node& node = graph.nodes[ids[i]];
-    CheckTensor(*constants[i].GetDLTensorPtr(), node, "constant " + node.name);
+    CheckTensor(*constants[i].GetDLTensorPtr(), node, [&] { return "constant " + node.name; });
   }
   constants_ = std::move(constants);
   constants_bound_ = true;
@@ -128,11 +134,13 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   DramBindings dram;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& node = graph.nodes[graph.arg_nodes[i]];
-    CheckTensor(*inputs[i], node, sym + " input " + std::to_string(i) + " (" + node.name + ")");
+    CheckTensor(*inputs[i], node,
+                [&] { return sym + " input " + std::to_string(i) + " (" + node.name + ")"; });
     dram.inputs.push_back(DataPtr<const char>(*inputs[i]));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    CheckTensor(*outputs[i], graph.nodes[graph.heads[i]], sym + " output " + std::to_string(i));
+    CheckTensor(*outputs[i], graph.nodes[graph.heads[i]],
+                [&] { return sym + " output " + std::to_string(i); });
     dram.outputs.push_back(DataPtr<char>(*outputs[i]));
   }
   for (const tvm::ffi::Tensor& constant : constants_) {
