@@ -25,23 +25,6 @@
 namespace example_npu {
 namespace {
 
-DLDataType DLType(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return DLDataType{kDLFloat, 16, 1};
-    case DType::kInt8:
-      return DLDataType{kDLInt, 8, 1};
-    case DType::kInt16:
-      return DLDataType{kDLInt, 16, 1};
-    case DType::kInt32:
-      return DLDataType{kDLInt, 32, 1};
-    case DType::kInt64:
-      return DLDataType{kDLInt, 64, 1};
-    default:
-      return DLDataType{kDLFloat, 32, 1};
-  }
-}
-
 /*! \brief Host memory for one graph node, exposed as a DLTensor. */
 class HostTensor {
  public:
@@ -63,7 +46,7 @@ class HostTensor {
     tensor_.data = storage_.data();
     tensor_.device = DLDevice{kDLCPU, 0};
     tensor_.ndim = static_cast<int32_t>(node_.shape.size());
-    tensor_.dtype = DLType(node_.dtype);
+    tensor_.dtype = ToDLDataType(node_.dtype);
     tensor_.shape = const_cast<int64_t*>(node_.shape.data());
     return &tensor_;
   }

@@ -22,6 +22,9 @@ using Shape = std::vector<int64_t>;
 /*! \brief Number of elements of a shape (1 for a scalar). */
 int64_t NumElements(const Shape& shape);
 
+/*! \brief Row-major (dense) strides of a shape, in elements. */
+std::vector<int64_t> RowMajorStrides(const Shape& shape);
+
 /*!
  * \brief numpy.matmul semantics: rank >= 1 operands; leading (batch) dims broadcast; a 1-D lhs is
  * a row vector and a 1-D rhs a column vector (the added dim is dropped from the output).

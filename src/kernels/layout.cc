@@ -18,9 +18,6 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
-namespace {
-
-/*! \brief Row-major strides of a shape (in elements). */
 std::vector<int64_t> RowMajorStrides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {
@@ -28,8 +25,6 @@ std::vector<int64_t> RowMajorStrides(const Shape& shape) {
   }
   return strides;
 }
-
-}  // namespace
 
 void Transpose(const float* input, const Shape& in_shape, const std::vector<int64_t>& axes,
                float* out) {

@@ -21,24 +21,6 @@ std::string ShapeStr(const int64_t* dims, int ndim) {
   return os.str();
 }
 
-DLDataType ToDLDataType(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return DLDataType{kDLFloat, 32, 1};
-    case DType::kFloat16:
-      return DLDataType{kDLFloat, 16, 1};
-    case DType::kInt8:
-      return DLDataType{kDLInt, 8, 1};
-    case DType::kInt16:
-      return DLDataType{kDLInt, 16, 1};
-    case DType::kInt32:
-      return DLDataType{kDLInt, 32, 1};
-    case DType::kInt64:
-      return DLDataType{kDLInt, 64, 1};
-  }
-  return DLDataType{kDLFloat, 32, 1};
-}
-
 bool IsCompact(const DLTensor& t) {
   if (t.strides == nullptr) return true;
   int64_t expected = 1;
@@ -82,6 +64,24 @@ T* DataPtr(const DLTensor& t) {
 }
 
 }  // namespace
+
+DLDataType ToDLDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return DLDataType{kDLFloat, 32, 1};
+    case DType::kFloat16:
+      return DLDataType{kDLFloat, 16, 1};
+    case DType::kInt8:
+      return DLDataType{kDLInt, 8, 1};
+    case DType::kInt16:
+      return DLDataType{kDLInt, 16, 1};
+    case DType::kInt32:
+      return DLDataType{kDLInt, 32, 1};
+    case DType::kInt64:
+      return DLDataType{kDLInt, 64, 1};
+  }
+  return DLDataType{kDLFloat, 32, 1};
+}
 
 Executor::Executor(Graph graph, NPUConfig config) {
   for (const Node& node : graph.nodes) {

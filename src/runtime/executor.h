@@ -23,6 +23,9 @@
 
 namespace example_npu {
 
+/*! \brief The DLPack type of a graph dtype (what caller tensors must carry). */
+DLDataType ToDLDataType(DType dtype);
+
 class Executor {
  public:
   /*!

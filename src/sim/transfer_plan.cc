@@ -9,14 +9,6 @@
 namespace example_npu {
 namespace {
 
-std::vector<int64_t> DenseStrides(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * shape[d + 1];
-  }
-  return strides;
-}
-
 /*! \brief The copy of one DMA (remote strides in tile order against the dense tile) and its
  * box's element offset in the remote storage. */
 void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int64_t* offset,
@@ -31,7 +23,7 @@ void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int6
     remote_strides->push_back(dma.view.strides[axis]);
     extent.push_back(box.extent[axis]);
   }
-  const std::vector<int64_t> tile_strides = DenseStrides(extent);
+  const std::vector<int64_t> tile_strides = kernels::RowMajorStrides(extent);
   *copy = dma.store ? BoxCopy(dma.tile.dtype, tile_strides, tensor_type, *remote_strides, extent)
                     : BoxCopy(tensor_type, *remote_strides, dma.tile.dtype, tile_strides, extent);
 }
