@@ -86,42 +86,39 @@ TensorBox GroupTiler::ProjectBox(const TensorView& view, const TensorBox& out_bo
   return box;
 }
 
-int64_t GroupTiler::EpilogueBytes(const std::vector<int64_t>& out_extent) const {
+std::vector<BufferClass> GroupTiler::EpilogueBuffers(const std::vector<int64_t>& out_extent) const {
   const size_t rank = OutputNode().shape.size();
   TensorBox out_box{-1, std::vector<int64_t>(out_extent.size(), 0), out_extent, {}};
-  int64_t bytes = 2 * AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType()));
+  std::vector<BufferClass> buffers;
   int64_t tail = group_.anchor;
   for (int64_t id : group_.chain) {
     const Node& node = graph_.nodes[id];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (node.inputs[k] == tail) continue;
       TensorBox side = ProjectBox(OperandView(node, k, rank), out_box);
-      bytes += 2 * AlignUp(kernels::NumElements(side.extent) * DTypeBytes(node.dtype));
+      buffers.push_back(
+          BufferClass{AlignUp(kernels::NumElements(side.extent) * DTypeBytes(node.dtype)), 2});
     }
     tail = id;
   }
+  buffers.push_back(
+      BufferClass{AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType())), 2});
+  return buffers;
+}
+
+int64_t GroupTiler::EpilogueBytes(const std::vector<int64_t>& out_extent) const {
+  int64_t bytes = 0;
+  for (const BufferClass& buffer : EpilogueBuffers(out_extent))
+    bytes += buffer.bytes * buffer.slots;
   return bytes;
 }
 
 void GroupTiler::AddEpilogueBuffers(const std::vector<int64_t>& out_extent,
                                     std::vector<BufferClass>* out) {
-  const size_t rank = OutputNode().shape.size();
-  TensorBox out_box{-1, std::vector<int64_t>(out_extent.size(), 0), out_extent, {}};
+  const std::vector<BufferClass> buffers = EpilogueBuffers(out_extent);
   chain_class_base_ = static_cast<int64_t>(out->size());
-  int64_t tail = group_.anchor;
-  for (int64_t id : group_.chain) {
-    const Node& node = graph_.nodes[id];
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      if (node.inputs[k] == tail) continue;
-      TensorBox side = ProjectBox(OperandView(node, k, rank), out_box);
-      out->push_back(
-          BufferClass{AlignUp(kernels::NumElements(side.extent) * DTypeBytes(node.dtype)), 2});
-    }
-    tail = id;
-  }
-  result_class_ = static_cast<int64_t>(out->size());
-  out->push_back(
-      BufferClass{AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType())), 2});
+  out->insert(out->end(), buffers.begin(), buffers.end());
+  result_class_ = static_cast<int64_t>(out->size()) - 1;  // the result slot comes last
 }
 
 TileRef GroupTiler::NewResult(TileScheduler* scheduler, const TensorBox& out_box) const {
@@ -264,12 +261,6 @@ class OutputTiler : public GroupTiler {
     plan->tile_shape = tile_;
     plan->tiles = CountTiles(full, tile_);
     return true;
-  }
-
-  static int64_t TotalBytes(const std::vector<BufferClass>& buffers) {
-    int64_t bytes = 0;
-    for (const BufferClass& buffer : buffers) bytes += buffer.bytes * buffer.slots;
-    return bytes;
   }
 
   std::vector<int64_t> order_;

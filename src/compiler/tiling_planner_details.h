@@ -35,6 +35,13 @@ std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
  * \brief Base of every rule: owns the group's fused elementwise chain (its side operands become
  * buffer classes appended after the rule's own) and the final store of the result tile.
  */
+/*! \brief L1 bytes of buffer classes: every slot of every class. */
+inline int64_t TotalBytes(const std::vector<BufferClass>& buffers) {
+  int64_t bytes = 0;
+  for (const BufferClass& buffer : buffers) bytes += buffer.bytes * buffer.slots;
+  return bytes;
+}
+
 class GroupTiler : public TilingRule {
  public:
   GroupTiler(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
@@ -60,7 +67,9 @@ class GroupTiler : public TilingRule {
   const Node& OutputNode() const { return graph_.nodes[group_.output()]; }
   int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
 
-  /*! \brief Bytes of all chain side-operand slots plus the two float32 result slots. */
+  /*! \brief The chain's side-operand buffer classes, then the result's (double-buffered). */
+  std::vector<BufferClass> EpilogueBuffers(const std::vector<int64_t>& out_extent) const;
+  /*! \brief Bytes of all chain side-operand slots plus the two result slots. */
   int64_t EpilogueBytes(const std::vector<int64_t>& out_extent) const;
   /*! \brief Appends the chain and result buffer classes (call last in Plan()). */
   void AddEpilogueBuffers(const std::vector<int64_t>& out_extent, std::vector<BufferClass>* out);
