@@ -66,80 +66,57 @@ def _single(op: Callable[..., relax.Expr], *names: str, **attrs) -> Body:
     return lambda bb, v, dtype: op(*[v[name] for name in names], **attrs)
 
 
+def _conv_probe(
+    name: str,
+    op: Callable[..., relax.Expr],
+    layouts: tuple[str, str],
+    shapes: tuple[tuple[int, ...], tuple[int, ...]],
+    **attrs,
+) -> Probe:
+    """A convolution of data "x" and weight "w" in the given (data, kernel) layouts."""
+    data_layout, kernel_layout = layouts
+    return Probe(
+        name,
+        f"{data_layout} / {kernel_layout}",
+        (("x", shapes[0]), ("w", shapes[1])),
+        _single(op, "x", "w", data_layout=data_layout, kernel_layout=kernel_layout, **attrs),
+    )
+
+
 def _conv_probes() -> list[Probe]:
-    probes = []
-    for data_layout, kernel_layout in (
-        ("NCHW", "OIHW"),
-        ("NHWC", "HWIO"),
-        ("NCHW", "HWIO"),
-        ("NHWC", "OIHW"),
-    ):
-        data = {"NCHW": (1, 4, 6, 6), "NHWC": (1, 6, 6, 4)}[data_layout]
-        weight = {"OIHW": (8, 4, 3, 3), "HWIO": (3, 3, 4, 8)}[kernel_layout]
-        probes.append(
-            Probe(
-                "conv2d",
-                f"{data_layout} / {kernel_layout}",
-                (("x", data), ("w", weight)),
-                _single(
-                    relax.op.nn.conv2d,
-                    "x",
-                    "w",
-                    padding=(1, 0, 1, 2),
-                    strides=(2, 1),
-                    data_layout=data_layout,
-                    kernel_layout=kernel_layout,
-                ),
-            )
+    conv2d, conv1d = relax.op.nn.conv2d, relax.op.nn.conv1d
+    data = {"NCHW": (1, 4, 6, 6), "NHWC": (1, 6, 6, 4)}
+    weight = {"OIHW": (8, 4, 3, 3), "HWIO": (3, 3, 4, 8)}
+    probes = [
+        _conv_probe(
+            "conv2d",
+            conv2d,
+            layouts,
+            (data[layouts[0]], weight[layouts[1]]),
+            padding=(1, 0, 1, 2),
+            strides=(2, 1),
         )
+        for layouts in (("NCHW", "OIHW"), ("NHWC", "HWIO"), ("NCHW", "HWIO"), ("NHWC", "OIHW"))
+    ]
     probes.append(
-        Probe(
-            "conv2d (groups=2)",
-            "NCHW / OIHW",
-            (("x", (1, 4, 6, 6)), ("w", (6, 2, 3, 3))),
-            _single(relax.op.nn.conv2d, "x", "w", groups=2),
+        _conv_probe(
+            "conv2d (groups=2)", conv2d, ("NCHW", "OIHW"), ((1, 4, 6, 6), (6, 2, 3, 3)), groups=2
         )
     )
-    for data_layout, kernel_layout, data, weight in (
-        ("NCHW", "OIHW", (1, 4, 6, 6), (8, 1, 3, 3)),
-        ("NHWC", "HWIO", (1, 6, 6, 4), (3, 3, 1, 8)),
-    ):
-        probes.append(
-            Probe(
-                "depthwise_conv2d",
-                f"{data_layout} / {kernel_layout}",
-                (("x", data), ("w", weight)),
-                _single(
-                    relax.op.nn.conv2d,
-                    "x",
-                    "w",
-                    groups=4,
-                    padding=1,
-                    data_layout=data_layout,
-                    kernel_layout=kernel_layout,
-                ),
-            )
+    probes += [
+        _conv_probe("depthwise_conv2d", conv2d, layouts, shapes, groups=4, padding=1)
+        for layouts, shapes in (
+            (("NCHW", "OIHW"), ((1, 4, 6, 6), (8, 1, 3, 3))),
+            (("NHWC", "HWIO"), ((1, 6, 6, 4), (3, 3, 1, 8))),
         )
-    for data_layout, kernel_layout, data, weight in (
-        ("NCW", "OIW", (1, 4, 9), (6, 4, 3)),
-        ("NWC", "WIO", (1, 9, 4), (3, 4, 6)),
-    ):
-        probes.append(
-            Probe(
-                "conv1d",
-                f"{data_layout} / {kernel_layout}",
-                (("x", data), ("w", weight)),
-                _single(
-                    relax.op.nn.conv1d,
-                    "x",
-                    "w",
-                    strides=2,
-                    padding=(1, 2),
-                    data_layout=data_layout,
-                    kernel_layout=kernel_layout,
-                ),
-            )
+    ]
+    probes += [
+        _conv_probe("conv1d", conv1d, layouts, shapes, strides=2, padding=(1, 2))
+        for layouts, shapes in (
+            (("NCW", "OIW"), ((1, 4, 9), (6, 4, 3))),
+            (("NWC", "WIO"), ((1, 9, 4), (3, 4, 6))),
         )
+    ]
     return probes
 
 
