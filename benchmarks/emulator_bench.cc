@@ -125,7 +125,7 @@ int Main(int argc, char** argv) {
                 static_cast<long>(schedules[i].end));
   }
   std::printf("  %ld of the DMA commands forwarded\n",
-              static_cast<long>(executor.emulator().transfers().forwarded));
+              static_cast<long>(executor.emulator().transfers().forwarded()));
   std::printf("%s: compile %.2f ms, run median %.4f ms (min %.4f) over %d runs, %zu commands\n",
               g.symbol.c_str(), compile_ms, times[times.size() / 2], times.front(), runs,
               executor.program().commands.size());

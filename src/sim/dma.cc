@@ -316,10 +316,4 @@ void BoxCopy::Run(const uint8_t* src, uint8_t* dst) const {
   }
 }
 
-void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src_strides,
-             uint8_t* dst, DType dst_type, const std::vector<int64_t>& dst_strides,
-             const std::vector<int64_t>& extent) {
-  BoxCopy(src_type, src_strides, dst_type, dst_strides, extent).Run(src, dst);
-}
-
 }  // namespace example_npu

@@ -55,11 +55,6 @@ class BoxCopy {
   std::vector<Dim> dims_;
 };
 
-/*! \brief Plans and runs one box copy (see BoxCopy). */
-void CopyBox(const uint8_t* src, DType src_type, const std::vector<int64_t>& src_strides,
-             uint8_t* dst, DType dst_type, const std::vector<int64_t>& dst_strides,
-             const std::vector<int64_t>& extent);
-
 }  // namespace example_npu
 
 #endif  // EXAMPLE_NPU_SIM_DMA_H_

@@ -134,7 +134,6 @@ class GroupForwarder {
           DramRef{dma.view.tensor, plan_->remote_offset[load], view};
     }
     plan_->skipped[load] = true;
-    ++plan_->forwarded;
   }
 
   void ForwardResult(int64_t compute, const std::vector<TileUse>& uses) {
@@ -146,7 +145,6 @@ class GroupForwarder {
     plan_->output_to[compute] = DramRef{store.dma.view.tensor, plan_->remote_offset[store.id],
                                         how == Forward::kStrided ? store.id : -1};
     plan_->skipped[store.id] = true;
-    ++plan_->forwarded;
   }
 
   const Program& program_;

@@ -13,6 +13,7 @@
 #ifndef EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
 #define EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -46,7 +47,9 @@ struct TransferPlan {
   std::vector<std::vector<DramRef>> input_from;
   /*! \brief Per compute command: the DRAM bytes it writes instead of its L1 result tile. */
   std::vector<DramRef> output_to;
-  int64_t forwarded = 0;
+
+  /*! \brief How many transfers are forwarded (skipped). */
+  int64_t forwarded() const { return std::count(skipped.begin(), skipped.end(), true); }
 };
 
 /*!

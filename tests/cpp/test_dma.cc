@@ -69,8 +69,9 @@ void CheckRandomBoxes(DType dtype, int cases) {
     for (T& v : src) v = static_cast<T>(rng());
     std::vector<T> expected(size, 0), actual(size, 0);
     NaiveCopy(src.data(), src_strides, expected.data(), dst_strides, extent);
-    CopyBox(reinterpret_cast<const uint8_t*>(src.data()), dtype, src_strides,
-            reinterpret_cast<uint8_t*>(actual.data()), dtype, dst_strides, extent);
+    BoxCopy(dtype, src_strides, dtype, dst_strides, extent)
+        .Run(reinterpret_cast<const uint8_t*>(src.data()),
+             reinterpret_cast<uint8_t*>(actual.data()));
     ASSERT_EQ(actual, expected) << "case " << c << " rank " << rank;
   }
 }
@@ -89,11 +90,12 @@ TEST(DmaTest, LargeNchwToNhwcTransposeMatchesTheNaiveCopy) {
   std::vector<float> src(67 * 13 * 131), expected(src.size()), actual(src.size()), back(src.size());
   std::iota(src.begin(), src.end(), 0.0f);
   NaiveCopy(src.data(), nchw, expected.data(), nhwc, extent);
-  CopyBox(reinterpret_cast<const uint8_t*>(src.data()), DType::kFloat32, nchw,
-          reinterpret_cast<uint8_t*>(actual.data()), DType::kFloat32, nhwc, extent);
+  BoxCopy(DType::kFloat32, nchw, DType::kFloat32, nhwc, extent)
+      .Run(reinterpret_cast<const uint8_t*>(src.data()), reinterpret_cast<uint8_t*>(actual.data()));
   EXPECT_EQ(actual, expected);
-  CopyBox(reinterpret_cast<const uint8_t*>(actual.data()), DType::kFloat32, nhwc,
-          reinterpret_cast<uint8_t*>(back.data()), DType::kFloat32, nchw, extent);
+  BoxCopy(DType::kFloat32, nhwc, DType::kFloat32, nchw, extent)
+      .Run(reinterpret_cast<const uint8_t*>(actual.data()),
+           reinterpret_cast<uint8_t*>(back.data()));
   EXPECT_EQ(back, src);
 }
 
@@ -102,8 +104,8 @@ TEST(DmaTest, NarrowsFloat32ToFloat16OnAStridedStore) {
   std::vector<float> src(15);
   for (size_t i = 0; i < src.size(); ++i) src[i] = 0.1f * static_cast<float>(i) - 0.7f;
   std::vector<uint16_t> dst(15, 0);
-  CopyBox(reinterpret_cast<const uint8_t*>(src.data()), DType::kFloat32, {5, 1},
-          reinterpret_cast<uint8_t*>(dst.data()), DType::kFloat16, {1, 3}, extent);
+  BoxCopy(DType::kFloat32, {5, 1}, DType::kFloat16, {1, 3}, extent)
+      .Run(reinterpret_cast<const uint8_t*>(src.data()), reinterpret_cast<uint8_t*>(dst.data()));
   for (int64_t r = 0; r < 3; ++r) {
     for (int64_t c = 0; c < 5; ++c) {
       EXPECT_EQ(dst[c * 3 + r], kernels::FloatToHalf(src[r * 5 + c]));

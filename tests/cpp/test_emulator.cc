@@ -84,8 +84,8 @@ TEST_F(EmulatorTest, ForwardedAndMaterialisedTransfersComputeTheSameBits) {
     const Program program = Compile(ParseGraph(kElementwise), config);
     const Emulator forwarding(program, EmulatorOptions{true});
     const Emulator copying(program, EmulatorOptions{false});
-    EXPECT_GT(forwarding.transfers().forwarded, 0);
-    EXPECT_EQ(copying.transfers().forwarded, 0);
+    EXPECT_GT(forwarding.transfers().forwarded(), 0);
+    EXPECT_EQ(copying.transfers().forwarded(), 0);
     const Outputs expected = Reference();
     const Outputs forwarded = Execute(forwarding, x_, b_);
     const Outputs copied = Execute(copying, x_, b_);
