@@ -361,24 +361,22 @@ def _broadcast_shapes(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[
 # Families: each generator draws one case's fields for a dtype.
 
 
-def gen_conv2d(rng, dtype):
+def _gen_conv(rng, dtype, spatial: int):
     data = _Data(rng, dtype)
-    call, facts = _conv_call(rng, data, spatial=2)
+    call, facts = _conv_call(rng, data, spatial=spatial)
     return data.case(
         description=facts["description"],
         body=lambda bb, env, dt: call(env, dt),
         reduction=facts["reduction"],
     )
+
+
+def gen_conv2d(rng, dtype):
+    return _gen_conv(rng, dtype, spatial=2)
 
 
 def gen_conv1d(rng, dtype):
-    data = _Data(rng, dtype)
-    call, facts = _conv_call(rng, data, spatial=1)
-    return data.case(
-        description=facts["description"],
-        body=lambda bb, env, dt: call(env, dt),
-        reduction=facts["reduction"],
-    )
+    return _gen_conv(rng, dtype, spatial=1)
 
 
 def _matmul_shapes(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[int, ...], str]:
