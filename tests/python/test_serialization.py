@@ -24,9 +24,8 @@ def test_export_and_load_in_a_new_process(tmp_path):
     np.save(tmp_path / "expected.npy", run(Conv2dReLU, inputs))
     script = textwrap.dedent(
         f"""
-        import numpy as np, tvm
+        import numpy as np, tvm  # autoload registers ffi.Module.load_from_bytes.example_npu_json
         from tvm import relax
-        import example_npu  # registers ffi.Module.load_from_bytes.example_npu_json
         lib = tvm.runtime.load_module({str(library)!r})
         vm = relax.VirtualMachine(lib, tvm.cpu())
         folder = {str(tmp_path)!r}
