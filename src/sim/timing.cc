@@ -171,6 +171,7 @@ Profile Simulate(const Program& program) {
   profile.symbol = program.graph.symbol;
   profile.power_mode = config.power_mode;
   profile.clock_mhz = config.clock_mhz();
+  profile.dram_scratch_bytes = program.dram_scratch_bytes;
   std::vector<Timeline> channels(config.dma_channels);
   Timeline dram_port, l2_port;
   std::array<Timeline, kNumEngines> engines;
@@ -182,6 +183,10 @@ Profile Simulate(const Program& program) {
     group.engine = info.engine;
     group.tiles = info.tiles;
     group.tile_shape = info.tile_shape;
+    group.l1_bytes = info.l1_bytes;
+    group.l2_bytes = info.l2_bytes;
+    profile.l1_used_bytes = std::max(profile.l1_used_bytes, info.l1_bytes);
+    profile.l2_used_bytes = std::max(profile.l2_used_bytes, info.l2_bytes);
     profile.groups.push_back(group);
   }
   int64_t barrier = 0, finished = 0, current_group = -1;
@@ -272,6 +277,11 @@ std::string Profile::ToJSON() const {
     busy.Set(String(EngineName(static_cast<Engine>(e))), busy_cycles[e]);
   }
   root.Set(String("busy_cycles"), busy);
+  json::Object memory_used;
+  memory_used.Set(String("L1"), l1_used_bytes);
+  memory_used.Set(String("L2"), l2_used_bytes);
+  memory_used.Set(String("DRAM"), dram_scratch_bytes);
+  root.Set(String("memory_used"), memory_used);
   json::Array group_list;
   for (const GroupProfile& g : groups) {
     json::Object object;
@@ -287,6 +297,8 @@ std::string Profile::ToJSON() const {
     object.Set(String("end"), g.end);
     object.Set(String("bytes"), tiers(g.bytes));
     object.Set(String("energy_pj"), g.energy_pj);
+    object.Set(String("l1_bytes"), g.l1_bytes);
+    object.Set(String("l2_bytes"), g.l2_bytes);
     group_list.push_back(object);
   }
   root.Set(String("groups"), group_list);

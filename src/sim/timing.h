@@ -45,6 +45,8 @@ struct GroupProfile {
   int64_t end = 0;
   std::array<int64_t, kNumTiers> bytes{};
   double energy_pj = 0;
+  int64_t l1_bytes = 0;  // this group's tile buffers (every slot of every buffer class)
+  int64_t l2_bytes = 0;  // this group's weights staged in L2
 };
 
 struct Profile {
@@ -56,6 +58,11 @@ struct Profile {
   int64_t macs = 0;
   std::array<int64_t, kNumTiers> bytes{};
   std::array<int64_t, kNumEngines> busy_cycles{};
+  // Memory used: the high-water marks of L1 and L2 over the groups (one group's buffers are on
+  // chip at a time) and the DRAM scratch of the intermediates between groups.
+  int64_t l1_used_bytes = 0;
+  int64_t l2_used_bytes = 0;
+  int64_t dram_scratch_bytes = 0;
   std::vector<GroupProfile> groups;
   std::vector<TraceEvent> events;
 

@@ -2,6 +2,7 @@
 // command stream respects its dependencies, and tiled execution equals the untiled reference.
 #include <gtest/gtest.h>
 #include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/json.h>
 
 #include <algorithm>
 #include <random>
@@ -133,6 +134,37 @@ TEST(CompilerTest, TinyL1ProducesMoreTilesAndTraffic) {
   EXPECT_GT(tiny.commands.size(), big.commands.size());
   EXPECT_GE(Simulate(tiny).bytes[static_cast<int>(Tier::kDram)],
             Simulate(big).bytes[static_cast<int>(Tier::kDram)]);
+}
+
+TEST(CompilerTest, ProfileReportsTheOnChipHighWaterMarks) {
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    const Program program = Compile(ParseGraph(kConvNet), config);
+    const Profile profile = Simulate(program);
+    int64_t l1 = 0, l2 = 0;
+    for (const GroupInfo& group : program.groups) {
+      l1 = std::max(l1, group.l1_bytes);
+      l2 = std::max(l2, group.l2_bytes);
+    }
+    EXPECT_GT(profile.l1_used_bytes, 0);
+    EXPECT_EQ(profile.l1_used_bytes, l1);
+    EXPECT_LE(profile.l1_used_bytes, config.TierBytes(Tier::kL1));
+    EXPECT_EQ(profile.l2_used_bytes, l2);
+    EXPECT_EQ(profile.dram_scratch_bytes, program.dram_scratch_bytes);
+    // The JSON the Python profile reads carries the same numbers.
+    namespace json = tvm::ffi::json;
+    auto root = json::Parse(profile.ToJSON()).cast<json::Object>();
+    auto used = root["memory_used"].cast<json::Object>();
+    EXPECT_EQ(used["L1"].cast<int64_t>(), l1);
+    EXPECT_EQ(used["L2"].cast<int64_t>(), l2);
+    EXPECT_EQ(used["DRAM"].cast<int64_t>(), program.dram_scratch_bytes);
+    auto groups = root["groups"].cast<json::Array>();
+    ASSERT_EQ(groups.size(), program.groups.size());
+    for (size_t g = 0; g < program.groups.size(); ++g) {
+      auto group = groups[g].cast<json::Object>();
+      EXPECT_EQ(group["l1_bytes"].cast<int64_t>(), program.groups[g].l1_bytes);
+      EXPECT_EQ(group["l2_bytes"].cast<int64_t>(), program.groups[g].l2_bytes);
+    }
+  }
 }
 
 TEST(CompilerTest, TiledEmulationMatchesTheUntiledReference) {
