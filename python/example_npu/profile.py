@@ -20,6 +20,7 @@ from tvm import relax
 
 TIERS = ("L0", "L1", "L2", "DRAM")
 ENGINES = ("matrix", "vector", "activation", "pooling", "dma")
+USED_TIERS = ("L1", "L2", "DRAM")
 
 
 @dataclass
@@ -36,6 +37,8 @@ class NodeRecord:
     cycles: int
     bytes: dict[str, int]
     energy_uj: float
+    l1_bytes: int
+    l2_bytes: int
 
 
 @dataclass
@@ -49,6 +52,10 @@ class Profile:
     macs: int = 0
     bytes_moved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
     busy_cycles: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ENGINES, 0))
+    # High-water marks: L1 tile buffers and L2 staged weights of the largest group, DRAM scratch
+    # of the largest subgraph (subgraphs and groups run one after another, so no two need their
+    # memory at once).
+    memory_used: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USED_TIERS, 0))
     nodes: list[NodeRecord] = field(default_factory=list)
     subgraphs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -143,6 +150,8 @@ def _aggregate(subgraph_json: list[str]) -> Profile:
             result.bytes_moved[tier] += sub["bytes"][tier]
         for engine in ENGINES:
             result.busy_cycles[engine] += sub["busy_cycles"][engine]
+        for tier in USED_TIERS:
+            result.memory_used[tier] = max(result.memory_used[tier], sub["memory_used"][tier])
         for group in sub["groups"]:
             result.nodes.append(
                 NodeRecord(
@@ -156,6 +165,8 @@ def _aggregate(subgraph_json: list[str]) -> Profile:
                     cycles=group["end"] - group["start"],
                     bytes=dict(group["bytes"]),
                     energy_uj=group["energy_pj"] * 1e-6,
+                    l1_bytes=group["l1_bytes"],
+                    l2_bytes=group["l2_bytes"],
                 )
             )
     return result
@@ -163,12 +174,19 @@ def _aggregate(subgraph_json: list[str]) -> Profile:
 
 def profile(executable: Any, *inputs: Any, device: Any = None, entry: str = "main") -> Profile:
     """Runs ``entry`` once on ``inputs`` (numpy arrays or tensors) and profiles the NPU parts."""
+    return run_and_profile(executable, *inputs, device=device, entry=entry)[1]
+
+
+def run_and_profile(
+    executable: Any, *inputs: Any, device: Any = None, entry: str = "main"
+) -> tuple[Any, Profile]:
+    """``profile``, also returning what ``entry`` returned on that one run."""
     device = device if device is not None else tvm.cpu()
     vm = relax.VirtualMachine(executable, device)
     args = [tvm.runtime.tensor(x, device) if isinstance(x, np.ndarray) else x for x in inputs]
     tvm_ffi.get_global_func("example_npu.profiler_begin")()
     try:
-        vm[entry](*args)
+        result = vm[entry](*args)
     finally:
         recorded = list(tvm_ffi.get_global_func("example_npu.profiler_end")())
-    return _aggregate([str(text) for text in recorded])
+    return result, _aggregate([str(text) for text in recorded])

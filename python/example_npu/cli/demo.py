@@ -1,4 +1,4 @@
-"""Command line: ``example-npu demo`` runs the embedded model on the NPU and checks it."""
+"""``example-npu demo``: the embedded model on the NPU, checked against TVM's CPU build."""
 
 from __future__ import annotations
 
@@ -10,10 +10,25 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .config import POWER_MODES, NPUConfig
-from .models import default_model
-from .profile import profile
-from .report import partition_with_report
+from ..config import POWER_MODES, NPUConfig
+from ..models import default_model
+from ..profile import profile
+from ..report import partition_with_report
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser("demo", help="run the embedded default model on the NPU")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the random input image")
+    demo.add_argument("--repeat", type=int, default=20, help="timed runs per build")
+    demo.add_argument("--power-mode", choices=sorted(POWER_MODES), default="balanced")
+    demo.add_argument("--l1-kb", type=int, default=256, help="L1 SRAM size of the NPU")
+    demo.add_argument("--trace", help="write a Chrome/Perfetto trace of the NPU run here")
+    demo.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = NPUConfig(l1_sram_kb=args.l1_kb, power_mode=args.power_mode)
+    return run_demo(args.seed, args.repeat, config, args.trace)
 
 
 def _compile_and_time(mod: tvm.IRModule, inputs: list[np.ndarray], repeat: int):
@@ -49,25 +64,3 @@ def run_demo(seed: int, repeat: int, config: NPUConfig, trace: str | None) -> in
     if trace:
         print(f"Chrome trace written to {prof.to_chrome_trace(trace)} (open in ui.perfetto.dev)")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    import example_npu  # noqa: F401  # registers patterns, codegen and runtime
-
-    parser = argparse.ArgumentParser(prog="example-npu", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run the embedded default model on the NPU")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the random input image")
-    demo.add_argument("--repeat", type=int, default=20, help="timed runs per build")
-    demo.add_argument("--power-mode", choices=sorted(POWER_MODES), default="balanced")
-    demo.add_argument("--l1-kb", type=int, default=256, help="L1 SRAM size of the NPU")
-    demo.add_argument("--trace", help="write a Chrome/Perfetto trace of the NPU run here")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        config = NPUConfig(l1_sram_kb=args.l1_kb, power_mode=args.power_mode)
-        return run_demo(args.seed, args.repeat, config, args.trace)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

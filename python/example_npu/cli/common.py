@@ -1,0 +1,124 @@
+"""What the model-file commands share: their arguments, the NPU config file, the inputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import InvalidConfigError, NPUConfig
+from ..model_file import LoadedModel, load_model, parse_input_shape
+
+
+class UsageError(Exception):
+    """Something the user gave on the command line is wrong; the message is one line."""
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="an .onnx file or a torch.export .pt2 file")
+    parser.add_argument(
+        "--config", metavar="NPU.json", help="NPUConfig fields to change, as a JSON object"
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME:SHAPE",
+        help="static shape of a model input, e.g. x:1x3x224x224 (repeat per input); needed "
+        "for inputs whose shape the file leaves open",
+    )
+
+
+def load_config(path: str | None) -> NPUConfig:
+    """The NPUConfig a --config file describes (fields left out keep their defaults)."""
+    if path is None:
+        return NPUConfig()
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"config file not found: {file}")
+    try:
+        data = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"config {file} is not valid JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise UsageError(f"config {file} must be a JSON object of NPUConfig fields")
+    try:
+        return NPUConfig.from_json(json.dumps(data))
+    except InvalidConfigError as error:
+        raise InvalidConfigError(f"config {file}: {error}") from error
+
+
+def load_model_from_args(args: argparse.Namespace) -> LoadedModel:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in args.input:
+        name, shape = parse_input_shape(text)
+        if name in shapes:
+            raise UsageError(f"--input {name} is given twice")
+        shapes[name] = shape
+    return load_model(args.model, shapes)
+
+
+def random_inputs(model: LoadedModel, seed: int) -> list[np.ndarray]:
+    """Standard normal values for float inputs, zeros for integer and bool inputs (so that an
+    index input stays in range)."""
+    rng = np.random.default_rng(seed)
+    return [
+        rng.standard_normal(spec.shape).astype(spec.dtype)
+        if np.issubdtype(np.dtype(spec.dtype), np.floating)
+        else np.zeros(spec.shape, spec.dtype)
+        for spec in model.inputs
+    ]
+
+
+def read_input_data(path: str, model: LoadedModel) -> list[np.ndarray]:
+    """The arrays of an .npz file, keyed by the model's input names (or np.savez's arr_0, ...
+    in input order), checked against the input shapes and dtypes."""
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"input data file not found: {file}")
+    try:
+        archive = np.load(file, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{file} is not an .npz file: {error}") from error
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise UsageError(f"{file} is a single array; give an .npz file (numpy.savez)")
+    with archive:
+        positional = [f"arr_{i}" for i in range(len(model.inputs))]
+        keys = [
+            spec.name if spec.name in archive.files else positional[i]
+            for i, spec in enumerate(model.inputs)
+        ]
+        extra = sorted(set(archive.files) - set(keys))
+        if extra:
+            raise UsageError(
+                f"{file}: {extra} name no input of the model (its inputs: "
+                f"{', '.join(spec.name for spec in model.inputs)})"
+            )
+        arrays = []
+        for spec, key in zip(model.inputs, keys, strict=True):
+            if key not in archive.files:
+                raise UsageError(f"{file} has no array for input {spec.name!r}")
+            array = archive[key]
+            if array.shape != spec.shape or str(array.dtype) != spec.dtype:
+                raise UsageError(
+                    f"{file}: input {spec.name!r} is {array.dtype}{list(array.shape)}, the model "
+                    f"takes {spec.dtype}{list(spec.shape)}"
+                )
+            arrays.append(array)
+    return arrays
+
+
+def flatten_outputs(value: Any) -> list[np.ndarray]:
+    """What a Relax function returned (a tensor or nested tuples of them) as a flat list."""
+    if hasattr(value, "numpy"):
+        return [value.numpy()]
+    return [array for item in value for array in flatten_outputs(item)]
+
+
+def describe_inputs(model: LoadedModel) -> str:
+    return ", ".join(
+        f"{spec.name} {spec.dtype}[{'x'.join(map(str, spec.shape))}]" for spec in model.inputs
+    )
