@@ -139,6 +139,7 @@ UPSTREAM = "import tvm.relax.backend.contrib.example_npu"
         ("import tvm", "import example_npu", True),
         ("import example_npu", "import tvm", True),
         (UPSTREAM, "import example_npu", True),
+        ("import example_npu", UPSTREAM, True),
         (UPSTREAM, "import example_npu", False),
         ("import example_npu", UPSTREAM, False),
     ],
