@@ -15,7 +15,7 @@ import tvm  # noqa: F401  # isort: skip
 
 from ._library import RegistrationConflictError
 from .checks import Verdict
-from .codegen import CodegenError
+from .codegen import CodegenError, example_npu_codegen
 from .config import InvalidConfigError, NPUConfig
 from .partition import partition_for_npu
 from .profile import Profile, profile
@@ -37,6 +37,7 @@ __all__ = [
     "REGISTERED_PATTERNS",
     "RegistrationConflictError",
     "Verdict",
+    "example_npu_codegen",
     "partition_for_npu",
     "profile",
     "quantize_model",
