@@ -17,6 +17,7 @@ from typing import Any
 
 import tvm
 from tvm import relax
+from tvm.relax.backend.utils import has_leaking_intermediate_variables
 
 from .config import DEFAULT_CONFIG, NPUConfig, dtype_bytes
 
@@ -223,6 +224,20 @@ def check_elementwise(call: relax.Call) -> Verdict:
 
 def check_matmul(call: relax.Call) -> Verdict:
     return first_failure((check_static_shapes(call), check_dtypes(call), check_out_dtype(call)))
+
+
+def check_no_leaking_intermediates(context: Any) -> Verdict:
+    """Every value computed inside a multi-op match is used only inside it.
+
+    FuseOpsByPattern places the fused function where the match's root was bound. An
+    intermediate that another op reads earlier (a conv whose result feeds both the "bias" add
+    of a residual and the next conv) then becomes a tuple output defined after its use, and the
+    module is ill-formed (MergeCompositeFunctions fails on it). So such a match is refused and
+    its ops are matched one by one instead.
+    """
+    if has_leaking_intermediate_variables(context):
+        return reject("an intermediate result of the matched chain is also used outside it")
+    return ACCEPT
 
 
 def check_bias_keeps_shape(annotated: Mapping[str, Any]) -> Verdict:

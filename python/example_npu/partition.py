@@ -2,13 +2,75 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tvm
+from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
+from .canonicalize import canonicalize
 from .checks import target_config
 from .config import NPUConfig
 from .patterns import PREFIX
+
+
+class PartitionError(ValueError):
+    """A partitioning step failed; the message names the step, the op and the reason."""
+
+
+def _callee_description(mod: tvm.IRModule, value: relax.Expr) -> str:
+    """What a binding calls, for error messages: a Relax op, or a fused function's patterns."""
+    if not isinstance(value, relax.Call):
+        return type(value).__name__
+    if isinstance(value.op, tvm.ir.Op):
+        return value.op.name
+    if isinstance(value.op, tvm.ir.GlobalVar) and value.op in mod.get_global_vars():
+        func = mod[value.op]
+        if func.attrs is not None and "Composite" in func.attrs:
+            return f"{value.op.name_hint} (pattern {func.attrs['Composite']})"
+        return value.op.name_hint
+    return str(value.op)
+
+
+def _first_use_before_definition(mod: tvm.IRModule) -> str | None:
+    """Names the first binding of ``main`` that reads a variable bound only after it."""
+    func = mod["main"]
+    defined = set(func.params)
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    producer = {b.var: b for b in bindings}
+    for binding in bindings:
+        for var in relax.analysis.free_vars(binding.value):
+            if var not in defined and var in producer:
+                return (
+                    f"{binding.var.name} = {_callee_description(mod, binding.value)} reads "
+                    f"{var.name}, which {_callee_description(mod, producer[var].value)} "
+                    "defines only later"
+                )
+        defined.add(binding.var)
+    return None
+
+
+def _run_step(name: str, step: Callable[[tvm.IRModule], tvm.IRModule], mod: tvm.IRModule):
+    """Runs one pass; a TVM internal failure becomes a PartitionError naming the step."""
+    try:
+        return step(mod)
+    except tvm.error.InternalError as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PartitionError(
+            f"example_npu: {name} failed inside TVM ({first_line}); please report the model"
+        ) from err
+
+
+def _check_well_formed(name: str, mod: tvm.IRModule) -> None:
+    if relax.analysis.check_well_formed(mod):
+        return
+    where = _first_use_before_definition(mod)
+    raise PartitionError(
+        f"example_npu: {name} produced an ill-formed module"
+        + (f": {where}" if where else "")
+        + "; the pattern named there must not match this region"
+    )
 
 
 def partition_for_npu(
@@ -16,7 +78,9 @@ def partition_for_npu(
 ) -> tvm.IRModule:
     """Offloads every supported region of ``mod["main"]`` to the NPU.
 
-    Adjacent supported ops are merged into one NPU function per region (so the NPU compiler
+    The module is first canonicalized (frontend idioms such as the ONNX importer's ``Clip``
+    lowering become the Relax ops the patterns match, see :mod:`example_npu.canonicalize`).
+    Adjacent supported ops are then merged into one NPU function per region (so the NPU compiler
     sees, e.g., relu -> max_pool2d -> relu as one subgraph with on-chip intermediates), codegen
     runs, and the returned module is ready for ``tvm.compile(mod, target="llvm")``. Calls the
     checks reject stay in Relax and are compiled for the CPU. With ``bind_constants`` (default)
@@ -24,21 +88,18 @@ def partition_for_npu(
     ``config`` (default: the specification's NPU) is what the NPU compiler tiles for and what the
     profile models; the checks plan for its memories, and it is forwarded as
     ``RunCodegen(target_options={"example_npu": ...})``.
+
+    Every step's failure inside TVM is raised as :class:`PartitionError` with the step's name, and
+    a step that leaves an ill-formed module is reported with the binding it broke.
     """
     config = config or NPUConfig()
     options = {"example_npu": {"npu_config": config.to_json()}}
-    seq = tvm.transform.Sequential(
-        [
-            FuseOpsByPattern(
-                get_patterns_with_prefix(PREFIX + "."),
-                bind_constants=bind_constants,
-                annotate_codegen=False,
-            ),
-            MergeCompositeFunctions(),
-            RunCodegen(target_options=options),
-        ],
-        name="example_npu.partition_for_npu",
-    )
+    patterns = get_patterns_with_prefix(PREFIX + ".")
+    fuse = FuseOpsByPattern(patterns, bind_constants=bind_constants, annotate_codegen=False)
     # The checks decide what fits on chip for this NPU, not the default one.
     with target_config(config):
-        return seq(mod)
+        mod = _run_step("canonicalize", canonicalize, mod)
+        mod = _run_step("FuseOpsByPattern", fuse, mod)
+        _check_well_formed("FuseOpsByPattern", mod)
+        mod = _run_step("MergeCompositeFunctions", MergeCompositeFunctions(), mod)
+        return _run_step("RunCodegen", RunCodegen(target_options=options), mod)

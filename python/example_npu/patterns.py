@@ -44,12 +44,14 @@ class PatternRow:
         return f"{PREFIX}.{self.name}"
 
     def check(self, context: PatternCheckContext) -> bool:
+        root = context.annotated_expr["root"]
+        if not checks.explain(root, checks.check_no_leaking_intermediates(context)):
+            return False
         for annotation, call_check in self.call_checks:
             call = context.annotated_expr[annotation]
             if not checks.explain(call, call_check(call)):
                 return False
         if self.region_check is not None:
-            root = context.annotated_expr["root"]
             return checks.explain(root, self.region_check(context.annotated_expr))
         return True
 
