@@ -41,6 +41,11 @@ def target_config(config: NPUConfig) -> Iterator[None]:
         _TARGET_CONFIG.reset(token)
 
 
+def current_config() -> NPUConfig:
+    """The NPUConfig the checks are planning for (see target_config)."""
+    return _TARGET_CONFIG.get()
+
+
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
 NPU_DTYPES = frozenset({"int8", "int16", "float16", "float32"})
 # float16 runs on the float32 datapath with every op result rounded to float16; integers only
@@ -94,7 +99,7 @@ def tensor_dtype(expr: Any) -> str:
     return str(ty.dtype) if isinstance(ty, relax.TensorType) else "unknown"
 
 
-def _op_name(call: relax.Call) -> str:
+def op_name(call: relax.Call) -> str:
     return call.op.name.removeprefix("relax.")
 
 
@@ -102,7 +107,7 @@ def check_static_shapes(call: relax.Call) -> Verdict:
     tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
     for tensor in tensors:
         if tensor_shape(tensor) is None:
-            return reject(f"{_op_name(call)}: dynamic or unknown shape {tensor.ty}")
+            return reject(f"{op_name(call)}: dynamic or unknown shape {tensor.ty}")
     return ACCEPT
 
 
@@ -110,7 +115,7 @@ def check_dtypes(call: relax.Call) -> Verdict:
     """All tensor operands and the result share one dtype that the runtime executes."""
     tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
     dtypes = {tensor_dtype(tensor) for tensor in tensors}
-    name = _op_name(call)
+    name = op_name(call)
     if len(dtypes) != 1:
         return reject(f"{name}: mixed dtypes {sorted(dtypes)}")
     (dtype,) = dtypes
@@ -126,13 +131,13 @@ def check_dtypes(call: relax.Call) -> Verdict:
 def check_out_dtype(call: relax.Call) -> Verdict:
     out_dtype = getattr(call.attrs, "out_dtype", None)
     if out_dtype is not None and str(out_dtype) not in ("", "void", tensor_dtype(call.args[0])):
-        return reject(f"{_op_name(call)}: out_dtype {out_dtype} differs from the input dtype")
+        return reject(f"{op_name(call)}: out_dtype {out_dtype} differs from the input dtype")
     return ACCEPT
 
 
 def check_layouts(call: relax.Call) -> Verdict:
     attrs = call.attrs
-    name = _op_name(call)
+    name = op_name(call)
     data_layout = str(getattr(attrs, "data_layout", getattr(attrs, "layout", "")))
     out_layout = str(getattr(attrs, "out_layout", data_layout))
     if data_layout not in ("NCHW", "NHWC", "NCW", "NWC"):
@@ -158,13 +163,13 @@ def check_window_output(call: relax.Call) -> Verdict:
     """
     shape = tensor_shape(call)
     if shape is None:
-        return reject(f"{_op_name(call)}: unknown result shape")
+        return reject(f"{op_name(call)}: unknown result shape")
     attrs = call.attrs
     layout = str(getattr(attrs, "data_layout", getattr(attrs, "layout", "")))
     spatial = [shape[i] for i, axis in enumerate(layout) if axis in "HW" and i < len(shape)]
     if any(extent <= 0 for extent in spatial):
         return reject(
-            f"{_op_name(call)}: result {shape} is empty: the window does not fit the padded input"
+            f"{op_name(call)}: result {shape} is empty: the window does not fit the padded input"
         )
     return ACCEPT
 
@@ -271,9 +276,9 @@ def check_fits_on_chip(call: relax.Call, l1_bytes: int | None = None) -> Verdict
     l1_bytes = l1_bytes if l1_bytes is not None else config.l1_sram_bytes
     shape = tensor_shape(call.args[0])
     if shape is None:
-        return reject(f"{_op_name(call)}: unknown input shape")
+        return reject(f"{op_name(call)}: unknown input shape")
     item = dtype_bytes(tensor_dtype(call.args[0]))
-    name = _op_name(call)
+    name = op_name(call)
     if name == "nn.softmax":
         row_bytes = shape[int(call.attrs.axis)] * item * 2
         if row_bytes > l1_bytes:
@@ -289,7 +294,10 @@ def check_fits_on_chip(call: relax.Call, l1_bytes: int | None = None) -> Verdict
 def _window_taps(call: relax.Call) -> int:
     attrs = call.attrs
     if hasattr(attrs, "pool_size"):
-        return int(attrs.pool_size[0]) * int(attrs.pool_size[1])
+        taps = 1
+        for extent in attrs.pool_size:
+            taps *= int(extent)
+        return taps
     weight = tensor_shape(call.args[1]) or []
     spatial = [weight[i] for i, axis in enumerate(str(attrs.kernel_layout)) if axis in "HW"]
     taps = 1
@@ -301,5 +309,5 @@ def _window_taps(call: relax.Call) -> int:
 def explain(call: relax.Call, verdict: Verdict) -> bool:
     """Logs why a call stays on the CPU and returns the boolean FuseOpsByPattern expects."""
     if not verdict:
-        logger.info("%s stays on the CPU: %s", _op_name(call), verdict.reason)
+        logger.info("%s stays on the CPU: %s", op_name(call), verdict.reason)
     return verdict.ok

@@ -19,6 +19,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from .codegen_glue import SAFE_SOFTMAX_COMPOSITE, lower_glue_op, lower_safe_softmax
 from .codegen_qnn import QNN_COMPOSITE_PREFIX, lower_qnn_composite
 from .config import NPUConfig
 
@@ -152,6 +153,8 @@ class _GraphBuilder:
             inner_env[param] = constant if constant is not None else self._eval(arg, env, composite)
         if composite.startswith(QNN_COMPOSITE_PREFIX):
             return lower_qnn_composite(self, func, inner_env, composite)
+        if composite == SAFE_SOFTMAX_COMPOSITE:
+            return lower_safe_softmax(self, func, inner_env, composite)
         return self._eval_body(func.body, inner_env, composite)
 
     def constant_of(self, expr: Any, env: Mapping[Any, Any]) -> Constant | None:
@@ -164,6 +167,10 @@ class _GraphBuilder:
 
     def add_node(self, node: dict[str, Any]) -> int:
         return self._add(node)
+
+    @staticmethod
+    def tensor_type(ty: Any, what: str) -> tuple[list[int], str]:
+        return _tensor_type(ty, what)
 
     def eval_tensor(self, expr: Any, env: dict[Any, Any], composite: str) -> int:
         value = self._eval(expr, env, composite)
@@ -183,6 +190,9 @@ class _GraphBuilder:
         return self.const_ids[name]
 
     def _op_node(self, call: relax.Call, env: dict[Any, Any], composite: str) -> _Value:
+        glue = lower_glue_op(self, call, env, composite)
+        if glue is not None:
+            return glue
         op_name = call.op.name.removeprefix("relax.")
         attrs = _attrs_to_dict(call.attrs)
         if op_name in ("quantize", "dequantize"):

@@ -14,10 +14,10 @@ from typing import Any
 import tvm
 from tvm.relax.backend import _ffi_api as _registry_api
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
-from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, wildcard
+from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, is_tuple, wildcard
 from tvm.relax.transform import PatternCheckContext
 
-from . import checks, checks_qnn
+from . import checks, checks_glue, checks_qnn
 from .checks import Verdict
 
 PREFIX = "example_npu"
@@ -72,6 +72,43 @@ def _binary(op: str) -> PatternBuilder:
         return root, {"lhs": lhs, "rhs": rhs, "root": root}
 
     return build
+
+
+def _with_args(op: str) -> PatternBuilder:
+    """op(data, ...) with any further (attribute-like) arguments."""
+
+    def build() -> tuple[DFPattern, dict[str, DFPattern]]:
+        data = wildcard()
+        root = is_op(op)(data, varg_default_wildcard=True)
+        return root, {"input": data, "root": root}
+
+    return build
+
+
+CONCAT_MAX_INPUTS = 16
+
+
+def _concat() -> tuple[DFPattern, dict[str, DFPattern]]:
+    """concat of an inline tuple of 1 to CONCAT_MAX_INPUTS tensors."""
+    root = None
+    for count in range(1, CONCAT_MAX_INPUTS + 1):
+        call = is_op("relax.concat")(is_tuple([wildcard() for _ in range(count)]))
+        root = call if root is None else root | call
+    return root, {"root": root}
+
+
+def _safe_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
+    """torch.export's safe softmax: where(all(x == -inf, axis), 0, softmax(x, axis))."""
+    x = wildcard()
+    softmax = is_op("relax.nn.softmax")(x)
+    equal = is_op("relax.equal")(x, is_const())
+    kept = is_op("relax.astype")(is_op("relax.logical_not")(equal))
+    row_max = is_op("relax.max")(kept)
+    masked = is_op("relax.logical_not")(is_op("relax.astype")(row_max))
+    fill = is_op("relax.full_like")(softmax, is_const())
+    root = is_op("relax.where")(masked, fill, softmax)
+    annotations = {"input": x, "softmax": softmax, "equal": equal, "row_max": row_max}
+    return root, {**annotations, "fill": fill, "root": root}
 
 
 _PRODUCER_OPS = {"conv2d": "relax.nn.conv2d", "matmul": "relax.matmul", "dense": "relax.matmul"}
@@ -185,20 +222,58 @@ def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> 
     return PatternRow(name, build, (("root", check),), requires)
 
 
+_DATA_MOVEMENT = (
+    "reshape",
+    "flatten",
+    "squeeze",
+    "expand_dims",
+    "permute_dims",
+    "split",
+    "broadcast_to",
+)
+
 PATTERN_TABLE: tuple[PatternRow, ...] = (
+    # Data movement: views and DMA copies, any NPU dtype.
+    *[
+        _row(op, _with_args(f"relax.{op}"), checks_glue.check_data_movement)
+        for op in _DATA_MOVEMENT
+    ],
+    _row("concat", _concat, checks_glue.check_data_movement),
+    _row("strided_slice", _with_args("relax.strided_slice"), checks_glue.check_strided_slice),
+    _row("take", _with_args("relax.take"), checks_glue.check_take),
+    # Reductions and normalisation.
+    _row("mean", _unary("relax.mean"), checks_glue.check_mean),
+    _row(
+        "adaptive_avg_pool2d",
+        _unary("relax.nn.adaptive_avg_pool2d"),
+        checks_glue.check_adaptive_avg_pool2d,
+    ),
+    _row("layer_norm", _unary("relax.nn.layer_norm", extra_args=2), checks_glue.check_layer_norm),
+    _row("max_pool1d", _unary("relax.nn.max_pool1d"), checks.check_pool),
+    _row("avg_pool1d", _unary("relax.nn.avg_pool1d"), checks.check_pool),
     _row("quantize", _unary("relax.quantize", extra_args=2), checks_qnn.check_quantize),
     _row("dequantize", _unary("relax.dequantize", extra_args=2), checks_qnn.check_dequantize),
     _row("add", _binary("relax.add"), checks.check_elementwise),
     _row("subtract", _binary("relax.subtract"), checks.check_elementwise),
     _row("multiply", _binary("relax.multiply"), checks.check_elementwise),
     _row("divide", _binary("relax.divide"), checks.check_elementwise),
+    _row("maximum", _binary("relax.maximum"), checks.check_elementwise),
+    _row("minimum", _binary("relax.minimum"), checks.check_elementwise),
     _row("relu", _unary("relax.nn.relu"), checks.check_elementwise),
+    _row("silu", _unary("relax.nn.silu"), checks.check_elementwise, "relax.nn.silu"),
+    _row("clip", _unary("relax.clip", extra_args=2), checks_glue.check_clip, "relax.clip"),
     _row("relu6", _unary("relax.clip", extra_args=2), checks.check_relu6, "relax.clip"),
     _row("gelu", _unary("relax.nn.gelu"), checks.check_elementwise),
     _row("gelu_tanh", _unary("relax.nn.gelu_tanh"), checks.check_elementwise, "relax.nn.gelu_tanh"),
     _row("sigmoid", _unary("relax.sigmoid"), checks.check_elementwise, "relax.sigmoid"),
     _row("tanh", _unary("relax.tanh"), checks.check_elementwise, "relax.tanh"),
     _row("softmax", _unary("relax.nn.softmax"), checks.check_softmax),
+    PatternRow(
+        "safe_softmax",
+        _safe_softmax,
+        (("softmax", checks.check_softmax),),
+        region_check=checks_glue.check_safe_softmax,
+    ),
     _row("batch_norm", _unary("relax.nn.batch_norm", extra_args=4), checks.check_batch_norm),
     _row("max_pool2d", _unary("relax.nn.max_pool2d"), checks.check_pool),
     _row("avg_pool2d", _unary("relax.nn.avg_pool2d"), checks.check_pool),

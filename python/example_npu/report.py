@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
+from .canonicalize import canonicalize
 from .checks import logger as checks_logger
 from .config import NPUConfig
 from .partition import partition_for_npu
@@ -66,7 +67,8 @@ def partition_with_report(
     mod: tvm.IRModule, config: NPUConfig | None = None
 ) -> tuple[tvm.IRModule, PartitionReport]:
     """partition_for_npu plus a report of which ops each side got and why."""
-    original_ops = _count_ops(mod["main"].body)
+    # Counted after canonicalization: rewritten idioms and dead bindings are not ops of the model.
+    original_ops = _count_ops(canonicalize(mod)["main"].body)
     collector = _ReasonCollector()
     previous_level = checks_logger.level
     checks_logger.addHandler(collector)

@@ -44,11 +44,15 @@ struct TileRef {
   DType dtype = DType::kFloat32;
 };
 
-/*! \brief A tensor seen through strides: logical shape over the DRAM storage of `tensor`. */
+/*!
+ * \brief A tensor seen through strides: logical shape over the DRAM storage of `tensor`,
+ * starting `offset` elements into it (a slice). A stride of 0 repeats the data (broadcast).
+ */
 struct TensorView {
   int64_t tensor = -1;
   Shape shape;
   std::vector<int64_t> strides;  // in elements, one per logical dim
+  int64_t offset = 0;            // in elements
 };
 
 /*!

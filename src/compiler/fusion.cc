@@ -10,6 +10,8 @@ bool IsElementwise(OpKind op) {
     case OpKind::kSubtract:
     case OpKind::kMultiply:
     case OpKind::kDivide:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
     case OpKind::kRelu:
     case OpKind::kClip:
     case OpKind::kSigmoid:
@@ -66,9 +68,8 @@ std::vector<FusedGroup> FuseGraph(const Graph& graph) {
     FusedGroup group;
     group.anchor = id;
     grouped[id] = true;
-    // Reshape and permute_dims are usually views (see layout.h), which run no tile loop.
-    const OpKind op = graph.nodes[id].op;
-    if (op != OpKind::kReshape && op != OpKind::kPermuteDims) {
+    // Data movement is a view (see layout.h) or a DMA copy, which has no result tile to extend.
+    if (!IsDataMovement(graph.nodes[id].op)) {
       for (int64_t tail = id, next;
            (next = ChainableConsumer(graph, consumers, grouped, tail)) >= 0;) {
         group.chain.push_back(next);

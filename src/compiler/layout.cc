@@ -33,7 +33,14 @@ std::vector<int64_t> OrderedStrides(const Shape& shape, const std::vector<int64_
   return strides;
 }
 
-bool IsContiguous(const TensorView& view) { return view.strides == ContiguousStrides(view.shape); }
+bool IsContiguous(const TensorView& view) {
+  // Size-1 dims may carry any stride (a slice of one row, a broadcast unit dim).
+  const std::vector<int64_t> dense = ContiguousStrides(view.shape);
+  for (size_t d = 0; d < dense.size(); ++d) {
+    if (view.shape[d] != 1 && view.strides[d] != dense[d]) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -51,17 +58,36 @@ bool UsesNHWCTiles(const Graph& graph, const FusedGroup& group) {
 TensorView LayoutPlan::SourceView(const Graph& graph, int64_t id) const {
   const Node& node = graph.nodes[id];
   TensorView source = ViewOf(graph, node.inputs[0]);
-  TensorView view{source.tensor, node.shape, {}};
-  if (node.op == OpKind::kPermuteDims) {
-    for (int64_t axis : std::get<PermuteDimsAttrs>(node.attrs).axes) {
-      view.strides.push_back(source.strides[axis]);
+  TensorView view{source.tensor, node.shape, {}, source.offset};
+  switch (node.op) {
+    case OpKind::kPermuteDims:
+      for (int64_t axis : std::get<PermuteDimsAttrs>(node.attrs).axes) {
+        view.strides.push_back(source.strides[axis]);
+      }
+      return view;
+    case OpKind::kStridedSlice: {
+      const SliceAttrs& slice = std::get<SliceAttrs>(node.attrs);
+      for (size_t d = 0; d < source.strides.size(); ++d) {
+        view.offset += slice.begin[d] * source.strides[d];
+        view.strides.push_back(slice.step[d] * source.strides[d]);
+      }
+      return view;
     }
-  } else {
-    TVM_FFI_ICHECK(node.op == OpKind::kReshape && IsContiguous(source))
-        << "node " << node.name << " is not expressible as a view";
-    view.strides = ContiguousStrides(node.shape);
+    case OpKind::kBroadcastTo: {
+      // numpy alignment at the trailing dim; new and size-1 source dims repeat (stride 0).
+      const size_t pad = node.shape.size() - source.shape.size();
+      view.strides.assign(node.shape.size(), 0);
+      for (size_t d = 0; d < source.shape.size(); ++d) {
+        if (source.shape[d] != 1) view.strides[pad + d] = source.strides[d];
+      }
+      return view;
+    }
+    default:
+      TVM_FFI_ICHECK(node.op == OpKind::kReshape && IsContiguous(source))
+          << "node " << node.name << " is not expressible as a view";
+      view.strides = ContiguousStrides(node.shape);
+      return view;
   }
-  return view;
 }
 
 TensorView LayoutPlan::ViewOf(const Graph& graph, int64_t id) const {
@@ -107,13 +133,15 @@ LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups)
     }
     if (any_consumer && all_nhwc_consumers) plan.storage_order[out] = {0, 2, 3, 1};
   }
-  // Views: permute_dims / reshape read by other ops only (reshape needs a contiguous source).
+  // Views: data movement read by other ops only (reshape needs a contiguous source; concat
+  // is always materialised, each input copied into its slice).
   for (size_t id = 0; id < count; ++id) {
     const Node& node = graph.nodes[id];
     if (node.kind != NodeKind::kOp || is_head(static_cast<int64_t>(id))) continue;
-    if (node.op == OpKind::kPermuteDims) plan.is_view[id] = true;
     if (node.op == OpKind::kReshape) {
       plan.is_view[id] = IsContiguous(plan.ViewOf(graph, node.inputs[0]));
+    } else {
+      plan.is_view[id] = IsDataMovement(node.op) && node.op != OpKind::kConcat;
     }
   }
   return plan;

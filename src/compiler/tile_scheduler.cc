@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kBurstBytes = 32;
 
 std::vector<int64_t> BoxKey(const TensorView& view, const TensorBox& box) {
-  std::vector<int64_t> key = {view.tensor};
+  std::vector<int64_t> key = {view.tensor, view.offset};
   key.insert(key.end(), view.strides.begin(), view.strides.end());
   key.insert(key.end(), box.begin.begin(), box.begin.end());
   key.insert(key.end(), box.extent.begin(), box.extent.end());
@@ -74,8 +74,14 @@ void TileScheduler::AddDeps(Command* command, const Slot& slot, bool writes) con
 }
 
 int64_t BusBytes(const TensorView& view, const TensorBox& box, DType dtype) {
-  std::vector<size_t> dims(box.extent.size());
-  std::iota(dims.begin(), dims.end(), 0);
+  // Broadcast dims (stride 0) re-read the same bytes: the DMA fetches them once.
+  std::vector<size_t> dims;
+  int64_t elements = 1;
+  for (size_t d = 0; d < box.extent.size(); ++d) {
+    if (view.strides[d] == 0) continue;
+    dims.push_back(d);
+    elements *= box.extent[d];
+  }
   std::sort(dims.begin(), dims.end(),
             [&](size_t a, size_t b) { return view.strides[a] < view.strides[b]; });
   int64_t run = 1;
@@ -86,7 +92,6 @@ int64_t BusBytes(const TensorView& view, const TensorBox& box, DType dtype) {
     run *= box.extent[d];
     expected_stride = view.strides[d] * box.extent[d];
   }
-  const int64_t elements = kernels::NumElements(box.extent);
   const int64_t run_bytes = run * DTypeBytes(dtype);
   const int64_t bursts = (run_bytes + kBurstBytes - 1) / kBurstBytes;
   return (elements / std::max<int64_t>(run, 1)) * bursts * kBurstBytes;

@@ -64,7 +64,7 @@ TensorView GroupTiler::OperandView(const Node& node, size_t input, size_t rank) 
   if (node.op == OpKind::kBatchNorm && input > 0) {
     // A per-channel parameter: unit everywhere except the normalised axis.
     const int64_t axis = std::get<BatchNormAttrs>(node.attrs).axis;
-    TensorView placed{view.tensor, Shape(rank, 1), std::vector<int64_t>(rank, 0)};
+    TensorView placed{view.tensor, Shape(rank, 1), std::vector<int64_t>(rank, 0), view.offset};
     placed.shape[axis] = view.shape[0];
     placed.strides[axis] = view.strides[0];
     return Lift(placed);
@@ -153,6 +153,7 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
       break;
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
+    case OpKind::kMean:
       compute.engine = Engine::kPooling;
       break;
     case OpKind::kSoftmax:
@@ -279,6 +280,10 @@ class ElementwiseRule : public OutputTiler {
     std::iota(order_.begin(), order_.end(), 0);
     std::vector<bool> fixed(anchor.shape.size(), false);
     if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
+    if (anchor.op == OpKind::kLayerNorm) {
+      const int64_t first = std::get<LayerNormAttrs>(anchor.attrs).first_axis;
+      std::fill(fixed.begin() + first, fixed.end(), true);
+    }
     TilePlan plan;
     plan.engine = MakeCompute(anchor, group_.anchor, {}, TileRef{}, {}).engine;
     auto cost = [&](const std::vector<int64_t>& extent) {
@@ -323,36 +328,207 @@ class ElementwiseRule : public OutputTiler {
   }
 };
 
-/*! \brief A materialised permute_dims / reshape: DMA-only, load a box of the source view in
- * output order and store it. */
+/*!
+ * \brief A materialised permute_dims / reshape / strided_slice / broadcast_to: DMA-only, load a
+ * box of the source view and store it. A reshape of a non-contiguous view (a transposed tensor)
+ * copies in the source's shape into the result's storage seen in that shape (a reshape keeps
+ * the row-major order), which is a DMA transpose.
+ */
 class CopyRule : public OutputTiler {
  public:
   using OutputTiler::OutputTiler;
 
   TilePlan Plan() override {
-    order_.resize(Anchor().shape.size());
+    const Shape& shape = Views().source.shape;
+    order_.resize(shape.size());
     std::iota(order_.begin(), order_.end(), 0);
     auto tile_bytes = [&](const std::vector<int64_t>& extent) {
       return AlignUp(kernels::NumElements(extent) * DTypeBytes(Anchor().dtype));
     };
+    auto cost = [&](const std::vector<int64_t>& extent) { return 2 * tile_bytes(extent); };
     TilePlan plan;
     plan.engine = Engine::kDma;
-    auto cost = [&](const std::vector<int64_t>& extent) { return 2 * tile_bytes(extent); };
-    if (!ChooseTile(std::vector<bool>(order_.size(), false), cost, &plan)) return plan;
+    auto tile = ChooseOutputTile(shape, order_, std::vector<bool>(shape.size(), false), L1Budget(),
+                                 cost, config_.vector_elements);
+    if (!tile.has_value()) {
+      plan.reason = std::string(OpKindName(Anchor().op)) + ": the smallest tile does not fit L1";
+      return plan;
+    }
+    tile_ = *tile;
+    plan.ok = true;
+    plan.tile_shape = tile_;
+    plan.tiles = CountTiles(shape, tile_);
     plan.buffers.push_back(BufferClass{tile_bytes(tile_), 2});
     return plan;
   }
 
   void Emit(TileScheduler* scheduler) const override {
-    TensorView source = layout_.SourceView(graph_, group_.anchor);
-    TensorView target = layout_.ViewOf(graph_, group_.anchor);
-    ForEachTile(Anchor().shape, order_, tile_,
+    const CopyViews views = Views();
+    ForEachTile(views.source.shape, order_, tile_,
                 [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
                   TensorBox box{-1, begin, extent, order_};
-                  TileRef tile = scheduler->Load(0, source, box);
-                  scheduler->Store(tile, target, box);
+                  TileRef tile = scheduler->Load(0, views.source, box);
+                  scheduler->Store(tile, views.target, box);
                 });
   }
+
+ private:
+  struct CopyViews {
+    TensorView source;
+    TensorView target;
+  };
+
+  CopyViews Views() const {
+    const Node& anchor = Anchor();
+    const TensorView own = layout_.ViewOf(graph_, group_.anchor);
+    if (anchor.op == OpKind::kReshape) {
+      const TensorView source = layout_.ViewOf(graph_, anchor.inputs[0]);
+      return {source, TensorView{own.tensor, source.shape, ContiguousStrides(source.shape)}};
+    }
+    return {layout_.SourceView(graph_, group_.anchor), own};
+  }
+};
+
+/*!
+ * \brief concat on the DMA engine: every input is copied, tile by tile, into its slice of the
+ * output along the axis (what an NPU does instead of computing anything).
+ */
+class ConcatRule : public OutputTiler {
+ public:
+  using OutputTiler::OutputTiler;
+
+  TilePlan Plan() override {
+    const Node& anchor = Anchor();
+    order_.resize(anchor.shape.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    auto tile_bytes = [&](const std::vector<int64_t>& extent) {
+      return AlignUp(kernels::NumElements(extent) * DTypeBytes(anchor.dtype));
+    };
+    auto cost = [&](const std::vector<int64_t>& extent) { return 2 * tile_bytes(extent); };
+    TilePlan plan;
+    plan.engine = Engine::kDma;
+    int64_t slot_bytes = 0;
+    for (int64_t input : anchor.inputs) {
+      const Shape& shape = graph_.nodes[input].shape;
+      auto tile = ChooseOutputTile(shape, order_, std::vector<bool>(shape.size(), false),
+                                   L1Budget(), cost, config_.vector_elements);
+      if (!tile.has_value()) {
+        plan.reason = "concat: the smallest tile does not fit L1";
+        return plan;
+      }
+      input_tiles_.push_back(*tile);
+      plan.tiles += CountTiles(shape, *tile);
+      slot_bytes = std::max(slot_bytes, tile_bytes(*tile));
+    }
+    plan.ok = true;
+    plan.tile_shape = input_tiles_.front();
+    plan.buffers.push_back(BufferClass{slot_bytes, 2});
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    const Node& anchor = Anchor();
+    const int64_t axis = std::get<ConcatAttrs>(anchor.attrs).axis;
+    const TensorView target = layout_.ViewOf(graph_, group_.anchor);
+    int64_t offset = 0;
+    for (size_t k = 0; k < anchor.inputs.size(); ++k) {
+      const TensorView source = layout_.ViewOf(graph_, anchor.inputs[k]);
+      ForEachTile(source.shape, order_, input_tiles_[k],
+                  [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                    TileRef tile = scheduler->Load(0, source, TensorBox{-1, begin, extent, order_});
+                    std::vector<int64_t> out_begin = begin;
+                    out_begin[axis] += offset;
+                    scheduler->Store(tile, target, TensorBox{-1, out_begin, extent, order_});
+                  });
+      offset += source.shape[axis];
+    }
+  }
+
+ private:
+  std::vector<std::vector<int64_t>> input_tiles_;
+};
+
+/*!
+ * \brief mean on the pooling unit: tiles of the output with the reduced dims kept (as 1), each
+ * reading its whole extent of the reduced dims. Dropped dims are unit dims of the tile space.
+ */
+class ReduceRule : public OutputTiler {
+ public:
+  using OutputTiler::OutputTiler;
+
+  TilePlan Plan() override {
+    const Node& anchor = Anchor();
+    const Shape& in_shape = graph_.nodes[anchor.inputs[0]].shape;
+    order_.resize(in_shape.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    const std::vector<int64_t>& axes = std::get<ReduceAttrs>(anchor.attrs).axes;
+    kept_shape_ = in_shape;
+    for (int64_t axis : axes) kept_shape_[axis] = 1;
+    auto input_bytes = [&](const std::vector<int64_t>& extent) {
+      return AlignUp(kernels::NumElements(InputBox(extent).extent) * OperandBytes(0));
+    };
+    auto cost = [&](const std::vector<int64_t>& extent) {
+      return 2 * input_bytes(extent) + EpilogueBytes(extent);
+    };
+    TilePlan plan;
+    plan.engine = Engine::kPooling;
+    auto tile = ChooseOutputTile(kept_shape_, order_, std::vector<bool>(order_.size(), false),
+                                 L1Budget(), cost, config_.vector_elements);
+    if (!tile.has_value()) {
+      plan.reason = "mean: the reduced extent of one output element does not fit L1";
+      return plan;
+    }
+    tile_ = *tile;
+    plan.ok = true;
+    plan.tile_shape = tile_;
+    plan.tiles = CountTiles(kept_shape_, tile_);
+    plan.buffers.push_back(BufferClass{input_bytes(tile_), 2});
+    AddEpilogueBuffers(tile_, &plan.buffers);
+    return plan;
+  }
+
+  void Emit(TileScheduler* scheduler) const override {
+    const TensorView input = layout_.ViewOf(graph_, Anchor().inputs[0]);
+    ForEachTile(kept_shape_, order_, tile_,
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  TensorBox out_box{-1, begin, extent, order_};
+                  TensorBox in_box = InputBox(extent);
+                  in_box.begin = begin;
+                  for (int64_t axis : Axes()) in_box.begin[axis] = 0;
+                  TileRef in = scheduler->Load(0, input, in_box);
+                  TileRef result = NewResult(scheduler, out_box);
+                  ComputeCommand compute =
+                      MakeCompute(Anchor(), group_.anchor, {in}, result, Anchor().attrs);
+                  compute.elements = kernels::NumElements(in_box.extent);
+                  scheduler->Compute(std::move(compute));
+                  EmitEpilogue(scheduler, result, out_box);
+                });
+  }
+
+ protected:
+  /*! \brief Output views (in the output's rank) seen in the kept-dims tile space. */
+  TensorView Lift(const TensorView& view) const override {
+    if (std::get<ReduceAttrs>(Anchor().attrs).keepdims) return view;
+    TensorView lifted = view;
+    for (int64_t axis : Axes()) {
+      lifted.shape.insert(lifted.shape.begin() + axis, 1);
+      lifted.strides.insert(lifted.strides.begin() + axis, 0);
+    }
+    return lifted;
+  }
+
+ private:
+  const std::vector<int64_t>& Axes() const { return std::get<ReduceAttrs>(Anchor().attrs).axes; }
+
+  /*! \brief The input box (at origin) an output tile of `extent` reads. */
+  TensorBox InputBox(const std::vector<int64_t>& extent) const {
+    TensorBox box{-1, std::vector<int64_t>(extent.size(), 0), extent, order_};
+    const Shape& in_shape = graph_.nodes[Anchor().inputs[0]].shape;
+    for (int64_t axis : Axes()) box.extent[axis] = in_shape[axis];
+    return box;
+  }
+
+  Shape kept_shape_;
 };
 
 /*! \brief Pooling on NHWC tiles: tiles of (n, oh, ow, c) with the input window halo. */
@@ -460,7 +636,13 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
       return std::make_unique<tiling::PoolRule>(graph, group, layout, config);
     case OpKind::kPermuteDims:
     case OpKind::kReshape:
+    case OpKind::kStridedSlice:
+    case OpKind::kBroadcastTo:
       return std::make_unique<tiling::CopyRule>(graph, group, layout, config);
+    case OpKind::kConcat:
+      return std::make_unique<tiling::ConcatRule>(graph, group, layout, config);
+    case OpKind::kMean:
+      return std::make_unique<tiling::ReduceRule>(graph, group, layout, config);
     default:
       return std::make_unique<tiling::ElementwiseRule>(graph, group, layout, config);
   }

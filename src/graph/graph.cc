@@ -254,7 +254,22 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
     case OpKind::kBatchNorm:
       return ParseBatchNormAttrs(attrs);
     case OpKind::kSoftmax:
-      return SoftmaxAttrs{attrs.Int("axis")};
+      return SoftmaxAttrs{attrs.Int("axis"),
+                          attrs.Has("zero_masked_rows") && attrs.Bool("zero_masked_rows")};
+    case OpKind::kConcat:
+      return ConcatAttrs{attrs.Int("axis")};
+    case OpKind::kStridedSlice:
+      return SliceAttrs{attrs.Ints("begin"), attrs.Ints("step")};
+    case OpKind::kMean:
+      return ReduceAttrs{attrs.Ints("axes"), attrs.Bool("keepdims")};
+    case OpKind::kLayerNorm: {
+      LayerNormAttrs result;
+      result.axes = attrs.Ints("axes");
+      result.epsilon = static_cast<float>(attrs.Number("epsilon"));
+      result.center = attrs.Bool("center");
+      result.scale = attrs.Bool("scale");
+      return result;
+    }
     case OpKind::kClip:
       return ClipAttrs{static_cast<float>(attrs.Number("min")),
                        static_cast<float>(attrs.Number("max"))};

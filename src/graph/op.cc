@@ -15,7 +15,7 @@ constexpr std::array<std::pair<DType, const char*>, 6> kDTypeNames = {{
     {DType::kInt64, "int64"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 23> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 30> kOpNames = {{
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
     {OpKind::kReshape, "reshape"},
@@ -39,6 +39,13 @@ constexpr std::array<std::pair<OpKind, const char*>, 23> kOpNames = {{
     {OpKind::kDequantize, "dequantize"},
     {OpKind::kQnnConv2d, "qnn.conv2d"},
     {OpKind::kQnnMatmul, "qnn.matmul"},
+    {OpKind::kMaximum, "maximum"},
+    {OpKind::kMinimum, "minimum"},
+    {OpKind::kConcat, "concat"},
+    {OpKind::kStridedSlice, "strided_slice"},
+    {OpKind::kBroadcastTo, "broadcast_to"},
+    {OpKind::kMean, "mean"},
+    {OpKind::kLayerNorm, "nn.layer_norm"},
 }};
 
 }  // namespace
@@ -85,6 +92,19 @@ const char* OpKindName(OpKind kind) {
     if (candidate == kind) return name;
   }
   return "unknown";
+}
+
+bool IsDataMovement(OpKind kind) {
+  switch (kind) {
+    case OpKind::kReshape:
+    case OpKind::kPermuteDims:
+    case OpKind::kConcat:
+    case OpKind::kStridedSlice:
+    case OpKind::kBroadcastTo:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace example_npu

@@ -53,11 +53,24 @@ enum class OpKind {
   kDequantize,
   kQnnConv2d,
   kQnnMatmul,
+  kMaximum,
+  kMinimum,
+  kConcat,
+  kStridedSlice,
+  kBroadcastTo,
+  kMean,
+  kLayerNorm,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
 std::optional<OpKind> ParseOpKind(std::string_view name);
 const char* OpKindName(OpKind kind);
+
+/*!
+ * \brief Ops that only move data (reshape, permute_dims, concat, strided_slice, broadcast_to):
+ * views or DMA copies, never an engine, so they work for every dtype.
+ */
+bool IsDataMovement(OpKind kind);
 
 /*! \brief Attribute-free ops (elementwise arithmetic, relu, sigmoid, ...). */
 struct NoAttrs {};
@@ -76,11 +89,49 @@ struct PoolAttrs {
 
 struct SoftmaxAttrs {
   int64_t axis = -1;  // normalised to [0, rank) at load
+  /*!
+   * \brief A row whose every element is -inf gives 0 instead of NaN: PyTorch's "safe softmax"
+   * of masked attention (softmax, then where(all(x == -inf), 0, .)), matched as one op.
+   */
+  bool zero_masked_rows = false;
 };
 
+/*! \brief clip bounds; either may be -inf / +inf (no bound on that side). */
 struct ClipAttrs {
   float min = 0.0f;
   float max = 0.0f;
+};
+
+/*! \brief concat of every input along `axis` (normalised at load). */
+struct ConcatAttrs {
+  int64_t axis = 0;
+};
+
+/*!
+ * \brief A box of the input, one entry per input dim: out[i] = in[begin + i * step]; the extent
+ * is the node's shape. split, strided_slice and take with a scalar index become this.
+ */
+struct SliceAttrs {
+  std::vector<int64_t> begin;
+  std::vector<int64_t> step;
+};
+
+/*! \brief mean over `axes` (sorted, normalised at load), the reduced dims kept as 1 or dropped. */
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepdims = false;
+};
+
+/*!
+ * \brief layer_norm over the trailing dims from `first_axis` on (normalised at load); gamma and
+ * beta have the normalised dims' shape.
+ */
+struct LayerNormAttrs {
+  std::vector<int64_t> axes;  // as given; NormalizeAxes checks they are the trailing dims
+  int64_t first_axis = -1;
+  float epsilon = 1e-5f;
+  bool center = true;
+  bool scale = true;
 };
 
 struct BatchNormAttrs {
@@ -117,7 +168,8 @@ struct QnnAttrs {
 };
 
 using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
-                             PermuteDimsAttrs, QuantAttrs, QnnAttrs>;
+                             PermuteDimsAttrs, QuantAttrs, QnnAttrs, ConcatAttrs, SliceAttrs,
+                             ReduceAttrs, LayerNormAttrs>;
 
 }  // namespace example_npu
 

@@ -46,6 +46,17 @@ int64_t NormalizeAxis(int64_t axis, size_t rank, const std::string& what) {
   return axis < 0 ? axis + r : axis;
 }
 
+/*! \brief Distinct axes normalised to [0, rank), sorted. */
+std::vector<int64_t> NormalizedSet(std::vector<int64_t> axes, size_t rank,
+                                   const std::string& what) {
+  for (int64_t& axis : axes) axis = NormalizeAxis(axis, rank, what);
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    TVM_FFI_THROW(ValueError) << what << ": repeated axis";
+  }
+  return axes;
+}
+
 /*! \brief numpy broadcasting of two shapes, aligned at the trailing dimension. */
 Shape Broadcast(const Node& node, const Shape& a, const Shape& b) {
   size_t rank = std::max(a.size(), b.size());
@@ -160,6 +171,8 @@ Shape InferPermute(const Node& node, const Shape& data) {
 
 size_t ExpectedArity(OpKind op) {
   switch (op) {
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
     case OpKind::kMatmul:
     case OpKind::kConv1d:
     case OpKind::kConv2d:
@@ -172,9 +185,77 @@ size_t ExpectedArity(OpKind op) {
       return 2;
     case OpKind::kBatchNorm:
       return 5;
+    case OpKind::kLayerNorm:
+      return 3;
     default:
       return 1;
   }
+}
+
+Shape InferConcat(const Node& node, const std::vector<const Shape*>& in) {
+  const int64_t axis = std::get<ConcatAttrs>(node.attrs).axis;
+  Shape out = *in[0];
+  out[axis] = 0;
+  for (const Shape* shape : in) {
+    bool same = shape->size() == out.size();
+    for (size_t d = 0; same && d < out.size(); ++d) {
+      same = static_cast<int64_t>(d) == axis || (*shape)[d] == out[d];
+    }
+    if (!same) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": input " << ShapeStr(*shape)
+                                << " does not match the others outside axis " << axis;
+    }
+    out[axis] += (*shape)[axis];
+  }
+  return out;
+}
+
+Shape InferSlice(const Node& node, const Shape& data) {
+  const SliceAttrs& slice = std::get<SliceAttrs>(node.attrs);
+  if (slice.begin.size() != data.size() || slice.step.size() != data.size() ||
+      node.shape.size() != data.size()) {
+    TVM_FFI_THROW(ValueError) << Where(node)
+                              << ": begin, step and shape must have the input's rank "
+                              << data.size();
+  }
+  for (size_t d = 0; d < data.size(); ++d) {
+    const int64_t extent = node.shape[d];
+    const bool inside = slice.step[d] >= 1 && slice.begin[d] >= 0 &&
+                        (extent == 0 || slice.begin[d] + (extent - 1) * slice.step[d] < data[d]);
+    if (!inside) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": dim " << d << " (begin " << slice.begin[d]
+                                << ", step " << slice.step[d] << ", extent " << extent
+                                << ") is outside the input " << ShapeStr(data);
+    }
+  }
+  return node.shape;
+}
+
+Shape InferMean(const Node& node, const Shape& data) {
+  const ReduceAttrs& reduce = std::get<ReduceAttrs>(node.attrs);
+  Shape out;
+  for (size_t d = 0; d < data.size(); ++d) {
+    const bool reduced = std::find(reduce.axes.begin(), reduce.axes.end(),
+                                   static_cast<int64_t>(d)) != reduce.axes.end();
+    if (!reduced) {
+      out.push_back(data[d]);
+    } else if (reduce.keepdims) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+Shape InferLayerNorm(const Node& node, const std::vector<const Shape*>& in) {
+  const int64_t first = std::get<LayerNormAttrs>(node.attrs).first_axis;
+  const Shape normalized(in[0]->begin() + first, in[0]->end());
+  for (size_t k = 1; k < in.size(); ++k) {
+    if (*in[k] != normalized) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": parameter " << k << " has shape "
+                                << ShapeStr(*in[k]) << ", expected " << ShapeStr(normalized);
+    }
+  }
+  return *in[0];
 }
 
 bool IsInteger(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt16; }
@@ -216,7 +297,9 @@ void CheckStructure(const Graph& graph) {
   for (int64_t i = 0; i < count; ++i) {
     const Node& node = graph.nodes[i];
     if (node.kind != NodeKind::kOp) continue;
-    if (node.inputs.size() != ExpectedArity(node.op)) {
+    const bool arity_ok = node.op == OpKind::kConcat ? !node.inputs.empty()
+                                                     : node.inputs.size() == ExpectedArity(node.op);
+    if (!arity_ok) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": expects " << ExpectedArity(node.op)
                                 << " inputs, got " << node.inputs.size();
     }
@@ -278,6 +361,19 @@ void NormalizeAxes(Graph* graph) {
         std::iota(permute->axes.rbegin(), permute->axes.rend(), 0);
       }
       for (int64_t& axis : permute->axes) axis = NormalizeAxis(axis, rank, Where(node));
+    } else if (auto* concat = std::get_if<ConcatAttrs>(&node.attrs)) {
+      concat->axis = NormalizeAxis(concat->axis, rank, Where(node));
+    } else if (auto* reduce = std::get_if<ReduceAttrs>(&node.attrs)) {
+      reduce->axes = NormalizedSet(reduce->axes, rank, Where(node));
+    } else if (auto* norm = std::get_if<LayerNormAttrs>(&node.attrs)) {
+      norm->axes = NormalizedSet(norm->axes, rank, Where(node));
+      norm->first_axis = static_cast<int64_t>(rank - norm->axes.size());
+      for (size_t k = 0; k < norm->axes.size(); ++k) {
+        if (norm->axes.empty() || norm->axes[k] != norm->first_axis + static_cast<int64_t>(k)) {
+          TVM_FFI_THROW(ValueError) << Where(node) << ": axes must be the trailing dims";
+        }
+      }
+      if (norm->axes.empty()) TVM_FFI_THROW(ValueError) << Where(node) << ": axes is empty";
     }
   }
 }
@@ -308,7 +404,23 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kSubtract:
     case OpKind::kMultiply:
     case OpKind::kDivide:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
       return Broadcast(node, *in[0], *in[1]);
+    case OpKind::kConcat:
+      return InferConcat(node, in);
+    case OpKind::kStridedSlice:
+      return InferSlice(node, *in[0]);
+    case OpKind::kBroadcastTo:
+      if (Broadcast(node, *in[0], node.shape) != node.shape) {
+        TVM_FFI_THROW(ValueError) << Where(node) << ": " << ShapeStr(*in[0])
+                                  << " does not broadcast to " << ShapeStr(node.shape);
+      }
+      return node.shape;
+    case OpKind::kMean:
+      return InferMean(node, *in[0]);
+    case OpKind::kLayerNorm:
+      return InferLayerNorm(node, in);
     case OpKind::kSoftmax:
     case OpKind::kRelu:
     case OpKind::kClip:

@@ -99,8 +99,12 @@ struct Pool2dParams {
 void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
             const Pool2dParams& params);
 
-/*! \brief Numerically stable softmax along axis (0 <= axis < rank). */
-void Softmax(const float* input, const Shape& shape, int64_t axis, float* out);
+/*!
+ * \brief Numerically stable softmax along axis (0 <= axis < rank). With zero_masked_rows, a row
+ * whose every element is -inf gives zeros (PyTorch's safe softmax) instead of NaN.
+ */
+void Softmax(const float* input, const Shape& shape, int64_t axis, float* out,
+             bool zero_masked_rows = false);
 
 enum class UnaryOp { kRelu, kClip, kSigmoid, kTanh, kGelu, kGeluTanh };
 
@@ -111,9 +115,13 @@ enum class UnaryOp { kRelu, kClip, kSigmoid, kTanh, kGelu, kGeluTanh };
 void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min = 0.0f,
            float clip_max = 0.0f);
 
-enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide };
+enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum };
 
-/*! \brief Elementwise binary op with numpy broadcasting of lhs_shape and rhs_shape to out_shape. */
+/*!
+ * \brief Elementwise binary op with numpy broadcasting of lhs_shape and rhs_shape to out_shape.
+ * kMaximum is a > b ? a : b and kMinimum a < b ? a : b, as TVM's LLVM build computes them: a NaN
+ * lhs gives the rhs, a NaN rhs gives NaN.
+ */
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape);
 
@@ -125,6 +133,21 @@ void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* 
 void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float* gamma,
                const float* beta, const float* mean, const float* var, float epsilon, bool center,
                bool scale, float* out);
+
+/*!
+ * \brief Mean over `axes` (sorted, distinct): out has `shape` with those dims set to 1 (row
+ * major). Each output sums its elements in row-major order, then divides by their count, as
+ * TVM's sum / count does.
+ */
+void Mean(const float* input, const Shape& shape, const std::vector<int64_t>& axes, float* out);
+
+/*!
+ * \brief Layer normalisation over the dims from first_axis on (two passes, as TVM's topi):
+ * out = (x - mean) / sqrt(var + epsilon) * (scale ? gamma : 1) + (center ? beta : 0), with
+ * mean and the biased variance per row of the trailing dims; gamma and beta hold one row.
+ */
+void LayerNorm(const float* input, const Shape& shape, int64_t first_axis, const float* gamma,
+               const float* beta, float epsilon, bool center, bool scale, float* out);
 
 /*! \brief out = input permuted by axes (numpy.transpose); out has shape in_shape[axes[i]]. */
 void Transpose(const float* input, const Shape& in_shape, const std::vector<int64_t>& axes,

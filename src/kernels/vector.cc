@@ -164,6 +164,12 @@ struct MultiplyOp {
 struct DivideOp {
   float operator()(float a, float b) const { return a / b; }
 };
+struct MaximumOp {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct MinimumOp {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
 
 /*!
  * \brief Output dims with each operand's element strides (0 where it broadcasts), with size-1
@@ -251,6 +257,10 @@ void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, in
       return BinaryRow(MultiplyOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kDivide:
       return BinaryRow(DivideOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kMaximum:
+      return BinaryRow(MaximumOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kMinimum:
+      return BinaryRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
   }
 }
 
@@ -297,6 +307,20 @@ void BatchNormRows(const float* input, float* out, int64_t axis, int64_t inner, 
   }
 }
 
+/*! \brief Zeroes every softmax row of an [outer, axis, inner] block whose inputs are all -inf. */
+void ZeroMaskedRows(const float* input, const AxisSplit& s, float* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t j = 0; j < s.inner; ++j) {
+      const int64_t base = o * s.axis * s.inner + j;
+      bool masked = true;
+      for (int64_t a = 0; a < s.axis && masked; ++a) masked = input[base + a * s.inner] == kNegInf;
+      if (!masked) continue;
+      for (int64_t a = 0; a < s.axis; ++a) out[base + a * s.inner] = 0.0f;
+    }
+  }
+}
+
 /*! \brief Rows per parallel chunk for rows of `row_len` elements and a per-element grain. */
 inline int64_t RowGrain(int64_t row_len, int64_t element_grain) {
   return std::max<int64_t>(1, element_grain / std::max<int64_t>(row_len, 1));
@@ -304,9 +328,15 @@ inline int64_t RowGrain(int64_t row_len, int64_t element_grain) {
 
 }  // namespace
 
-void Softmax(const float* input, const Shape& shape, int64_t axis, float* out) {
+void Softmax(const float* input, const Shape& shape, int64_t axis, float* out,
+             bool zero_masked_rows) {
   const AxisSplit s = SplitAt(shape, axis);
   if (s.axis == 0) return;
+  if (zero_masked_rows) {
+    Softmax(input, shape, axis, out);
+    ZeroMaskedRows(input, s, out);
+    return;
+  }
   const int64_t block = s.axis * s.inner;
   const int64_t grain = RowGrain(block, kTranscendentalGrain);
   if (s.inner == 1) {
@@ -358,8 +388,7 @@ void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_
 
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape) {
-  TVM_FFI_ICHECK(op == BinaryOp::kAdd || op == BinaryOp::kSubtract || op == BinaryOp::kMultiply ||
-                 op == BinaryOp::kDivide)
+  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kMinimum)
       << "Binary: unknown op " << static_cast<int>(op);
   const int64_t total = NumElements(out_shape);
   if (total == 0) return;

@@ -90,7 +90,7 @@ Executor::Executor(Graph graph, NPUConfig config) {
     // Integers flow only through the quantized boundary ops (and views of such tensors).
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
                         node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnMatmul ||
-                        node.op == OpKind::kPermuteDims || node.op == OpKind::kReshape;
+                        IsDataMovement(node.op);
     if (!is_float && !(is_int && int_ok)) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << " (" << OpKindName(node.op)
                                 << "): dtype " << DTypeName(node.dtype)

@@ -17,6 +17,10 @@ kernels::BinaryOp ToBinaryOp(OpKind op) {
       return kernels::BinaryOp::kMultiply;
     case OpKind::kDivide:
       return kernels::BinaryOp::kDivide;
+    case OpKind::kMaximum:
+      return kernels::BinaryOp::kMaximum;
+    case OpKind::kMinimum:
+      return kernels::BinaryOp::kMinimum;
     default:
       return kernels::BinaryOp::kAdd;
   }
@@ -95,13 +99,26 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
                          in[4].data, a.epsilon, a.center, a.scale, out);
       return;
     }
-    case OpKind::kSoftmax:
-      kernels::Softmax(in[0].data, *in[0].shape, std::get<SoftmaxAttrs>(attrs).axis, out);
+    case OpKind::kSoftmax: {
+      const SoftmaxAttrs& softmax = std::get<SoftmaxAttrs>(attrs);
+      kernels::Softmax(in[0].data, *in[0].shape, softmax.axis, out, softmax.zero_masked_rows);
       return;
+    }
+    case OpKind::kMean:
+      kernels::Mean(in[0].data, *in[0].shape, std::get<ReduceAttrs>(attrs).axes, out);
+      return;
+    case OpKind::kLayerNorm: {
+      const LayerNormAttrs& a = std::get<LayerNormAttrs>(attrs);
+      kernels::LayerNorm(in[0].data, *in[0].shape, a.first_axis, in[1].data, in[2].data, a.epsilon,
+                         a.center, a.scale, out);
+      return;
+    }
     case OpKind::kAdd:
     case OpKind::kSubtract:
     case OpKind::kMultiply:
     case OpKind::kDivide:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
       kernels::Binary(ToBinaryOp(op), in[0].data, *in[0].shape, in[1].data, *in[1].shape, out,
                       out_shape);
       return;
@@ -130,6 +147,10 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kQnnConv2d:
     case OpKind::kQnnMatmul:
       break;  // integer accumulation: the emulator's quantized step, not a float engine
+    case OpKind::kConcat:
+    case OpKind::kStridedSlice:
+    case OpKind::kBroadcastTo:
+      break;  // data movement: views and DMA copies, no engine computes them
   }
   TVM_FFI_THROW(InternalError) << "no engine runs " << OpKindName(op);
 }

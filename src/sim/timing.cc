@@ -129,7 +129,9 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
     }
     case Engine::kVector: {
       const int64_t work = compute.macs > 0 ? compute.macs : elements;
-      const int64_t passes = node.op == OpKind::kBatchNorm ? 2 : 1;
+      // batch_norm: subtract and scale; layer_norm: mean, variance and normalise passes.
+      const int64_t passes =
+          node.op == OpKind::kLayerNorm ? 3 : (node.op == OpKind::kBatchNorm ? 2 : 1);
       cycles = passes *
                ((work + VectorOpsPerCycle(config, dtype) - 1) / VectorOpsPerCycle(config, dtype));
       cost.energy_pj += compute.macs > 0 ? compute.macs * config.MacEnergyPj(dtype)

@@ -15,7 +15,7 @@ void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int6
               std::vector<int64_t>* remote_strides) {
   const TensorBox& box = dma.box;
   const DType tensor_type = program.graph.nodes[dma.view.tensor].dtype;
-  *offset = 0;
+  *offset = dma.view.offset;
   for (size_t d = 0; d < box.begin.size(); ++d) *offset += box.begin[d] * dma.view.strides[d];
   std::vector<int64_t> extent;
   remote_strides->clear();
@@ -161,7 +161,7 @@ DramKey DramKeyOf(const Program& program, const DmaCommand& dma) {
 }
 
 bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b) {
-  if (a.view.strides != b.view.strides) return true;
+  if (a.view.strides != b.view.strides || a.view.offset != b.view.offset) return true;
   for (size_t d = 0; d < a.box.begin.size(); ++d) {
     const int64_t a_end = a.box.begin[d] + a.box.extent[d];
     const int64_t b_end = b.box.begin[d] + b.box.extent[d];

@@ -1,0 +1,210 @@
+"""Support checks of the glue ops: data movement, reductions, normalisation, clip bounds.
+
+Data movement (reshape, flatten, squeeze, expand_dims, permute_dims, concat, split,
+strided_slice, take, broadcast_to) never computes, so it runs for every NPU dtype (float32,
+float16, int8, int16): the NPU executes it as a strided view or as DMA copies. The reductions
+and layer_norm compute in float and have the L1 limits of one output element's working set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir.expr import Constant
+
+from .checks import (
+    ACCEPT,
+    NPU_DTYPES,
+    Verdict,
+    check_dtypes,
+    check_static_shapes,
+    current_config,
+    first_failure,
+    op_name,
+    reject,
+    tensor_dtype,
+    tensor_shape,
+)
+from .config import dtype_bytes
+
+
+def _tensors(call: relax.Call) -> list[Any]:
+    """The call's result and every tensor operand, tuple fields (concat) included."""
+    tensors = [call]
+    for arg in call.args:
+        if isinstance(arg, relax.Tuple):
+            tensors += [field for field in arg.fields if isinstance(field.ty, relax.TensorType)]
+        elif isinstance(arg.ty, relax.TensorType):
+            tensors.append(arg)
+    return tensors
+
+
+def check_data_movement(call: relax.Call, tensors: list[Any] | None = None) -> Verdict:
+    """Static shapes and one NPU dtype of any kind (a view or a copy does not compute)."""
+    name = op_name(call)
+    tensors = _tensors(call) if tensors is None else tensors
+    result_type = call.ty
+    if isinstance(result_type, tvm.ir.type.TupleType):  # split: every output
+        for field in result_type.fields:
+            if not isinstance(field, relax.TensorType):
+                return reject(f"{name}: result field {field} is not a tensor")
+    for tensor in tensors:
+        if tensor_shape(tensor) is None:
+            return reject(f"{name}: dynamic or unknown shape {tensor.ty}")
+    dtypes = {tensor_dtype(tensor) for tensor in tensors}
+    if len(dtypes) != 1:
+        return reject(f"{name}: mixed dtypes {sorted(dtypes)}")
+    (dtype,) = dtypes
+    if dtype not in NPU_DTYPES:
+        supported = sorted(NPU_DTYPES)
+        return reject(f"{name}: dtype {dtype} has no NPU datapath (supported: {supported})")
+    return ACCEPT
+
+
+def int_values(expr: Any) -> list[int] | None:
+    """The integers of a tuple / shape of literals, a PrimValue or an int constant; else None."""
+    if isinstance(expr, (relax.Tuple, tvm.ir.container.Array, list, tuple)):
+        fields = expr.fields if isinstance(expr, relax.Tuple) else expr
+        values = [int_values(field) for field in fields]
+        if any(value is None or len(value) != 1 for value in values):
+            return None
+        return [value[0] for value in values]
+    if isinstance(expr, relax.ShapeExpr):
+        return int_values(list(expr.values))
+    if isinstance(expr, Constant):
+        array = expr.value.numpy()
+        return [int(v) for v in array.reshape(-1)] if array.dtype.kind in "iu" else None
+    value = getattr(expr, "value", None)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return [int(value)]
+    if isinstance(value, tvm.tirx.IntImm):
+        return [int(value.value)]
+    return None
+
+
+def check_strided_slice(call: relax.Call) -> Verdict:
+    axes, begin, end, strides = (int_values(arg) for arg in call.args[1:5])
+    if axes is None or begin is None or end is None:
+        return reject("strided_slice: axes, begin and end must be constants")
+    if strides is not None and any(step < 1 for step in strides):
+        return reject(f"strided_slice: strides {strides} (the NPU slices with positive steps)")
+    if len(call.args) > 4 and strides is None:
+        return reject("strided_slice: strides must be constants")
+    return check_data_movement(call)
+
+
+def check_take(call: relax.Call) -> Verdict:
+    """take with one constant index: a slice of one row along the axis (a view)."""
+    indices = call.args[1]
+    shape = tensor_shape(call.args[0])
+    if not isinstance(indices, Constant) or indices.value.numpy().ndim != 0:
+        return reject("take: only a constant scalar index is a slice the NPU reads as a view")
+    if shape is None:
+        return reject("take: unknown input shape")
+    axis = int(call.attrs.axis)
+    index = int(indices.value.numpy())
+    extent = shape[axis]
+    if not -extent <= index < extent:
+        return reject(f"take: index {index} is outside axis {axis} of {shape}")
+    return check_data_movement(call, [call, call.args[0]])  # the index is an attribute
+
+
+def _float_compute(call: relax.Call) -> Verdict:
+    return first_failure((check_static_shapes(call), check_dtypes(call)))
+
+
+def _l1_bytes() -> int:
+    return current_config().l1_sram_bytes
+
+
+def check_mean(call: relax.Call) -> Verdict:
+    """mean over any axes: one output element reads its whole reduced extent, double buffered."""
+    verdict = _float_compute(call)
+    if not verdict:
+        return verdict
+    shape = tensor_shape(call.args[0])
+    axes = range(len(shape)) if call.attrs.axis is None else [int(a) for a in call.attrs.axis]
+    reduced = int(np.prod([shape[axis] for axis in axes]))
+    needed = reduced * dtype_bytes(tensor_dtype(call.args[0])) * 2
+    if needed > _l1_bytes():
+        return reject(f"mean: {reduced} reduced elements need {needed} bytes of L1")
+    return ACCEPT
+
+
+def check_adaptive_avg_pool2d(call: relax.Call) -> Verdict:
+    """Adaptive average pooling whose output size divides the input: an avg_pool2d window."""
+    attrs = call.attrs
+    layout, out_layout = str(attrs.layout), str(attrs.out_layout)
+    shape = tensor_shape(call.args[0])
+    if layout not in ("NCHW", "NHWC") or out_layout != layout:
+        return reject(f"adaptive_avg_pool2d: layout {layout} -> {out_layout} (NCHW/NHWC only)")
+    verdict = _float_compute(call)
+    if not verdict:
+        return verdict
+    size = [shape[layout.index("H")], shape[layout.index("W")]]
+    out = size if attrs.output_size is None else [int(v) for v in attrs.output_size]
+    out = out * 2 if len(out) == 1 else out
+    if any(o <= 0 or s % o for s, o in zip(size, out, strict=True)):
+        return reject(
+            f"adaptive_avg_pool2d: output {out} does not divide the input {size} "
+            "(uneven windows are not one pooling window)"
+        )
+    taps = (size[0] // out[0]) * (size[1] // out[1])
+    item = dtype_bytes(tensor_dtype(call))
+    if taps * current_config().vector_elements * item * 2 > _l1_bytes():
+        return reject(f"adaptive_avg_pool2d: a {taps}-tap window does not fit the L1")
+    return ACCEPT
+
+
+def check_layer_norm(call: relax.Call) -> Verdict:
+    verdict = _float_compute(call)
+    if not verdict:
+        return verdict
+    shape = tensor_shape(call.args[0])
+    rank = len(shape)
+    axes = sorted(int(a) % rank for a in call.attrs.axes)
+    if axes != list(range(rank - len(axes), rank)):
+        return reject(f"layer_norm: axes {list(call.attrs.axes)} are not the trailing dims")
+    row = int(np.prod(shape[rank - len(axes) :]))
+    item = dtype_bytes(tensor_dtype(call))
+    needed = row * (6 * item + 8)  # x, gamma, beta double buffered, float32 result slots
+    if needed > _l1_bytes():
+        return reject(f"layer_norm: a {row}-element row needs {needed} bytes of L1")
+    return ACCEPT
+
+
+def clip_bounds(call: relax.Call) -> tuple[float, float] | None:
+    bounds = [getattr(arg, "value", None) for arg in call.args[1:3]]
+    if any(not isinstance(b, (int, float)) or isinstance(b, bool) for b in bounds):
+        return None
+    return float(bounds[0]), float(bounds[1])
+
+
+def check_clip(call: relax.Call) -> Verdict:
+    """clip with literal bounds, infinite ones included (hardswish's [-inf, 6], [0, inf])."""
+    if clip_bounds(call) is None:
+        return reject("clip: bounds must be scalar literals")
+    return _float_compute(call)
+
+
+def check_safe_softmax(annotated: Mapping[str, Any]) -> Verdict:
+    """softmax(x) with rows of x that are all -inf set to 0 (torch.export's safe softmax)."""
+    softmax, equal, row_max, fill = (annotated[k] for k in ("softmax", "equal", "row_max", "fill"))
+    mask_value = equal.args[1].value.numpy()
+    if mask_value.size != 1 or not np.isneginf(mask_value).all():
+        return reject("where: the mask compares with something other than -inf")
+    fill_value = fill.args[1].value.numpy() if isinstance(fill.args[1], Constant) else None
+    if fill_value is None or fill_value.size != 1 or float(fill_value) != 0.0:
+        return reject("where: masked rows are filled with something other than 0")
+    rank = len(tensor_shape(softmax))
+    axis = int(softmax.attrs.axis) % rank
+    max_axes = None if row_max.attrs.axis is None else [int(a) % rank for a in row_max.attrs.axis]
+    if max_axes != [axis] or not bool(row_max.attrs.keepdims):
+        return reject("where: the mask is not reduced along the softmax axis")
+    if tensor_dtype(fill) != tensor_dtype(softmax):
+        return reject("where: the fill changes the dtype")
+    return ACCEPT
