@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import Constant
 
@@ -67,7 +68,7 @@ def check_data_movement(call: relax.Call, tensors: list[Any] | None = None) -> V
 
 def int_values(expr: Any) -> list[int] | None:
     """The integers of a tuple / shape of literals, a PrimValue or an int constant; else None."""
-    if isinstance(expr, (relax.Tuple, tvm.ir.container.Array, list, tuple)):
+    if isinstance(expr, (relax.Tuple, tvm_ffi.Array, list, tuple)):
         fields = expr.fields if isinstance(expr, relax.Tuple) else expr
         values = [int_values(field) for field in fields]
         if any(value is None or len(value) != 1 for value in values):
@@ -75,25 +76,26 @@ def int_values(expr: Any) -> list[int] | None:
         return [value[0] for value in values]
     if isinstance(expr, relax.ShapeExpr):
         return int_values(list(expr.values))
-    if isinstance(expr, Constant):
-        array = expr.value.numpy()
-        return [int(v) for v in array.reshape(-1)] if array.dtype.kind in "iu" else None
-    value = getattr(expr, "value", None)
+    value = getattr(expr, "value", None)  # IntImm, PrimValue(IntImm), or a tensor constant
+    if isinstance(value, tvm.tirx.IntImm):
+        value = value.value
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return [int(value)]
-    if isinstance(value, tvm.tirx.IntImm):
-        return [int(value.value)]
+    if isinstance(expr, Constant) and hasattr(value, "numpy"):
+        array = value.numpy()
+        return [int(v) for v in array.reshape(-1)] if array.dtype.kind in "iu" else None
     return None
 
 
 def check_strided_slice(call: relax.Call) -> Verdict:
-    axes, begin, end, strides = (int_values(arg) for arg in call.args[1:5])
+    axes, begin, end = (int_values(arg) for arg in call.args[1:4])
     if axes is None or begin is None or end is None:
         return reject("strided_slice: axes, begin and end must be constants")
-    if strides is not None and any(step < 1 for step in strides):
-        return reject(f"strided_slice: strides {strides} (the NPU slices with positive steps)")
-    if len(call.args) > 4 and strides is None:
+    strides = int_values(call.args[4]) if len(call.args) > 4 else [1] * len(axes)
+    if strides is None:
         return reject("strided_slice: strides must be constants")
+    if any(step < 1 for step in strides):
+        return reject(f"strided_slice: strides {strides} (the NPU slices with positive steps)")
     return check_data_movement(call)
 
 
@@ -105,12 +107,25 @@ def check_take(call: relax.Call) -> Verdict:
         return reject("take: only a constant scalar index is a slice the NPU reads as a view")
     if shape is None:
         return reject("take: unknown input shape")
-    axis = int(call.attrs.axis)
-    index = int(indices.value.numpy())
-    extent = shape[axis]
-    if not -extent <= index < extent:
-        return reject(f"take: index {index} is outside axis {axis} of {shape}")
+    if take_index(call) is None:
+        return reject(
+            f"take: index {int(indices.value.numpy())} is outside axis {int(call.attrs.axis)} of "
+            f"{shape} (mode fast reads out of bounds in TVM's build)"
+        )
     return check_data_movement(call, [call, call.args[0]])  # the index is an attribute
+
+
+def take_index(call: relax.Call) -> int | None:
+    """The row a constant-index take reads, by its mode (fast: in range only; wrap; clip)."""
+    shape = tensor_shape(call.args[0])
+    extent = shape[int(call.attrs.axis) % len(shape)]
+    index = int(call.args[1].value.numpy())
+    mode = str(call.attrs.mode)
+    if mode == "wrap":
+        return index % extent
+    if mode == "clip":
+        return min(max(index, 0), extent - 1)
+    return index if 0 <= index < extent else None
 
 
 def _float_compute(call: relax.Call) -> Verdict:

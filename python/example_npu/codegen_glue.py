@@ -23,7 +23,7 @@ from typing import Any
 
 from tvm import relax
 
-from .checks_glue import int_values
+from .checks_glue import int_values, take_index
 
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
 
@@ -97,7 +97,7 @@ def _strided_slice(e: _Emitter, x: int) -> int:
 def _take(e: _Emitter, x: int) -> int:
     shape, dtype = _input_shape(e.builder, e.call.args[0])
     axis = int(e.call.attrs.axis) % len(shape)
-    index = int(e.call.args[1].value.numpy()) % shape[axis]
+    index = take_index(e.call)
     begin = [0] * len(shape)
     begin[axis] = index
     row = list(shape)

@@ -27,10 +27,6 @@ from .report import partition_with_report
 DTYPES = ("float32", "float16", "int8", "int16", "float64")
 REGENERATE = "python -m example_npu.coverage > docs/coverage.md"
 
-# Relax ops that only move data into place for a row's compute op (bias reshape); they have
-# no pattern of their own, so a row is judged on its other ops.
-_PLUMBING = frozenset({"relax.reshape"})
-
 # "nn.conv2d: " / "depthwise_conv2d: " at the start of a check's reason.
 _ROLE_PREFIX = re.compile(r"^[\w.]+: ")
 
@@ -236,6 +232,120 @@ def _qdq_probes() -> list[Probe]:
     return rows
 
 
+def _safe_softmax(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+    """torch.export's masked-attention softmax: rows that are all -inf give 0."""
+    x = v["x"]
+    softmax = bb.emit(relax.op.nn.softmax(x, axis=-1))
+    kept = bb.emit(relax.op.logical_not(relax.op.equal(x, _const(-np.inf, dtype))))
+    row_max = bb.emit(relax.op.max(relax.op.astype(kept, "int8"), axis=[-1], keepdims=True))
+    masked = bb.emit(relax.op.logical_not(relax.op.astype(row_max, "bool")))
+    fill = bb.emit(relax.op.full_like(softmax, _const(0.0, dtype)))
+    return relax.op.where(masked, fill, softmax)
+
+
+def _glue_probes() -> list[Probe]:
+    """Data movement (any dtype), reductions, normalisation and the activation forms."""
+    image = (("x", (1, 4, 6, 6)),)
+    nhwc = (("x", (1, 6, 6, 4)),)
+    vector = (("x", (2, 3, 4)),)
+    op = relax.op
+    return [
+        Probe("reshape", "view", image, _single(op.reshape, "x", shape=(1, 4, 36))),
+        Probe("flatten", "view", image, _single(op.flatten, "x")),
+        Probe("squeeze", "view", (("x", (1, 4, 1, 6)),), _single(op.squeeze, "x", axis=[2])),
+        Probe("expand_dims", "view", vector, _single(op.expand_dims, "x", axis=[1])),
+        Probe("permute_dims", "DMA transpose", vector, _single(op.permute_dims, "x", [2, 0, 1])),
+        Probe(
+            "concat",
+            "axis=1, DMA into slices",
+            (("a", (1, 4, 3, 3)), ("b", (1, 2, 3, 3))),
+            lambda bb, v, dtype: op.concat([v["a"], v["b"]], axis=1),
+        ),
+        Probe(
+            "split",
+            "channels",
+            image,
+            lambda bb, v, dtype: bb.emit(op.split(v["x"], 2, axis=1))[1],
+        ),
+        Probe(
+            "strided_slice",
+            "channels, step 2",
+            image,
+            _single(op.strided_slice, "x", axes=[1], begin=[1], end=[4], strides=[2]),
+        ),
+        Probe(
+            "take",
+            "constant scalar index",
+            vector,
+            lambda bb, v, dtype: op.take(v["x"], relax.const(1, "int64"), axis=1),
+        ),
+        Probe(
+            "broadcast_to",
+            "stride-0 view",
+            (("x", (1, 3, 1)),),
+            _single(op.broadcast_to, "x", (2, 3, 4)),
+        ),
+        Probe(
+            "mean", "spatial, keepdims", image, _single(op.mean, "x", axis=[2, 3], keepdims=True)
+        ),
+        Probe("mean", "last axis", vector, _single(op.mean, "x", axis=[-1])),
+        Probe(
+            "adaptive_avg_pool2d",
+            "NCHW, output 1x1",
+            image,
+            _single(op.nn.adaptive_avg_pool2d, "x", output_size=(1, 1)),
+        ),
+        Probe(
+            "adaptive_avg_pool2d",
+            "NHWC, output 2x3",
+            nhwc,
+            _single(op.nn.adaptive_avg_pool2d, "x", output_size=(2, 3), layout="NHWC"),
+        ),
+        Probe(
+            "layer_norm",
+            "last axis",
+            (("x", (2, 3, 8)), ("gamma", (8,)), ("beta", (8,))),
+            _single(op.nn.layer_norm, "x", "gamma", "beta", axes=[-1]),
+        ),
+        *[
+            Probe(
+                f"{kind}_pool1d",
+                layout,
+                (("x", shape),),
+                _single(
+                    getattr(op.nn, f"{kind}_pool1d"),
+                    "x",
+                    pool_size=3,
+                    strides=2,
+                    padding=1,
+                    layout=layout,
+                ),
+            )
+            for kind in ("max", "avg")
+            for layout, shape in (("NCW", (1, 4, 9)), ("NWC", (1, 9, 4)))
+        ],
+        *[
+            Probe(
+                name,
+                "broadcast",
+                (("a", (2, 3, 4)), ("b", (3, 1))),
+                _single(getattr(op, name), "a", "b"),
+            )
+            for name in ("maximum", "minimum")
+        ],
+        Probe(
+            "clip",
+            "any bounds (-inf, 6)",
+            vector,
+            lambda bb, v, dtype: op.clip(
+                v["x"], relax.prim_value(float("-inf")), relax.prim_value(6.0)
+            ),
+        ),
+        Probe("silu", "x * sigmoid(x)", vector, _single(op.nn.silu, "x")),
+        Probe("safe_softmax", "where(all(x == -inf), 0, softmax(x))", vector, _safe_softmax),
+    ]
+
+
 def probes() -> list[Probe]:
     """Every row of the table, in table order."""
     conv_io = (("x", (1, 4, 6, 6)), ("w", (8, 4, 3, 3)))
@@ -270,6 +380,7 @@ def probes() -> list[Probe]:
         Probe("gelu_tanh", "-", vector, _single(relax.op.nn.gelu_tanh, "x")),
         Probe("sigmoid", "-", vector, _single(relax.op.sigmoid, "x")),
         Probe("tanh", "-", vector, _single(relax.op.tanh, "x")),
+        *_glue_probes(),
     ]
     for name in ("add", "subtract", "multiply", "divide"):
         rows.append(
@@ -387,8 +498,7 @@ def _compute_ops(mod: tvm.IRModule) -> list[str]:
 
     def visit(node: object) -> None:
         if isinstance(node, relax.Call) and isinstance(node.op, tvm.ir.Op):
-            if node.op.name not in _PLUMBING:
-                ops.append(node.op.name)
+            ops.append(node.op.name)
 
     relax.analysis.post_order_visit(mod["main"].body, visit)
     return ops

@@ -45,6 +45,13 @@ class PatternRow:
 
     def check(self, context: PatternCheckContext) -> bool:
         root = context.annotated_expr["root"]
+        try:
+            return self._check(context, root)
+        except Exception as err:  # noqa: BLE001  # a check bug must not break partitioning
+            reason = f"the {self.name} support check failed ({type(err).__name__}: {err})"
+            return checks.explain(root, checks.reject(reason))
+
+    def _check(self, context: PatternCheckContext, root: Any) -> bool:
         if not checks.explain(root, checks.check_no_leaking_intermediates(context)):
             return False
         for annotation, call_check in self.call_checks:

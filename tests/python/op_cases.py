@@ -53,8 +53,10 @@ Expectations. A float32 case must offload every pattern-table op it contains (th
 dense aside, see :data:`MUST_OFFLOAD_OPS`). Those cases stay inside the attributes the README
 documents as executed, and a check that rejects one is a bug.
 A float16 case may offload or be rejected: the checks reject float16 until the runtime executes
-it. Either way it must match. float64 and int32 cases, and clip bounds other than relu6's (0, 6),
-must be rejected.
+it. Either way it must match. float64 and int32 cases must be rejected. clip offloads with any
+literal bounds, infinite ones included. Data movement (reshape, permute_dims, concat, split,
+slices, broadcast_to) is dtype-agnostic: int8 and int16 cases of it must offload, and match
+exactly.
 """
 
 from __future__ import annotations
@@ -109,6 +111,22 @@ TABLE_OPS = frozenset(
         "relax.permute_dims",
         "relax.nn.conv1d",
         "relax.nn.conv2d",
+        "relax.maximum",
+        "relax.minimum",
+        "relax.reshape",
+        "relax.flatten",
+        "relax.squeeze",
+        "relax.expand_dims",
+        "relax.concat",
+        "relax.split",
+        "relax.strided_slice",
+        "relax.take",
+        "relax.broadcast_to",
+        "relax.mean",
+        "relax.nn.adaptive_avg_pool2d",
+        "relax.nn.layer_norm",
+        "relax.nn.max_pool1d",
+        "relax.nn.avg_pool1d",
     }
 )
 
@@ -651,15 +669,17 @@ def gen_activation(rng, dtype):
 
 
 def gen_clip_other(rng, dtype):
-    """clip with bounds other than relu6's (0, 6): the relu6 check must reject it."""
+    """clip with bounds other than relu6's (0, 6), infinite ones included (hardswish's halves)."""
     data = _Data(rng, dtype)
     shape = tuple(int(v) for v in rng.integers(1, 6, size=int(rng.integers(1, 4))))
     x = data.input("x", shape, 4.0)
-    lo, hi = _pick(rng, ((-1.0, 1.0), (0.0, 3.0), (0.5, 6.0), (-6.0, 0.0), (0.0, 6.5)))
+    inf = float("inf")
+    lo, hi = _pick(
+        rng, ((-1.0, 1.0), (0.0, 3.0), (0.5, 6.0), (-6.0, 0.0), (0.0, 6.5), (-inf, 6.0), (0.0, inf))
+    )
     return data.case(
         description=f"clip({lo}, {hi}) x{shape}",
         body=lambda bb, env, dt: relax.op.clip(env[x], relax.prim_value(lo), relax.prim_value(hi)),
-        expect="reject",
     )
 
 
@@ -816,6 +836,178 @@ def gen_chain(rng, dtype):
     return data.case(description=f"tanh((x{shape} * y{shape[-1:]}) / z(const) - 0.5)", body=body)
 
 
+MOVEMENTS = (
+    "reshape",
+    "flatten",
+    "squeeze",
+    "expand_dims",
+    "permute_dims",
+    "concat",
+    "split",
+    "strided_slice",
+    "take",
+    "broadcast_to",
+)
+
+
+def _movement(rng: np.random.Generator, name: str, shape: tuple[int, ...]):
+    """(description, fn(bb, x) -> expr) of one data-movement op on a tensor of ``shape``."""
+    op, rank = relax.op, len(shape)
+    axis = int(rng.integers(rank))
+    if name == "reshape":
+        size = int(np.prod(shape))
+        split = next((d for d in (3, 2, 5) if size % d == 0), 1)
+        target = (split, size // split)
+        return f"reshape{target}", lambda bb, x: op.reshape(x, target)
+    if name == "flatten":
+        return "flatten", lambda bb, x: op.flatten(x)
+    if name == "squeeze":
+        return "expand_dims+squeeze", lambda bb, x: op.squeeze(
+            bb.emit(op.expand_dims(x, [axis])), [axis]
+        )
+    if name == "expand_dims":
+        return f"expand_dims({axis})", lambda bb, x: op.expand_dims(x, [axis])
+    if name == "permute_dims":
+        axes = [int(a) for a in rng.permutation(rank)]
+        return f"permute_dims{axes}", lambda bb, x: op.permute_dims(x, axes)
+    if name == "concat":
+        return f"concat(x, relu(x), axis={axis})", lambda bb, x: op.concat(
+            [x, bb.emit(op.permute_dims(bb.emit(op.permute_dims(x))))], axis=axis
+        )
+    if name == "split":
+        # Two equal halves, or uneven parts at index 1 (one section would be the tensor itself).
+        sections = 2 if shape[axis] % 2 == 0 else [1]
+        index = int(rng.integers(2 if shape[axis] > 1 else 1))
+        return f"split({sections}, axis={axis})[{index}]", lambda bb, x: bb.emit(
+            op.split(x, sections, axis=axis)
+        )[index]
+    if name == "strided_slice":
+        begin = int(rng.integers(shape[axis]))
+        step = int(rng.integers(1, 3))
+        return (
+            f"strided_slice(axis={axis}, begin={begin}, step={step})",
+            lambda bb, x: op.strided_slice(x, [axis], [begin], [shape[axis]], [step]),
+        )
+    if name == "take":
+        # mode "fast" indexes without bounds checks in TVM: only in-range indices are defined.
+        mode = _pick(rng, ("fast", "wrap", "clip"))
+        extent = shape[axis] if mode == "fast" else 2 * shape[axis]
+        index = int(rng.integers(0 if mode == "fast" else -extent, extent))
+        return f"take({index}, axis={axis}, mode={mode})", lambda bb, x: op.take(
+            x, relax.const(index, "int64"), axis=axis, mode=mode
+        )
+    target = (2, *[1 if d == 1 else d for d in shape])
+    target = tuple(3 if (i == axis + 1 and d == 1) else d for i, d in enumerate(target))
+    return f"broadcast_to{target}", lambda bb, x: op.broadcast_to(x, target)
+
+
+def gen_data_movement(rng, dtype):
+    """One or two data-movement ops, then relu when float (so views feed compute too)."""
+    data = _Data(rng, dtype)
+    shape = tuple(int(v) for v in rng.integers(1, 5, size=int(rng.integers(2, 5))))
+    x = data.input("x", shape)
+    steps = []
+    current = shape
+    for _ in range(int(rng.integers(1, 3))):
+        name = _pick(rng, MOVEMENTS)
+        description, fn = _movement(rng, name, current)
+        steps.append((description, fn))
+        probe = relax.Var("p", relax.TensorType(current, "float32"))
+        bb = relax.BlockBuilder()
+        with bb.function("probe", [probe]):
+            out = bb.emit(fn(bb, probe))
+            bb.emit_func_output(out)
+        current = tuple(int(d) for d in out.ty.shape)
+    then_relu = dtype.startswith("float") and _coin(rng)
+
+    def body(bb, env, dt):
+        value = env[x]
+        for _, fn in steps[:-1]:
+            value = bb.emit(fn(bb, value))
+        value = steps[-1][1](bb, value)
+        return relax.op.nn.relu(bb.emit(value)) if then_relu else value
+
+    names = " -> ".join(description for description, _ in steps)
+    return data.case(
+        description=f"x{shape} -> {names}" + (" -> relu" if then_relu else ""),
+        body=body,
+        expect="offload" if dtype in ("float32", "int8", "int16") else "",
+    )
+
+
+def gen_reduce(rng, dtype):
+    """mean over random axes, adaptive_avg_pool2d, layer_norm and 1-D pooling."""
+    data = _Data(rng, dtype)
+    forms = ("mean", "adaptive_avg_pool2d", "layer_norm", "pool1d")
+    if dtype == "float64":
+        forms = forms[:2]  # TVM's CPU build has no float64 layer_norm, so there is no reference
+    form = _pick(rng, forms)
+    op = relax.op
+    if form == "mean":
+        shape = _ints(rng, 1, 6, int(rng.integers(1, 5)))
+        axes = sorted({int(a) for a in rng.integers(0, len(shape), size=int(rng.integers(1, 3)))})
+        keep = _coin(rng)
+        x = data.input("x", shape)
+        return data.case(
+            description=f"mean x{shape} axes={axes} keepdims={keep}",
+            body=lambda bb, env, dt: op.mean(env[x], axis=axes, keepdims=keep),
+            reduction=int(np.prod([shape[a] for a in axes])),
+        )
+    if form == "adaptive_avg_pool2d":
+        layout = _pick(rng, ("NCHW", "NHWC"))
+        out = _ints(rng, 1, 3, 2)
+        scale = _ints(rng, 1, 3, 2)
+        c = int(rng.integers(1, 5))
+        h, w = out[0] * scale[0], out[1] * scale[1]
+        shape = (1, c, h, w) if layout == "NCHW" else (1, h, w, c)
+        x = data.input("x", shape)
+        return data.case(
+            description=f"adaptive_avg_pool2d x{shape} {layout} -> {out}",
+            body=lambda bb, env, dt: op.nn.adaptive_avg_pool2d(env[x], out, layout=layout),
+            reduction=scale[0] * scale[1],
+        )
+    if form == "layer_norm":
+        shape = _ints(rng, 1, 6, int(rng.integers(2, 4)))
+        count = int(rng.integers(1, len(shape)))
+        axes = list(range(len(shape) - count, len(shape)))
+        x = data.input("x", shape)
+        gamma = data.weight("gamma", shape[-count:])
+        beta = data.weight("beta", shape[-count:])
+        return data.case(
+            description=f"layer_norm x{shape} axes={axes} gamma/beta "
+            f"{_Data.where(gamma, data.params)}",
+            body=lambda bb, env, dt: op.nn.layer_norm(env[x], env[gamma], env[beta], axes=axes),
+            reduction=int(np.prod(shape[-count:])),
+        )
+    kind = _pick(rng, ("max", "avg"))
+    layout = _pick(rng, ("NCW", "NWC"))
+    kernel, stride = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    pad = (int(rng.integers(0, kernel)), int(rng.integers(0, kernel)))
+    c, width = int(rng.integers(1, 5)), int(rng.integers(kernel + 1, 12))
+    shape = (1, c, width) if layout == "NCW" else (1, width, c)
+    x = data.input("x", shape)
+    pool = getattr(op.nn, f"{kind}_pool1d")
+    return data.case(
+        description=f"{kind}_pool1d x{shape} {layout} k={kernel} s={stride} pad={pad}",
+        body=lambda bb, env, dt: pool(
+            env[x], kernel, stride, padding=pad, layout=layout, count_include_pad=False
+        ),
+        reduction=kernel,
+    )
+
+
+def gen_maxmin(rng, dtype):
+    """maximum / minimum with numpy broadcasting (ONNX's Clip lowering uses them)."""
+    data = _Data(rng, dtype)
+    name = _pick(rng, ("maximum", "minimum"))
+    lhs_shape, rhs_shape = _broadcast_shapes(rng)
+    lhs, rhs = data.input("lhs", lhs_shape), data.input("rhs", rhs_shape)
+    return data.case(
+        description=f"{name} lhs {lhs_shape} rhs {rhs_shape}",
+        body=lambda bb, env, dt: getattr(relax.op, name)(env[lhs], env[rhs]),
+    )
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -838,6 +1030,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("clip_other", gen_clip_other, {"float32": 4}),
     Family("binary", gen_binary, {"float32": 40, "float16": 10, "float64": 1, "int32": 3}),
     Family("chain", gen_chain, {"float32": 14, "float16": 2}),
+    Family(
+        "data_movement",
+        gen_data_movement,
+        {"float32": 16, "float16": 4, "int8": 6, "int16": 4, "float64": 1},
+    ),
+    Family("reduce", gen_reduce, {"float32": 24, "float64": 1}),
+    Family("maxmin", gen_maxmin, {"float32": 10, "float16": 2, "float64": 1}),
 )
 FAMILY_BY_NAME = {family.name: family for family in FAMILIES}
 

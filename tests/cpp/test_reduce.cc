@@ -1,0 +1,144 @@
+/*!
+ * \file tests/cpp/test_reduce.cc
+ * \brief Mean, LayerNorm, maximum / minimum and the masked softmax against naive references.
+ */
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+using test_util::ExpectAllClose;
+using test_util::RandomVector;
+using test_util::Ravel;
+using test_util::ShapeToString;
+using test_util::Unravel;
+
+/*! \brief mean over `axes` in double precision, element by element. */
+std::vector<double> NaiveMean(const std::vector<float>& in, const Shape& shape,
+                              const std::vector<int64_t>& axes) {
+  Shape kept = shape;
+  int64_t count = 1;
+  for (int64_t axis : axes) {
+    kept[axis] = 1;
+    count *= shape[axis];
+  }
+  std::vector<double> out(NumElements(kept), 0.0);
+  for (int64_t flat = 0; flat < static_cast<int64_t>(in.size()); ++flat) {
+    std::vector<int64_t> index = Unravel(flat, shape);
+    for (int64_t axis : axes) index[axis] = 0;
+    out[Ravel(index, kept)] += in[flat];
+  }
+  for (double& value : out) value /= count;
+  return out;
+}
+
+TEST(MeanTest, AnyAxesOfVariousShapes) {
+  std::mt19937 rng(7);
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{1, 8, 7, 7}, {2, 3}},      {{2, 3, 4}, {2}}, {{2, 3, 4}, {0}},
+      {{2, 3, 4}, {0, 2}},         {{5}, {0}},       {{1, 6, 1, 9}, {1, 3}},
+      {{3, 4, 5, 2}, {0, 1, 2, 3}}};
+  for (const auto& [shape, axes] : cases) {
+    const std::vector<float> in = RandomVector(NumElements(shape), &rng, -3.0f, 3.0f);
+    Shape kept = shape;
+    for (int64_t axis : axes) kept[axis] = 1;
+    std::vector<float> out(NumElements(kept), -1.0f);
+    Mean(in.data(), shape, axes, out.data());
+    ExpectAllClose(out, NaiveMean(in, shape, axes), "mean of " + ShapeToString(shape));
+  }
+}
+
+std::vector<double> NaiveLayerNorm(const std::vector<float>& in, int64_t row,
+                                   const std::vector<float>& gamma, const std::vector<float>& beta,
+                                   double epsilon) {
+  std::vector<double> out(in.size());
+  for (size_t r = 0; r < in.size() / row; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < row; ++i) mean += in[r * row + i];
+    mean /= row;
+    for (int64_t i = 0; i < row; ++i) var += (in[r * row + i] - mean) * (in[r * row + i] - mean);
+    var /= row;
+    for (int64_t i = 0; i < row; ++i) {
+      out[r * row + i] = (in[r * row + i] - mean) / std::sqrt(var + epsilon) * gamma[i] + beta[i];
+    }
+  }
+  return out;
+}
+
+TEST(LayerNormTest, TrailingDimsWithAndWithoutAffine) {
+  std::mt19937 rng(11);
+  for (const auto& [shape, first] : std::vector<std::pair<Shape, int64_t>>{
+           {{2, 5, 16}, 2}, {{3, 4, 6}, 1}, {{7, 33}, 1}, {{1, 17, 32}, 2}}) {
+    int64_t row = 1;
+    for (size_t d = first; d < shape.size(); ++d) row *= shape[d];
+    const std::vector<float> in = RandomVector(NumElements(shape), &rng, -4.0f, 4.0f);
+    const std::vector<float> gamma = RandomVector(row, &rng, 0.5f, 1.5f);
+    const std::vector<float> beta = RandomVector(row, &rng);
+    std::vector<float> out(in.size());
+    LayerNorm(in.data(), shape, first, gamma.data(), beta.data(), 1e-5f, true, true, out.data());
+    ExpectAllClose(out, NaiveLayerNorm(in, row, gamma, beta, 1e-5), "layer_norm", 1e-4, 1e-5);
+    const std::vector<float> ones(row, 1.0f), zeros(row, 0.0f);
+    LayerNorm(in.data(), shape, first, gamma.data(), beta.data(), 1e-5f, false, false, out.data());
+    ExpectAllClose(out, NaiveLayerNorm(in, row, ones, zeros, 1e-5), "layer_norm, no affine", 1e-4,
+                   1e-5);
+  }
+}
+
+TEST(BinaryTest, MaximumAndMinimumFollowTvmNanRules) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> lhs = {nan, 1.0f, -inf, 2.0f, 0.0f};
+  const std::vector<float> rhs = {0.0f, nan, 3.0f, -1.0f, -0.0f};
+  std::vector<float> max_out(5), min_out(5);
+  const Shape shape = {5};
+  Binary(BinaryOp::kMaximum, lhs.data(), shape, rhs.data(), shape, max_out.data(), shape);
+  Binary(BinaryOp::kMinimum, lhs.data(), shape, rhs.data(), shape, min_out.data(), shape);
+  for (size_t i = 0; i < lhs.size(); ++i) {
+    // TVM's LLVM build: max(a, b) = a > b ? a : b, min(a, b) = a < b ? a : b.
+    const float want_max = lhs[i] > rhs[i] ? lhs[i] : rhs[i];
+    const float want_min = lhs[i] < rhs[i] ? lhs[i] : rhs[i];
+    EXPECT_TRUE(std::isnan(want_max) ? std::isnan(max_out[i]) : max_out[i] == want_max) << i;
+    EXPECT_TRUE(std::isnan(want_min) ? std::isnan(min_out[i]) : min_out[i] == want_min) << i;
+  }
+  // Broadcast scalar rhs, as the ONNX Clip lowering uses it.
+  const float bound = 0.0f;
+  std::vector<float> out(5);
+  Binary(BinaryOp::kMaximum, lhs.data(), shape, &bound, {}, out.data(), shape);
+  EXPECT_EQ(out[0], 0.0f);  // NaN > 0 is false: the bound
+  EXPECT_EQ(out[3], 2.0f);
+}
+
+TEST(SoftmaxTest, MaskedRowsBecomeZeroOnlyWhenAsked) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Shape shape = {3, 4};
+  const std::vector<float> in = {-inf, -inf, -inf, -inf, 1.0f, -inf,
+                                 2.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> plain(12), safe(12);
+  Softmax(in.data(), shape, 1, plain.data());
+  Softmax(in.data(), shape, 1, safe.data(), /*zero_masked_rows=*/true);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(plain[i], 0.0f);  // no live element: the plain softmax has nothing sensible
+    EXPECT_EQ(safe[i], 0.0f);
+  }
+  for (int i = 4; i < 12; ++i) EXPECT_EQ(plain[i], safe[i]);
+  EXPECT_LT(safe[5], 1e-30f);  // one -inf in a live row is a zero probability (exp saturates)
+  // The same along a non-innermost axis.
+  std::vector<float> column(12);
+  const std::vector<float> transposed = {-inf, 1.0f, 0.0f, -inf, -inf, 0.0f,
+                                         -inf, 2.0f, 0.0f, -inf, 0.5f, 0.0f};
+  Softmax(transposed.data(), {4, 3}, 0, column.data(), true);
+  for (int a = 0; a < 4; ++a) EXPECT_EQ(column[a * 3], 0.0f);
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace example_npu

@@ -1,0 +1,272 @@
+"""The glue ops on the NPU, each against TVM's CPU build of the same module.
+
+Data movement (reshape, flatten, squeeze, expand_dims, permute_dims, concat, split,
+strided_slice, take, broadcast_to) runs for float32, float16, int8 and int16 and must be exact.
+The computing glue (mean, adaptive_avg_pool2d, layer_norm, 1-D pooling, maximum / minimum,
+clip with any bounds, silu, torch's safe softmax) is float and compared within 1e-5, with NaN
+and infinities where the op's rules for them matter.
+"""
+
+from __future__ import annotations
+
+import example_npu  # noqa: F401  # registers the patterns
+import numpy as np
+import pytest
+import tvm
+from example_npu.report import partition_with_report
+from tvm import relax
+
+DTYPES = ("float32", "float16", "int8", "int16")
+
+
+def module(params: dict[str, tuple[tuple[int, ...], str]], body) -> tvm.IRModule:
+    vars_ = {
+        name: relax.Var(name, relax.TensorType(shape, dt)) for name, (shape, dt) in params.items()
+    }
+    bb = relax.BlockBuilder()
+    with bb.function("main", list(vars_.values())):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, vars_))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def run(mod: tvm.IRModule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    return [item.numpy() for item in out]
+
+
+def data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def offloaded_and_compared(mod, inputs, exact=True, rtol=1e-5, atol=1e-5, regions=1) -> None:
+    """Every op of mod runs on the NPU, one NPU function per connected region, and the results
+    equal TVM's CPU build."""
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    assert len(report.npu_functions) == regions, report.table()
+    for npu, cpu in zip(run(partitioned, inputs), run(mod, inputs), strict=True):
+        assert npu.dtype == cpu.dtype and npu.shape == cpu.shape
+        if exact:
+            np.testing.assert_array_equal(npu, cpu)
+        else:
+            np.testing.assert_allclose(npu, cpu, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _movement_chain(bb, v):
+    """Every data-movement op, as views and as materialised copies (several outputs)."""
+    op = relax.op
+    x, y = v["x"], v["y"]  # (2, 4, 3, 5), (2, 2, 3, 5)
+    t = bb.emit(op.permute_dims(x, [0, 2, 1, 3]))  # (2, 3, 4, 5), a view
+    flat = bb.emit(op.reshape(t, (2, 60)))  # reshape of a transposed view: a DMA transpose
+    cat = bb.emit(op.concat([x, y], axis=1))  # (2, 6, 3, 5)
+    halves = bb.emit(op.split(cat, 2, axis=1))
+    lower = bb.emit(relax.TupleGetItem(halves, 1))  # (2, 3, 3, 5)
+    odd = bb.emit(op.strided_slice(lower, axes=[1, 3], begin=[1, 0], end=[3, 5], strides=[1, 2]))
+    row = bb.emit(op.take(odd, relax.const(1, "int64"), axis=0))  # (2, 3, 3)
+    squeezed = bb.emit(op.squeeze(bb.emit(op.expand_dims(row, [0])), [0]))
+    wide = bb.emit(op.broadcast_to(bb.emit(op.strided_slice(y, [0], [0], [1])), (3, 2, 3, 5)))
+    flattened = bb.emit(op.flatten(wide))
+    return relax.Tuple([flat, squeezed, flattened, cat])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_data_movement_is_exact_for_every_dtype(dtype):
+    mod = module({"x": ((2, 4, 3, 5), dtype), "y": ((2, 2, 3, 5), dtype)}, _movement_chain)
+    inputs = [data((2, 4, 3, 5), dtype), data((2, 2, 3, 5), dtype, 1)]
+    # Three connected regions: the transpose of x, the concat chain, the broadcast of y.
+    offloaded_and_compared(mod, inputs, regions=3)
+
+
+def test_views_feed_compute_inside_one_region():
+    """Channel shuffle between convolutions: split, concat, reshape/transpose on the NPU."""
+    rng = np.random.default_rng(3)
+
+    def body(bb, v):
+        op = relax.op
+        w = relax.const(rng.standard_normal((4, 4, 1, 1)).astype("float32"))
+        halves = bb.emit(op.split(v["x"], 2, axis=1))
+        branch = bb.emit(op.nn.relu(bb.emit(op.nn.conv2d(bb.emit(halves[1]), w))))
+        cat = bb.emit(op.concat([bb.emit(halves[0]), branch], axis=1))
+        shuffled = bb.emit(
+            op.permute_dims(bb.emit(op.reshape(cat, (1, 2, 4, 5, 5))), [0, 2, 1, 3, 4])
+        )
+        merged = bb.emit(op.reshape(shuffled, (1, 8, 5, 5)))
+        pooled = bb.emit(op.mean(merged, axis=[2, 3], keepdims=False))
+        return op.matmul(pooled, relax.const(rng.standard_normal((8, 3)).astype("float32")))
+
+    mod = module({"x": ((1, 8, 5, 5), "float32")}, body)
+    offloaded_and_compared(mod, [data((1, 8, 5, 5), "float32")], exact=False)
+
+
+@pytest.mark.parametrize(
+    ("axes", "keepdims", "shape"),
+    [
+        ([2, 3], True, (1, 6, 5, 7)),
+        ([-1, -2], False, (2, 3, 4, 4)),
+        ([1], False, (3, 9, 2)),
+        (None, False, (4, 5)),
+    ],
+)
+def test_mean(axes, keepdims, shape):
+    mod = module(
+        {"x": (shape, "float32")}, lambda bb, v: relax.op.mean(v["x"], axis=axes, keepdims=keepdims)
+    )
+    offloaded_and_compared(mod, [data(shape, "float32")], exact=False)
+
+
+@pytest.mark.parametrize(
+    ("layout", "shape", "output"),
+    [
+        ("NCHW", (1, 5, 6, 6), (1, 1)),
+        ("NCHW", (2, 3, 6, 4), (3, 2)),
+        ("NHWC", (1, 6, 6, 5), (2, 3)),
+    ],
+)
+def test_adaptive_avg_pool2d(layout, shape, output):
+    mod = module(
+        {"x": (shape, "float32")},
+        lambda bb, v: relax.op.nn.adaptive_avg_pool2d(v["x"], output, layout=layout),
+    )
+    offloaded_and_compared(mod, [data(shape, "float32")], exact=False)
+
+
+def test_adaptive_avg_pool2d_with_uneven_windows_stays_on_the_cpu():
+    mod = module(
+        {"x": ((1, 3, 7, 7), "float32")},
+        lambda bb, v: relax.op.nn.adaptive_avg_pool2d(v["x"], (2, 2)),
+    )
+    _, report = partition_with_report(mod)
+    assert "does not divide" in report.cpu_reason("relax.nn.adaptive_avg_pool2d")
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize(("layout", "shape"), [("NCW", (2, 3, 17)), ("NWC", (1, 17, 4))])
+def test_pool1d(kind, layout, shape):
+    pool = getattr(relax.op.nn, f"{kind}_pool1d")
+    mod = module(
+        {"x": (shape, "float32")},
+        lambda bb, v: pool(v["x"], pool_size=3, strides=2, padding=(1, 0), layout=layout),
+    )
+    offloaded_and_compared(mod, [data(shape, "float32")], exact=False)
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((2, 5, 16), [-1]), ((3, 4, 6), [1, 2])])
+def test_layer_norm(shape, axes):
+    normalized = tuple(shape[a] for a in sorted(a % len(shape) for a in axes))
+    rng = np.random.default_rng(5)
+    gamma = relax.const(rng.uniform(0.5, 1.5, normalized).astype("float32"))
+    beta = relax.const(rng.standard_normal(normalized).astype("float32"))
+    mod = module(
+        {"x": (shape, "float32")},
+        lambda bb, v: relax.op.nn.layer_norm(v["x"], gamma, beta, axes=axes, epsilon=1e-6),
+    )
+    offloaded_and_compared(mod, [data(shape, "float32")], exact=False)
+
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.5, -7.0, 6.0], dtype="float32")
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_maximum_minimum_follow_tvm_on_nan_and_inf(name):
+    op = getattr(relax.op, name)
+    mod = module(
+        {"a": ((8, 8), "float32"), "b": ((8,), "float32")}, lambda bb, v: op(v["a"], v["b"])
+    )
+    a = np.repeat(SPECIALS[None, :], 8, axis=0).T.copy()
+    offloaded_and_compared(mod, [a, SPECIALS.copy()])
+
+
+@pytest.mark.parametrize(
+    "bounds", [(-np.inf, 6.0), (0.0, np.inf), (0.0, 1.0), (-1.5, 0.5), (-np.inf, np.inf)]
+)
+def test_clip_with_any_bounds(bounds):
+    lo, hi = bounds
+    mod = module(
+        {"x": ((2, 8), "float32")},
+        lambda bb, v: relax.op.clip(v["x"], relax.prim_value(lo), relax.prim_value(hi)),
+    )
+    x = np.stack([SPECIALS, SPECIALS[::-1]])
+    offloaded_and_compared(mod, [x])
+
+
+def test_hardswish_and_hardsigmoid_chains_run_as_npu_activations():
+    """torch.export's hardswish x * clip(clip(x + 3, 0, inf), -inf, 6) / 6 after a conv."""
+    rng = np.random.default_rng(9)
+
+    def body(bb, v):
+        op = relax.op
+        w = relax.const(rng.standard_normal((4, 3, 3, 3)).astype("float32"))
+        y = bb.emit(op.nn.conv2d(v["x"], w, padding=1))
+        shifted = bb.emit(op.add(y, relax.const(3.0)))
+        low = bb.emit(op.clip(shifted, relax.prim_value(0.0), relax.prim_value(np.inf)))
+        gate = bb.emit(op.clip(low, relax.prim_value(-np.inf), relax.prim_value(6.0)))
+        hswish = bb.emit(op.divide(bb.emit(op.multiply(y, gate)), relax.const(6.0)))
+        hsigmoid = bb.emit(op.divide(gate, relax.const(6.0)))
+        return relax.Tuple([hswish, hsigmoid])
+
+    mod = module({"x": ((1, 3, 6, 6), "float32")}, body)
+    offloaded_and_compared(mod, [data((1, 3, 6, 6), "float32")], exact=False)
+
+
+def test_silu():
+    mod = module({"x": ((3, 17), "float32")}, lambda bb, v: relax.op.nn.silu(v["x"]))
+    offloaded_and_compared(mod, [data((3, 17), "float32")], exact=False)
+
+
+def _safe_softmax(bb, v):
+    op = relax.op
+    x = v["x"]
+    softmax = bb.emit(op.nn.softmax(x, axis=-1))
+    kept = bb.emit(op.logical_not(bb.emit(op.equal(x, relax.const(-np.inf, "float32")))))
+    row_max = bb.emit(op.max(bb.emit(op.astype(kept, "int8")), axis=[-1], keepdims=True))
+    masked = bb.emit(op.logical_not(bb.emit(op.astype(row_max, "bool"))))
+    fill = bb.emit(op.full_like(softmax, relax.const(0.0, "float32")))
+    return op.where(masked, fill, softmax)
+
+
+def test_safe_softmax_is_one_npu_softmax_that_zeroes_masked_rows():
+    mod = module({"x": ((2, 3, 5), "float32")}, _safe_softmax)
+    x = data((2, 3, 5), "float32")
+    x[0, 1, :] = -np.inf  # a fully masked row: TVM gives 0 (softmax alone would give NaN)
+    x[1, 2, 1:3] = -np.inf  # a partly masked row
+    offloaded_and_compared(mod, [x], exact=False)
+
+
+def test_safe_softmax_with_another_fill_value_is_not_matched():
+    def body(bb, v):
+        op = relax.op
+        x = v["x"]
+        softmax = bb.emit(op.nn.softmax(x, axis=-1))
+        kept = bb.emit(op.logical_not(bb.emit(op.equal(x, relax.const(-np.inf, "float32")))))
+        row_max = bb.emit(op.max(bb.emit(op.astype(kept, "int8")), axis=[-1], keepdims=True))
+        masked = bb.emit(op.logical_not(bb.emit(op.astype(row_max, "bool"))))
+        fill = bb.emit(op.full_like(softmax, relax.const(0.5, "float32")))
+        return op.where(masked, fill, softmax)
+
+    _, report = partition_with_report(module({"x": ((2, 5), "float32")}, body))
+    assert report.cpu_ops["relax.where"] == 1
+    assert "filled with something other than 0" in report.cpu_reason("relax.where")
+
+
+def test_take_with_a_runtime_index_stays_on_the_cpu():
+    mod = module(
+        {"x": ((4, 3), "float32"), "i": ((), "int64")},
+        lambda bb, v: relax.op.take(v["x"], v["i"], axis=0),
+    )
+    _, report = partition_with_report(mod)
+    assert "constant scalar index" in report.cpu_reason("relax.take")
+
+
+def test_float64_data_movement_stays_on_the_cpu():
+    mod = module({"x": ((2, 6), "float64")}, lambda bb, v: relax.op.reshape(v["x"], (3, 4)))
+    _, report = partition_with_report(mod)
+    assert "float64 has no NPU datapath" in report.cpu_reason("relax.reshape")
