@@ -254,7 +254,9 @@ def _glue_probes() -> list[Probe]:
         Probe("flatten", "view", image, _single(op.flatten, "x")),
         Probe("squeeze", "view", (("x", (1, 4, 1, 6)),), _single(op.squeeze, "x", axis=[2])),
         Probe("expand_dims", "view", vector, _single(op.expand_dims, "x", axis=[1])),
-        Probe("permute_dims", "DMA transpose", vector, _single(op.permute_dims, "x", [2, 0, 1])),
+        Probe(
+            "permute_dims", "DMA transpose", vector, _single(op.permute_dims, "x", axes=[2, 0, 1])
+        ),
         Probe(
             "concat",
             "axis=1, DMA into slices",
@@ -283,7 +285,7 @@ def _glue_probes() -> list[Probe]:
             "broadcast_to",
             "stride-0 view",
             (("x", (1, 3, 1)),),
-            _single(op.broadcast_to, "x", (2, 3, 4)),
+            _single(op.broadcast_to, "x", shape=(2, 3, 4)),
         ),
         Probe(
             "mean", "spatial, keepdims", image, _single(op.mean, "x", axis=[2, 3], keepdims=True)
@@ -528,7 +530,7 @@ def _reasons(report, ops: Sequence[str]) -> str:
     for op in ops:
         for reason in sorted(report.reasons.get(op.removeprefix("relax."), set())):
             found.append(_ROLE_PREFIX.sub("", reason))
-    specific = [r for r in found if not r.startswith("groups=")] or found
+    specific = [r for r in found if not r.startswith("groups=") and "relu6's" not in r] or found
     if not specific:
         return "; ".join(dict.fromkeys(report.cpu_reason(op) for op in ops))
     return "; ".join(dict.fromkeys(specific))

@@ -33,20 +33,36 @@ def _callee_description(mod: tvm.IRModule, value: relax.Expr) -> str:
     return str(value.op)
 
 
+def _leaking_composites(mod: tvm.IRModule) -> list[str]:
+    """Fused pattern functions that return a tuple: a chain that also hands out an intermediate."""
+    found = []
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or func.attrs is None:
+            continue
+        composite = func.attrs["Composite"] if "Composite" in func.attrs else None
+        if composite is not None and isinstance(func.ret_ty, tvm.ir.type.TupleType):
+            if "batch_norm" not in str(composite):  # batch_norm returns its 3-tuple by design
+                found.append(f"{gv.name_hint} (pattern {composite})")
+    return sorted(found)
+
+
 def _first_use_before_definition(mod: tvm.IRModule) -> str | None:
-    """Names the first binding of ``main`` that reads a variable bound only after it."""
+    """Names the first binding of ``main`` that reads a variable not bound before it."""
     func = mod["main"]
     defined = set(func.params)
     bindings = [b for block in func.body.blocks for b in block.bindings]
     producer = {b.var: b for b in bindings}
     for binding in bindings:
         for var in relax.analysis.free_vars(binding.value):
-            if var not in defined and var in producer:
-                return (
-                    f"{binding.var.name} = {_callee_description(mod, binding.value)} reads "
-                    f"{var.name}, which {_callee_description(mod, producer[var].value)} "
-                    "defines only later"
-                )
+            if var in defined:
+                continue
+            reader = f"{binding.var.name} = {_callee_description(mod, binding.value)}"
+            if var in producer:
+                writer = _callee_description(mod, producer[var].value)
+                return f"{reader} reads {var.name}, which {writer} defines only later"
+            leaking = _leaking_composites(mod)
+            where = f"; it is an intermediate of {', '.join(leaking)}" if leaking else ""
+            return f"{reader} reads {var.name}, which no binding of main defines{where}"
         defined.add(binding.var)
     return None
 

@@ -56,9 +56,7 @@ def resnet_basic() -> object:
     class ResNet(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = nn.Sequential(
-                *_conv_bn(nn, 3, 8, 7, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
-            )
+            self.stem = nn.Sequential(*_conv_bn(nn, 3, 8, 7, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
             self.layers = nn.Sequential(BasicBlock(8, 8, 1), BasicBlock(8, 16, 2))
             self.pool = nn.AdaptiveAvgPool2d(1)
             self.fc = nn.Linear(16, 10)
@@ -135,8 +133,9 @@ def mobilenet_v3() -> object:
             layers = [*_conv_bn(nn, c_in, hidden, 1), nn.Hardswish()]
             layers += [*_conv_bn(nn, hidden, hidden, 3, stride, hidden), nn.Hardswish()]
             if se:
-                layers.append(_squeeze_excitation(nn, hidden, hidden // 4, nn.Hardsigmoid(),
-                                                  nn.ReLU()))
+                layers.append(
+                    _squeeze_excitation(nn, hidden, hidden // 4, nn.Hardsigmoid(), nn.ReLU())
+                )
             layers += _conv_bn(nn, hidden, c_out, 1)
             self.body = nn.Sequential(*layers)
             self.residual = stride == 1 and c_in == c_out
@@ -283,9 +282,7 @@ def shufflenet_v2() -> object:
     class ShuffleNetV2(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = nn.Sequential(
-                *_conv_bn(nn, 3, 8, 3, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
-            )
+            self.stem = nn.Sequential(*_conv_bn(nn, 3, 8, 3, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
             self.stage = nn.Sequential(Unit(8, 16, 2), Unit(16, 16, 1))
             self.last = nn.Sequential(*_conv_bn(nn, 16, 32, 1), nn.ReLU())
             self.fc = nn.Linear(32, 10)
@@ -344,15 +341,22 @@ def audio_cnn() -> object:
     torch, nn = _nn()
 
     def stage(c_in: int, c_out: int):
-        return [nn.Conv1d(c_in, c_out, 3, padding=1), nn.BatchNorm1d(c_out), nn.ReLU(),
-                nn.MaxPool1d(2)]
+        return [
+            nn.Conv1d(c_in, c_out, 3, padding=1),
+            nn.BatchNorm1d(c_out),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+        ]
 
     class AudioCNN(nn.Module):
         def __init__(self):
             super().__init__()
             self.features = nn.Sequential(
-                nn.Conv1d(1, 8, 9, stride=4, padding=4), nn.ReLU(), nn.AvgPool1d(2),
-                *stage(8, 16), *stage(16, 16)
+                nn.Conv1d(1, 8, 9, stride=4, padding=4),
+                nn.ReLU(),
+                nn.AvgPool1d(2),
+                *stage(8, 16),
+                *stage(16, 16),
             )
             self.fc = nn.Linear(16, 10)
 

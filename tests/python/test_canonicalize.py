@@ -1,0 +1,127 @@
+"""Canonicalization: frontend idioms become NPU ops, and the result is bit-exact to TVM's CPU
+build of the original module, NaN and infinities included."""
+
+from __future__ import annotations
+
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import onnx
+import pytest
+import tvm
+from example_npu.canonicalize import canonicalize
+from example_npu.report import partition_with_report
+from onnx import TensorProto, helper
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, -1.0, 0.0, 3.0, 6.0, 7.5], dtype="float32")
+
+
+def _ops(mod: tvm.IRModule) -> set[str]:
+    found: set[str] = set()
+    relax.analysis.post_order_visit(
+        mod["main"].body,
+        lambda n: (
+            found.add(n.op.name)
+            if isinstance(n, relax.Call) and isinstance(n.op, tvm.ir.Op)
+            else None
+        ),
+    )
+    return found
+
+
+def run(mod: tvm.IRModule, x: np.ndarray) -> np.ndarray:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def _clip_model(bounds: tuple[float | None, float | None]) -> onnx.ModelProto:
+    """x -> Relu -> Clip(min, max) (either bound may be absent), opset 18."""
+    inputs = ["r"]
+    initializers = []
+    for name, bound in zip(("lo", "hi"), bounds, strict=True):
+        if bound is None:
+            inputs.append("")
+        else:
+            inputs.append(name)
+            initializers.append(helper.make_tensor(name, TensorProto.FLOAT, [], [bound]))
+    while inputs[-1] == "":
+        inputs.pop()
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Clip", inputs, ["y"])],
+        "clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (None, 6.0), (1.0, None), (-2.0, 2.0)])
+def test_onnx_clip_lowering_runs_on_the_npu_bit_exactly(bounds):
+    mod = from_onnx(_clip_model(bounds))
+    assert "relax.call_tir" in _ops(mod) or "relax.clip" in _ops(mod)
+    canonical = canonicalize(mod)
+    assert "relax.call_tir" not in _ops(canonical)
+    assert not {"relax.isnan", "relax.where"} & _ops(canonical)
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    x = np.stack([SPECIALS, -SPECIALS])
+    np.testing.assert_array_equal(run(partitioned, x), run(mod, x))  # NaN positions included
+
+
+def test_clip_lowering_is_not_turned_into_relax_clip_because_nan_differs():
+    """min(max(NaN, 0), 6) is 0 in TVM's build, clip(NaN, 0, 6) is 6: they must stay apart."""
+    canonical = canonicalize(from_onnx(_clip_model((0.0, 6.0))))
+    assert {"relax.maximum", "relax.minimum"} <= _ops(canonical)
+    assert "relax.clip" not in _ops(canonical)
+    v = relax.Var("x", relax.TensorType((1, 1), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [v]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.clip(v, 0, 6))
+        bb.emit_func_output(out)
+    assert run(bb.get(), np.full((1, 1), np.nan, dtype="float32"))[0, 0] == 6.0
+
+
+def test_other_primfuncs_are_left_alone():
+    """A call_tir whose PrimFunc is not TVM's maximum / minimum stays a CPU call."""
+    x = relax.Var("x", relax.TensorType((4,), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(bb.call_te(tvm.topi.add, x, relax.const(1.0, "float32")))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert "relax.call_tir" in _ops(canonicalize(mod))
+
+
+def test_quantization_constants_are_never_folded():
+    """dequantize(constant) is what the quantized patterns match: folding it would lose them."""
+    x = relax.Var("x", relax.TensorType((2, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            w = bb.emit(
+                relax.op.dequantize(
+                    relax.const(np.ones((4, 3), "int8")),
+                    relax.const(0.5, "float32"),
+                    relax.const(0, "int8"),
+                )
+            )
+            out = bb.emit_output(relax.op.matmul(x, w))
+        bb.emit_func_output(out)
+    assert "relax.dequantize" in _ops(canonicalize(bb.get()))
+
+
+def test_identity_broadcast_and_dead_bindings_disappear():
+    x = relax.Var("x", relax.TensorType((2, 3), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            bb.emit(relax.op.zeros_like(x))  # unused, as torch.export leaves them
+            y = bb.emit(relax.op.broadcast_to(x, (2, 3)))
+            out = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(out)
+    assert _ops(canonicalize(bb.get())) == {"relax.nn.relu"}
