@@ -31,22 +31,52 @@ bool IsHead(const Graph& graph, int64_t id) {
   return std::find(graph.heads.begin(), graph.heads.end(), id) != graph.heads.end();
 }
 
-/*! \brief The single consumer of `id` that may extend the chain ending at `id`, or -1. */
+bool Contains(const std::vector<int64_t>& ids, int64_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+/*!
+ * \brief The first consumer of `tail` (the chain's latest value) that may extend the chain, or -1.
+ * It is elementwise with the tail's shape and reads the tail once (batch_norm: as operand 0);
+ * every other operand is a value on chip (an earlier member of `members`) or one an earlier
+ * group has stored to DRAM.
+ */
 int64_t ChainableConsumer(const Graph& graph, const std::vector<std::vector<int64_t>>& consumers,
-                          const std::vector<bool>& grouped, int64_t id) {
-  if (consumers[id].size() != 1 || IsHead(graph, id)) return -1;
-  const int64_t next = consumers[id][0];
-  const Node& node = graph.nodes[next];
-  if (!IsElementwise(node.op) || node.shape != graph.nodes[id].shape) return -1;
-  // The chain value must be operand 0 for batch_norm and appear exactly once for the others.
-  int64_t uses = std::count(node.inputs.begin(), node.inputs.end(), id);
-  if (uses != 1) return -1;
-  if (node.op == OpKind::kBatchNorm && node.inputs[0] != id) return -1;
-  // Side operands are read from DRAM, so they must be computed by an earlier group.
-  for (int64_t input : node.inputs) {
-    if (input != id && graph.nodes[input].kind == NodeKind::kOp && !grouped[input]) return -1;
+                          const std::vector<bool>& grouped, const std::vector<int64_t>& members,
+                          int64_t tail) {
+  if (IsHead(graph, tail)) return -1;
+  for (int64_t next : consumers[tail]) {
+    const Node& node = graph.nodes[next];
+    if (grouped[next] || !IsElementwise(node.op) || node.shape != graph.nodes[tail].shape) continue;
+    if (std::count(node.inputs.begin(), node.inputs.end(), tail) != 1) continue;
+    if (node.op == OpKind::kBatchNorm && node.inputs[0] != tail) continue;
+    bool operands_ready = true;
+    for (int64_t input : node.inputs) {
+      const bool on_chip = Contains(members, input);
+      const bool in_dram = graph.nodes[input].kind != NodeKind::kOp || grouped[input];
+      operands_ready &= input == tail || on_chip || in_dram;
+    }
+    if (operands_ready) return next;
   }
-  return next;
+  return -1;
+}
+
+/*!
+ * \brief The longest prefix of `members` (anchor first) that is a valid group: every member but
+ * the last is read only inside the prefix (it is never stored) and is no graph output.
+ */
+size_t ValidPrefix(const Graph& graph, const std::vector<std::vector<int64_t>>& consumers,
+                   const std::vector<int64_t>& members) {
+  for (size_t length = members.size(); length > 1; --length) {
+    const std::vector<int64_t> prefix(members.begin(), members.begin() + length);
+    bool valid = true;
+    for (size_t k = 0; k + 1 < length && valid; ++k) {
+      valid = !IsHead(graph, prefix[k]);
+      for (int64_t consumer : consumers[prefix[k]]) valid &= Contains(prefix, consumer);
+    }
+    if (valid) return length;
+  }
+  return 1;
 }
 
 }  // namespace
@@ -65,18 +95,21 @@ std::vector<FusedGroup> FuseGraph(const Graph& graph) {
   std::vector<FusedGroup> groups;
   for (int64_t id = 0; id < count; ++id) {
     if (graph.nodes[id].kind != NodeKind::kOp || grouped[id]) continue;
-    FusedGroup group;
-    group.anchor = id;
+    std::vector<int64_t> members = {id};
     grouped[id] = true;
     // Data movement is a view (see layout.h) or a DMA copy, which has no result tile to extend.
     if (!IsDataMovement(graph.nodes[id].op)) {
-      for (int64_t tail = id, next;
-           (next = ChainableConsumer(graph, consumers, grouped, tail)) >= 0;) {
-        group.chain.push_back(next);
+      for (int64_t next;
+           (next = ChainableConsumer(graph, consumers, grouped, members, members.back())) >= 0;) {
+        members.push_back(next);
         grouped[next] = true;
-        tail = next;
       }
     }
+    const size_t length = ValidPrefix(graph, consumers, members);
+    for (size_t k = length; k < members.size(); ++k) grouped[members[k]] = false;
+    FusedGroup group;
+    group.anchor = id;
+    group.chain.assign(members.begin() + 1, members.begin() + length);
     groups.push_back(group);
   }
   return groups;

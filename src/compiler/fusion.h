@@ -18,7 +18,10 @@ namespace example_npu {
 
 struct FusedGroup {
   int64_t anchor = -1;
-  /*! \brief Elementwise ops applied in order to the anchor's output tile. */
+  /*!
+   * \brief Elementwise ops applied in order to the anchor's output tile. A member may also read
+   * an earlier member (x * sigmoid(x), hardswish's x * clip(x + 3) / 6): that value stays on chip.
+   */
   std::vector<int64_t> chain;
   /*! \brief The node whose value the group stores (the last of the chain, or the anchor). */
   int64_t output() const { return chain.empty() ? anchor : chain.back(); }
@@ -28,9 +31,10 @@ struct FusedGroup {
 bool IsElementwise(OpKind op);
 
 /*!
- * \brief Partitions the op nodes into fused groups, in topological order. A consumer joins its
- * producer's group when it is elementwise, is the producer's only consumer, has the producer's
- * shape, the producer is not a graph output, and its other operand (if any) comes from DRAM.
+ * \brief Partitions the op nodes into fused groups, in topological order. An elementwise consumer
+ * of the chain's latest value joins when it has that value's shape and its other operands are
+ * on chip (earlier members) or in DRAM (earlier groups); the chain is then cut back to where
+ * every member but the last is read only inside the group and is no graph output.
  */
 std::vector<FusedGroup> FuseGraph(const Graph& graph);
 

@@ -86,6 +86,25 @@ TensorBox GroupTiler::ProjectBox(const TensorView& view, const TensorBox& out_bo
   return box;
 }
 
+bool GroupTiler::IsMember(int64_t id) const {
+  return id == group_.anchor ||
+         std::find(group_.chain.begin(), group_.chain.end(), id) != group_.chain.end();
+}
+
+std::vector<bool> GroupTiler::KeptMembers() const {
+  // Chain member k's value is kept when a later member other than its successor reads it.
+  std::vector<int64_t> members = {group_.anchor};
+  members.insert(members.end(), group_.chain.begin(), group_.chain.end());
+  std::vector<bool> kept(members.size(), false);
+  for (size_t k = 0; k < members.size(); ++k) {
+    for (size_t later = k + 2; later < members.size(); ++later) {
+      const std::vector<int64_t>& inputs = graph_.nodes[members[later]].inputs;
+      if (std::find(inputs.begin(), inputs.end(), members[k]) != inputs.end()) kept[k] = true;
+    }
+  }
+  return kept;
+}
+
 std::vector<BufferClass> GroupTiler::EpilogueBuffers(const std::vector<int64_t>& out_extent) const {
   const size_t rank = OutputNode().shape.size();
   TensorBox out_box{-1, std::vector<int64_t>(out_extent.size(), 0), out_extent, {}};
@@ -94,15 +113,20 @@ std::vector<BufferClass> GroupTiler::EpilogueBuffers(const std::vector<int64_t>&
   for (int64_t id : group_.chain) {
     const Node& node = graph_.nodes[id];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      if (node.inputs[k] == tail) continue;
+      if (node.inputs[k] == tail || IsMember(node.inputs[k])) continue;
       TensorBox side = ProjectBox(OperandView(node, k, rank), out_box);
       buffers.push_back(
           BufferClass{AlignUp(kernels::NumElements(side.extent) * DTypeBytes(node.dtype)), 2});
     }
     tail = id;
   }
-  buffers.push_back(
-      BufferClass{AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType())), 2});
+  // A kept value's successor computes into a tile of its own, so the kept one stays intact.
+  const int64_t result_bytes =
+      AlignUp(kernels::NumElements(out_extent) * DTypeBytes(ResultDType()));
+  for (bool kept : KeptMembers()) {
+    if (kept) buffers.push_back(BufferClass{result_bytes, 2});
+  }
+  buffers.push_back(BufferClass{result_bytes, 2});
   return buffers;
 }
 
@@ -178,14 +202,21 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
 void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
                               const TensorBox& out_box) const {
   const size_t rank = OutputNode().shape.size();
+  const std::vector<bool> kept = KeptMembers();
+  const int64_t kept_classes = std::count(kept.begin(), kept.end(), true);
   int64_t side_class = chain_class_base_;
-  int64_t tail = group_.anchor;
-  for (int64_t id : group_.chain) {
+  int64_t kept_class = result_class_ - kept_classes;
+  std::vector<std::pair<int64_t, TileRef>> on_chip = {{group_.anchor, result}};
+  TileRef current = result;
+  for (size_t c = 0; c < group_.chain.size(); ++c) {
+    const int64_t id = group_.chain[c];
     const Node& node = graph_.nodes[id];
     std::vector<TileRef> inputs;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      if (node.inputs[k] == tail) {
-        inputs.push_back(result);
+      auto member = std::find_if(on_chip.begin(), on_chip.end(),
+                                 [&](const auto& entry) { return entry.first == node.inputs[k]; });
+      if (member != on_chip.end()) {
+        inputs.push_back(member->second);
         continue;
       }
       TensorView view = OperandView(node, k, rank);
@@ -196,10 +227,14 @@ void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
       bn->axis = std::find(out_box.tile_order.begin(), out_box.tile_order.end(), bn->axis) -
                  out_box.tile_order.begin();
     }
-    scheduler->Compute(MakeCompute(node, id, std::move(inputs), result, std::move(attrs)));
-    tail = id;
+    // In place, unless the value being replaced is still read by a later member.
+    TileRef output =
+        kept[c] ? scheduler->NewResult(kept_class++, current.shape, current.dtype) : current;
+    scheduler->Compute(MakeCompute(node, id, std::move(inputs), output, std::move(attrs)));
+    current = output;
+    on_chip.emplace_back(id, current);
   }
-  scheduler->Store(result, Lift(layout_.ViewOf(graph_, group_.output())), out_box);
+  scheduler->Store(current, Lift(layout_.ViewOf(graph_, group_.output())), out_box);
 }
 
 namespace {

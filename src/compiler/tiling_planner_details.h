@@ -67,7 +67,14 @@ class GroupTiler : public TilingRule {
   const Node& OutputNode() const { return graph_.nodes[group_.output()]; }
   int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
 
-  /*! \brief The chain's side-operand buffer classes, then the result's (double-buffered). */
+  /*! \brief Whether `id` is the anchor or a chain member. */
+  bool IsMember(int64_t id) const;
+  /*! \brief Per member (anchor first): a member after its successor still reads its value. */
+  std::vector<bool> KeptMembers() const;
+  /*!
+   * \brief The chain's side-operand buffer classes, one result class per kept member, then the
+   * result's (every class double-buffered).
+   */
   std::vector<BufferClass> EpilogueBuffers(const std::vector<int64_t>& out_extent) const;
   /*! \brief Bytes of all chain side-operand slots plus the two result slots. */
   int64_t EpilogueBytes(const std::vector<int64_t>& out_extent) const;

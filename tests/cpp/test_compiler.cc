@@ -104,6 +104,56 @@ TEST(CompilerTest, FusionChainsElementwiseConsumers) {
   EXPECT_EQ(groups[2].chain, std::vector<int64_t>{8});
 }
 
+// conv -> hardswish (y * clip(y + 3, 0, 6) / 6) -> silu (h * sigmoid(h)): y and h are each read
+// twice, once two members later, so they stay on chip while the chain goes on.
+const char* kActivationChain = R"({"version": 1, "symbol": "act", "nodes": [
+  {"op": "input", "name": "x", "shape": [1, 8, 10, 10], "dtype": "float32"},
+  {"op": "const", "name": "w", "shape": [8, 8, 3, 3], "dtype": "float32"},
+  {"op": "const", "name": "three", "shape": [], "dtype": "float32"},
+  {"op": "nn.conv2d", "name": "y", "inputs": [0, 1], "shape": [1, 8, 10, 10], "dtype": "float32",
+   "attrs": {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1,
+             "data_layout": "NCHW", "kernel_layout": "OIHW"}},
+  {"op": "add", "name": "shift", "inputs": [3, 2], "shape": [1, 8, 10, 10], "dtype": "float32"},
+  {"op": "clip", "name": "gate", "inputs": [4], "shape": [1, 8, 10, 10], "dtype": "float32",
+   "attrs": {"min": 0, "max": 6}},
+  {"op": "multiply", "name": "scaled", "inputs": [3, 5], "shape": [1, 8, 10, 10],
+   "dtype": "float32"},
+  {"op": "divide", "name": "h", "inputs": [6, 2], "shape": [1, 8, 10, 10], "dtype": "float32"},
+  {"op": "sigmoid", "name": "s", "inputs": [7], "shape": [1, 8, 10, 10], "dtype": "float32"},
+  {"op": "multiply", "name": "out", "inputs": [7, 8], "shape": [1, 8, 10, 10],
+   "dtype": "float32"}],
+  "arg_nodes": [0], "heads": [9]})";
+
+TEST(CompilerTest, ActivationsReadingAnEarlierValueFuseIntoTheProducer) {
+  Graph graph = ParseGraph(kActivationChain);
+  std::vector<FusedGroup> groups = FuseGraph(graph);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].chain, (std::vector<int64_t>{4, 5, 6, 7, 8, 9}));
+  auto inputs = RandomTensors(graph, graph.arg_nodes, 3);
+  auto consts = RandomTensors(graph, graph.ConstNodes(), 4);
+  consts[1] = {3.0f};
+  const std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    const Program program = Compile(graph, config);
+    EXPECT_EQ(program.groups.size(), 1u);
+    const std::vector<float> actual = Emulated(program, inputs, consts);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
+    }
+    EXPECT_EQ(Emulated(program, inputs, consts, EmulatorOptions{false}), actual);
+  }
+}
+
+TEST(CompilerTest, AValueAlsoReadOutsideTheGroupEndsTheChain) {
+  // The same chain with y also returned: y is stored, so the group ends at y.
+  std::string text = kActivationChain;
+  text.replace(text.find("\"heads\": [9]"), 12, "\"heads\": [9, 3]");
+  std::vector<FusedGroup> groups = FuseGraph(ParseGraph(text));
+  ASSERT_GE(groups.size(), 2u);
+  EXPECT_TRUE(groups[0].chain.empty());
+}
+
 TEST(CompilerTest, LayoutKeepsNHWCBetweenSpatialGroups) {
   Graph graph = ParseGraph(kConvNet);
   LayoutPlan layout = PlanLayout(graph, FuseGraph(graph));

@@ -9,7 +9,7 @@ and infinities where the op's rules for them matter.
 
 from __future__ import annotations
 
-import example_npu  # noqa: F401  # registers the patterns
+import example_npu
 import numpy as np
 import pytest
 import tvm
@@ -199,22 +199,33 @@ def test_clip_with_any_bounds(bounds):
 
 
 def test_hardswish_and_hardsigmoid_chains_run_as_npu_activations():
-    """torch.export's hardswish x * clip(clip(x + 3, 0, inf), -inf, 6) / 6 after a conv."""
+    """torch.export's hardswish y * clip(clip(y + 3, 0, inf), -inf, 6) / 6 and hardsigmoid
+    clip(...) / 6, each after a conv: every op on the NPU, and each conv with its activation is
+    one NPU group (y stays on chip while the gate is computed)."""
     rng = np.random.default_rng(9)
+
+    def gate(bb, y):
+        op = relax.op
+        shifted = bb.emit(op.add(y, relax.const(3.0)))
+        low = bb.emit(op.clip(shifted, relax.prim_value(0.0), relax.prim_value(np.inf)))
+        return bb.emit(op.clip(low, relax.prim_value(-np.inf), relax.prim_value(6.0)))
 
     def body(bb, v):
         op = relax.op
-        w = relax.const(rng.standard_normal((4, 3, 3, 3)).astype("float32"))
-        y = bb.emit(op.nn.conv2d(v["x"], w, padding=1))
-        shifted = bb.emit(op.add(y, relax.const(3.0)))
-        low = bb.emit(op.clip(shifted, relax.prim_value(0.0), relax.prim_value(np.inf)))
-        gate = bb.emit(op.clip(low, relax.prim_value(-np.inf), relax.prim_value(6.0)))
-        hswish = bb.emit(op.divide(bb.emit(op.multiply(y, gate)), relax.const(6.0)))
-        hsigmoid = bb.emit(op.divide(gate, relax.const(6.0)))
+        weights = [relax.const(rng.standard_normal((4, 3, 3, 3)).astype("float32")) for _ in "ab"]
+        y = bb.emit(op.nn.conv2d(v["x"], weights[0], padding=1))
+        hswish = bb.emit(op.divide(bb.emit(op.multiply(y, gate(bb, y))), relax.const(6.0)))
+        z = bb.emit(op.nn.conv2d(v["x"], weights[1], padding=1))
+        hsigmoid = bb.emit(op.divide(gate(bb, z), relax.const(6.0)))
         return relax.Tuple([hswish, hsigmoid])
 
     mod = module({"x": ((1, 3, 6, 6), "float32")}, body)
-    offloaded_and_compared(mod, [data((1, 3, 6, 6), "float32")], exact=False)
+    x = data((1, 3, 6, 6), "float32")
+    offloaded_and_compared(mod, [x], exact=False, regions=2)  # sibling convs of one input
+    executable = tvm.compile(example_npu.partition_for_npu(mod), target="llvm")
+    groups = [node.ops for node in example_npu.profile(executable, tvm.runtime.tensor(x)).nodes]
+    assert len(groups) == 2, groups
+    assert all(ops[0] == "nn.conv2d" and ops[-1] == "divide" for ops in groups), groups
 
 
 def test_silu():
