@@ -10,9 +10,10 @@ the original computes, including NaN and infinities.
   ONNX lowering ``min(max(x, lo), hi)`` to the lower bound, so they are equal only on non-NaN
   inputs. The NPU runs maximum / minimum with TVM's NaN behaviour instead.
 * ``shape_of`` of a tensor with a static shape becomes that shape, and calls whose arguments are
-  all constants and whose result has at most :data:`FOLD_MAX_ELEMENTS` elements are evaluated
-  with TVM (``FoldConstant`` on that one call): the ONNX importer's index arithmetic
-  (``where(less(i, 0), i + n, i)``) and ``Clip`` bounds (``where(isnan(c), -inf, c)``).
+  all constants and whose result is a scalar, or an integer / boolean tensor of at most
+  :data:`FOLD_MAX_ELEMENTS` elements, are evaluated with TVM (``FoldConstant`` on that one
+  call): the ONNX importer's index arithmetic (``where(less(i, 0), i + n, i)``) and ``Clip``
+  bounds (``where(isnan(c), -inf, c)``). Float tensors (weights) are left as they are.
   ``quantize`` / ``dequantize`` are never folded: they are what the quantized patterns match.
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
@@ -68,14 +70,14 @@ def _constant_or_shape(expr: relax.Expr) -> bool:
     return not isinstance(expr, (relax.Var, relax.Call, relax.Tuple))  # attributes, prim values
 
 
-def _result_elements(call: relax.Call) -> int | None:
+def _is_index_arithmetic(call: relax.Call) -> bool:
+    """A small scalar or integer / boolean result: bounds and index computations, not weights
+    (a transposed weight stays a permute_dims the patterns see)."""
     shape = _static_shape(call.ty)
-    if shape is None:
-        return None
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count
+    if shape is None or int(np.prod(shape)) > FOLD_MAX_ELEMENTS:
+        return False
+    dtype = str(call.ty.dtype)
+    return len(shape) == 0 or dtype == "bool" or dtype.startswith(("int", "uint"))
 
 
 # Folded calls by structural hash: models repeat the same constant arithmetic many times.
@@ -140,8 +142,7 @@ class _Canonicalizer(PyExprMutator):
             if _static_shape(call.args[0].ty) == _static_shape(call.ty) is not None:
                 return call.args[0]
         if name not in _NEVER_FOLD and all(_constant_or_shape(arg) for arg in call.args):
-            elements = _result_elements(call)
-            if elements is not None and elements <= FOLD_MAX_ELEMENTS:
+            if _is_index_arithmetic(call):
                 folded = _fold(call)
                 if folded is not None:
                     return folded
