@@ -36,6 +36,28 @@ bool Contains(const std::vector<int64_t>& ids, int64_t id) {
 }
 
 /*!
+ * \brief Whether node `id` is data that exists before any group runs or after an earlier one:
+ * a graph input or constant, an earlier group's value, or a view of such data that the layout
+ * never materialises (a non-output permute / slice / broadcast of ready data, or a reshape of an
+ * input or constant, as a conv bias reshaped to (1, C, 1, 1)).
+ */
+bool Ready(const Graph& graph, const std::vector<bool>& grouped, int64_t id) {
+  const Node& node = graph.nodes[id];
+  if (node.kind != NodeKind::kOp || grouped[id]) return true;
+  if (IsHead(graph, id)) return false;
+  switch (node.op) {
+    case OpKind::kPermuteDims:
+    case OpKind::kStridedSlice:
+    case OpKind::kBroadcastTo:
+      return Ready(graph, grouped, node.inputs[0]);
+    case OpKind::kReshape:
+      return graph.nodes[node.inputs[0]].kind != NodeKind::kOp;
+    default:
+      return false;
+  }
+}
+
+/*!
  * \brief The first consumer of `tail` (the chain's latest value) that may extend the chain, or -1.
  * It is elementwise with the tail's shape and reads the tail once (batch_norm: as operand 0);
  * every other operand is a value on chip (an earlier member of `members`) or one an earlier
@@ -53,7 +75,7 @@ int64_t ChainableConsumer(const Graph& graph, const std::vector<std::vector<int6
     bool operands_ready = true;
     for (int64_t input : node.inputs) {
       const bool on_chip = Contains(members, input);
-      const bool in_dram = graph.nodes[input].kind != NodeKind::kOp || grouped[input];
+      const bool in_dram = Ready(graph, grouped, input);
       operands_ready &= input == tail || on_chip || in_dram;
     }
     if (operands_ready) return next;

@@ -145,6 +145,33 @@ TEST(CompilerTest, ActivationsReadingAnEarlierValueFuseIntoTheProducer) {
   }
 }
 
+TEST(CompilerTest, ABiasReshapedAfterTheConvStillFuses) {
+  // PyTorch's conv bias: add(conv, reshape(b, (1, C, 1, 1))), the reshape serialised after the
+  // conv. It is a view of a constant, so the add and relu join the conv's group.
+  const char* graph_json = R"({"version": 1, "symbol": "bias", "nodes": [
+    {"op": "input", "name": "x", "shape": [1, 4, 6, 6], "dtype": "float32"},
+    {"op": "const", "name": "w", "shape": [8, 4, 1, 1], "dtype": "float32"},
+    {"op": "const", "name": "b", "shape": [8], "dtype": "float32"},
+    {"op": "nn.conv2d", "name": "y", "inputs": [0, 1], "shape": [1, 8, 6, 6], "dtype": "float32",
+     "attrs": {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1,
+               "data_layout": "NCHW", "kernel_layout": "OIHW"}},
+    {"op": "reshape", "name": "b4", "inputs": [2], "shape": [1, 8, 1, 1], "dtype": "float32"},
+    {"op": "add", "name": "z", "inputs": [3, 4], "shape": [1, 8, 6, 6], "dtype": "float32"},
+    {"op": "nn.relu", "name": "r", "inputs": [5], "shape": [1, 8, 6, 6], "dtype": "float32"}],
+    "arg_nodes": [0], "heads": [6]})";
+  Graph graph = ParseGraph(graph_json);
+  std::vector<FusedGroup> groups = FuseGraph(graph);
+  ASSERT_EQ(groups.size(), 2u);  // the conv group, and the reshape (a view, never run)
+  EXPECT_EQ(groups[0].chain, (std::vector<int64_t>{5, 6}));
+  auto inputs = RandomTensors(graph, graph.arg_nodes, 5);
+  auto consts = RandomTensors(graph, graph.ConstNodes(), 6);
+  const std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
+  const std::vector<float> actual = Emulated(Compile(graph, NPUConfig()), inputs, consts);
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], 1e-5f * (1 + std::abs(expected[i]))) << i;
+  }
+}
+
 TEST(CompilerTest, AValueAlsoReadOutsideTheGroupEndsTheChain) {
   // The same chain with y also returned: y is stored, so the group ends at y.
   std::string text = kActivationChain;
