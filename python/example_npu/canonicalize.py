@@ -30,19 +30,12 @@ from tvm import relax
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from .checks import static_shape
+
 FOLD_MAX_ELEMENTS = 64
 # Ops whose constant operands are the contract with a pattern (the quantized chains).
 _NEVER_FOLD = frozenset({"relax.quantize", "relax.dequantize"})
 _ELEMENTWISE_PRIMFUNCS = ("maximum", "minimum")
-
-
-def _static_shape(ty: object) -> list[int] | None:
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    try:
-        return [int(dim) for dim in ty.shape]
-    except TypeError:
-        return None
 
 
 @lru_cache(maxsize=256)
@@ -73,7 +66,7 @@ def _constant_or_shape(expr: relax.Expr) -> bool:
 def _is_index_arithmetic(call: relax.Call) -> bool:
     """A small scalar or integer / boolean result: bounds and index computations, not weights
     (a transposed weight stays a permute_dims the patterns see)."""
-    shape = _static_shape(call.ty)
+    shape = static_shape(call.ty)
     if shape is None or int(np.prod(shape)) > FOLD_MAX_ELEMENTS:
         return False
     dtype = str(call.ty.dtype)
@@ -136,10 +129,10 @@ class _Canonicalizer(PyExprMutator):
         if name == "relax.call_tir":
             return self._elementwise_call_tir(call)
         if name == "relax.shape_of":
-            shape = _static_shape(call.args[0].ty)
+            shape = static_shape(call.args[0].ty)
             return relax.ShapeExpr(shape) if shape is not None else call
         if name == "relax.broadcast_to":
-            if _static_shape(call.args[0].ty) == _static_shape(call.ty) is not None:
+            if static_shape(call.args[0].ty) == static_shape(call.ty) is not None:
                 return call.args[0]
         if name not in _NEVER_FOLD and all(_constant_or_shape(arg) for arg in call.args):
             if _is_index_arithmetic(call):
@@ -155,7 +148,7 @@ class _Canonicalizer(PyExprMutator):
             return call
         arg_types = []
         for arg in args.fields:
-            shape = _static_shape(arg.ty)
+            shape = static_shape(arg.ty)
             if shape is None:
                 return call
             arg_types.append((tuple(shape), str(arg.ty.dtype)))
@@ -165,7 +158,7 @@ class _Canonicalizer(PyExprMutator):
                 continue
             if tvm_ffi.structural_equal(prim_func, reference, map_free_vars=True):
                 replaced = self.builder_.normalize(getattr(relax.op, op_name)(*args.fields))
-                if _static_shape(replaced.ty) == _static_shape(call.ty):
+                if static_shape(replaced.ty) == static_shape(call.ty):
                     return replaced
         return call
 

@@ -79,17 +79,22 @@ def first_failure(verdicts: Iterable[Verdict]) -> Verdict:
     return ACCEPT
 
 
-def tensor_shape(expr: Any) -> list[int] | None:
-    """Static shape of a tensor-typed expression, or None when unknown or symbolic."""
-    ty = expr.ty
-    if isinstance(ty, tvm.ir.type.TupleType):
-        ty = ty.fields[0]
+def static_shape(ty: Any) -> list[int] | None:
+    """Static shape of a tensor type, or None when unknown, symbolic or not a tensor."""
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
         return None
     try:
         return [int(dim) for dim in ty.shape]
     except TypeError:
         return None
+
+
+def tensor_shape(expr: Any) -> list[int] | None:
+    """Static shape of a tensor-typed expression (a tuple's first field), or None."""
+    ty = expr.ty
+    if isinstance(ty, tvm.ir.type.TupleType):
+        ty = ty.fields[0]
+    return static_shape(ty)
 
 
 def tensor_dtype(expr: Any) -> str:

@@ -39,18 +39,9 @@ class _Emitter:
         self.composite = composite
 
     def node(self, op: str, inputs: list[int], ty: Any, attrs: dict[str, Any] | None = None):
+        """A node whose shape and dtype are those of the Relax type ``ty``."""
         shape, dtype = self.builder.tensor_type(ty, f"{op} result")
-        return self.builder.add_node(
-            {
-                "op": op,
-                "name": f"{op.split('.')[-1]}_{len(self.builder.nodes)}",
-                "inputs": inputs,
-                "shape": shape,
-                "dtype": dtype,
-                "attrs": attrs or {},
-                "composite": self.composite,
-            }
-        )
+        return self.shaped(op, inputs, shape, dtype, attrs or {})
 
     def shaped(self, op: str, inputs: list[int], shape: list[int], dtype: str, attrs: dict):
         return self.builder.add_node(

@@ -299,6 +299,18 @@ class OutputTiler : public GroupTiler {
     return true;
   }
 
+  /*! \brief Tiles walk the dims in their logical order (no layout change). */
+  void UseIdentityOrder(size_t rank) {
+    order_.resize(rank);
+    std::iota(order_.begin(), order_.end(), 0);
+  }
+
+  /*! \brief A DMA-only tile of the anchor's dtype, and its double-buffered L1 cost. */
+  int64_t CopyTileBytes(const std::vector<int64_t>& extent) const {
+    return AlignUp(kernels::NumElements(extent) * DTypeBytes(Anchor().dtype));
+  }
+  int64_t CopyCost(const std::vector<int64_t>& extent) const { return 2 * CopyTileBytes(extent); }
+
   std::vector<int64_t> order_;
   std::vector<int64_t> tile_;
 };
@@ -311,8 +323,7 @@ class ElementwiseRule : public OutputTiler {
 
   TilePlan Plan() override {
     const Node& anchor = Anchor();
-    order_.resize(anchor.shape.size());
-    std::iota(order_.begin(), order_.end(), 0);
+    UseIdentityOrder(anchor.shape.size());
     std::vector<bool> fixed(anchor.shape.size(), false);
     if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
     if (anchor.op == OpKind::kLayerNorm) {
@@ -375,12 +386,8 @@ class CopyRule : public OutputTiler {
 
   TilePlan Plan() override {
     const Shape& shape = Views().source.shape;
-    order_.resize(shape.size());
-    std::iota(order_.begin(), order_.end(), 0);
-    auto tile_bytes = [&](const std::vector<int64_t>& extent) {
-      return AlignUp(kernels::NumElements(extent) * DTypeBytes(Anchor().dtype));
-    };
-    auto cost = [&](const std::vector<int64_t>& extent) { return 2 * tile_bytes(extent); };
+    UseIdentityOrder(shape.size());
+    auto cost = [&](const std::vector<int64_t>& extent) { return CopyCost(extent); };
     TilePlan plan;
     plan.engine = Engine::kDma;
     auto tile = ChooseOutputTile(shape, order_, std::vector<bool>(shape.size(), false), L1Budget(),
@@ -393,7 +400,7 @@ class CopyRule : public OutputTiler {
     plan.ok = true;
     plan.tile_shape = tile_;
     plan.tiles = CountTiles(shape, tile_);
-    plan.buffers.push_back(BufferClass{tile_bytes(tile_), 2});
+    plan.buffers.push_back(BufferClass{CopyTileBytes(tile_), 2});
     return plan;
   }
 
@@ -434,12 +441,8 @@ class ConcatRule : public OutputTiler {
 
   TilePlan Plan() override {
     const Node& anchor = Anchor();
-    order_.resize(anchor.shape.size());
-    std::iota(order_.begin(), order_.end(), 0);
-    auto tile_bytes = [&](const std::vector<int64_t>& extent) {
-      return AlignUp(kernels::NumElements(extent) * DTypeBytes(anchor.dtype));
-    };
-    auto cost = [&](const std::vector<int64_t>& extent) { return 2 * tile_bytes(extent); };
+    UseIdentityOrder(anchor.shape.size());
+    auto cost = [&](const std::vector<int64_t>& extent) { return CopyCost(extent); };
     TilePlan plan;
     plan.engine = Engine::kDma;
     int64_t slot_bytes = 0;
@@ -453,7 +456,7 @@ class ConcatRule : public OutputTiler {
       }
       input_tiles_.push_back(*tile);
       plan.tiles += CountTiles(shape, *tile);
-      slot_bytes = std::max(slot_bytes, tile_bytes(*tile));
+      slot_bytes = std::max(slot_bytes, CopyTileBytes(*tile));
     }
     plan.ok = true;
     plan.tile_shape = input_tiles_.front();
@@ -494,8 +497,7 @@ class ReduceRule : public OutputTiler {
   TilePlan Plan() override {
     const Node& anchor = Anchor();
     const Shape& in_shape = graph_.nodes[anchor.inputs[0]].shape;
-    order_.resize(in_shape.size());
-    std::iota(order_.begin(), order_.end(), 0);
+    UseIdentityOrder(in_shape.size());
     const std::vector<int64_t>& axes = std::get<ReduceAttrs>(anchor.attrs).axes;
     kept_shape_ = in_shape;
     for (int64_t axis : axes) kept_shape_[axis] = 1;

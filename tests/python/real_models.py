@@ -33,6 +33,27 @@ def _conv_bn(nn, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: in
     ]
 
 
+def _inverted_residual(nn, c_in: int, hidden: int, c_out: int, stride: int, activation, se=None):
+    """MobileNet / EfficientNet block: expand 1x1 (when hidden != c_in), depthwise 3x3,
+    optional squeeze-excitation se(hidden), project 1x1; a residual add when shapes allow."""
+    layers = [] if hidden == c_in else [*_conv_bn(nn, c_in, hidden, 1), activation()]
+    layers += [*_conv_bn(nn, hidden, hidden, 3, stride, hidden), activation()]
+    if se is not None:
+        layers.append(se(hidden))
+    layers += _conv_bn(nn, hidden, c_out, 1)
+
+    class InvertedResidual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(*layers)
+            self.residual = stride == 1 and c_in == c_out
+
+        def forward(self, x):
+            return x + self.body(x) if self.residual else self.body(x)
+
+    return InvertedResidual()
+
+
 def resnet_basic() -> object:
     """ResNet-18's stem, a basic block, and a basic block with a strided 1x1 downsample."""
     torch, nn = _nn()
@@ -72,18 +93,8 @@ def mobilenet_v2() -> object:
     """MobileNetV2: inverted residuals (expand 1x1, depthwise 3x3, project 1x1) with ReLU6."""
     torch, nn = _nn()
 
-    class InvertedResidual(nn.Module):
-        def __init__(self, c_in: int, c_out: int, stride: int, expand: int):
-            super().__init__()
-            hidden = c_in * expand
-            layers = [] if expand == 1 else [*_conv_bn(nn, c_in, hidden, 1), nn.ReLU6()]
-            layers += [*_conv_bn(nn, hidden, hidden, 3, stride, hidden), nn.ReLU6()]
-            layers += _conv_bn(nn, hidden, c_out, 1)
-            self.body = nn.Sequential(*layers)
-            self.residual = stride == 1 and c_in == c_out
-
-        def forward(self, x):
-            return x + self.body(x) if self.residual else self.body(x)
+    def InvertedResidual(c_in: int, c_out: int, stride: int, expand: int):  # noqa: N802
+        return _inverted_residual(nn, c_in, c_in * expand, c_out, stride, nn.ReLU6)
 
     class MobileNetV2(nn.Module):
         def __init__(self):
@@ -127,21 +138,13 @@ def mobilenet_v3() -> object:
     """MobileNetV3-Small: hardswish blocks with squeeze-excitation gated by hardsigmoid."""
     torch, nn = _nn()
 
-    class Block(nn.Module):
-        def __init__(self, c_in: int, hidden: int, c_out: int, stride: int, se: bool):
-            super().__init__()
-            layers = [*_conv_bn(nn, c_in, hidden, 1), nn.Hardswish()]
-            layers += [*_conv_bn(nn, hidden, hidden, 3, stride, hidden), nn.Hardswish()]
-            if se:
-                layers.append(
-                    _squeeze_excitation(nn, hidden, hidden // 4, nn.Hardsigmoid(), nn.ReLU())
-                )
-            layers += _conv_bn(nn, hidden, c_out, 1)
-            self.body = nn.Sequential(*layers)
-            self.residual = stride == 1 and c_in == c_out
+    def Block(c_in: int, hidden: int, c_out: int, stride: int, se: bool):  # noqa: N802
+        def excitation(channels: int):
+            return _squeeze_excitation(nn, channels, channels // 4, nn.Hardsigmoid(), nn.ReLU())
 
-        def forward(self, x):
-            return x + self.body(x) if self.residual else self.body(x)
+        return _inverted_residual(
+            nn, c_in, hidden, c_out, stride, nn.Hardswish, excitation if se else None
+        )
 
     class MobileNetV3(nn.Module):
         def __init__(self):
@@ -169,21 +172,11 @@ def efficientnet() -> object:
     """EfficientNet-B0's MBConv: expand 1x1, depthwise, squeeze-excitation, project, SiLU."""
     torch, nn = _nn()
 
-    class MBConv(nn.Module):
-        def __init__(self, c_in: int, c_out: int, stride: int, expand: int):
-            super().__init__()
-            hidden = c_in * expand
-            layers = [] if expand == 1 else [*_conv_bn(nn, c_in, hidden, 1), nn.SiLU()]
-            layers += [*_conv_bn(nn, hidden, hidden, 3, stride, hidden), nn.SiLU()]
-            layers.append(
-                _squeeze_excitation(nn, hidden, max(1, c_in // 4), nn.Sigmoid(), nn.SiLU())
-            )
-            layers += _conv_bn(nn, hidden, c_out, 1)
-            self.body = nn.Sequential(*layers)
-            self.residual = stride == 1 and c_in == c_out
+    def MBConv(c_in: int, c_out: int, stride: int, expand: int):  # noqa: N802
+        def excitation(channels: int):
+            return _squeeze_excitation(nn, channels, max(1, c_in // 4), nn.Sigmoid(), nn.SiLU())
 
-        def forward(self, x):
-            return x + self.body(x) if self.residual else self.body(x)
+        return _inverted_residual(nn, c_in, c_in * expand, c_out, stride, nn.SiLU, excitation)
 
     class EfficientNet(nn.Module):
         def __init__(self):

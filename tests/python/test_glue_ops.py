@@ -233,14 +233,15 @@ def test_silu():
     offloaded_and_compared(mod, [data((3, 17), "float32")], exact=False)
 
 
-def _safe_softmax(bb, v):
+def _safe_softmax(bb, v, fill_value: float = 0.0):
+    """torch.export's safe softmax, with the masked rows' fill as a parameter."""
     op = relax.op
     x = v["x"]
     softmax = bb.emit(op.nn.softmax(x, axis=-1))
     kept = bb.emit(op.logical_not(bb.emit(op.equal(x, relax.const(-np.inf, "float32")))))
     row_max = bb.emit(op.max(bb.emit(op.astype(kept, "int8")), axis=[-1], keepdims=True))
     masked = bb.emit(op.logical_not(bb.emit(op.astype(row_max, "bool"))))
-    fill = bb.emit(op.full_like(softmax, relax.const(0.0, "float32")))
+    fill = bb.emit(op.full_like(softmax, relax.const(fill_value, "float32")))
     return op.where(masked, fill, softmax)
 
 
@@ -253,16 +254,7 @@ def test_safe_softmax_is_one_npu_softmax_that_zeroes_masked_rows():
 
 
 def test_safe_softmax_with_another_fill_value_is_not_matched():
-    def body(bb, v):
-        op = relax.op
-        x = v["x"]
-        softmax = bb.emit(op.nn.softmax(x, axis=-1))
-        kept = bb.emit(op.logical_not(bb.emit(op.equal(x, relax.const(-np.inf, "float32")))))
-        row_max = bb.emit(op.max(bb.emit(op.astype(kept, "int8")), axis=[-1], keepdims=True))
-        masked = bb.emit(op.logical_not(bb.emit(op.astype(row_max, "bool"))))
-        fill = bb.emit(op.full_like(softmax, relax.const(0.5, "float32")))
-        return op.where(masked, fill, softmax)
-
+    body = lambda bb, v: _safe_softmax(bb, v, fill_value=0.5)  # noqa: E731
     _, report = partition_with_report(module({"x": ((2, 5), "float32")}, body))
     assert report.cpu_ops["relax.where"] == 1
     assert "filled with something other than 0" in report.cpu_reason("relax.where")
