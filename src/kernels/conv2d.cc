@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/conv_internal.h"
+#include "kernels/direct_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
@@ -134,70 +135,84 @@ void ConvGemmNCHW(const float* input, const float* weight, float* out, const Con
   Gemm(gemm);
 }
 
-/*!
- * \brief NHWC x HWIO of one (batch, group) as a GEMM: out[pixel, co] = X[pixel, (kh, kw, ci)] *
- * W[(kh, kw, ci), co]. HWIO is already that [depth, C_out] matrix; X is the implicit im2col
- * matrix, whose rows are runs of contiguous input channels.
- */
-void ConvGemmNHWC(const float* input, const float* weight, float* out, const ConvGeometry& g,
-                  const Conv2dParams& p, int64_t group) {
-  const int64_t depth = g.group_in * g.kernel_h * g.kernel_w;
-  GemmPackA im2col = [&](int64_t i0, int64_t rows, int64_t k0, int64_t kb, float* dst) {
-    for (int64_t s = 0; s < rows; s += kGemmMR) {
-      float* d = dst + s * kb;
-      for (int64_t r = 0; r < kGemmMR; ++r) {
-        const int64_t pixel = i0 + s + r;
-        const int64_t oh = pixel / g.out_w;
-        const int64_t ow = pixel % g.out_w;
-        for (int64_t k = k0; k < k0 + kb;) {
-          const int64_t tap = k / g.group_in;
-          const int64_t ci = k % g.group_in;
-          const int64_t run = std::min(g.group_in - ci, k0 + kb - k);
-          const int64_t ih = oh * p.strides[0] + (tap / g.kernel_w) * p.dilation[0] - p.padding[0];
-          const int64_t iw = ow * p.strides[1] + (tap % g.kernel_w) * p.dilation[1] - p.padding[1];
-          float* col = d + (k - k0) * kGemmMR + r;
-          if (s + r >= rows || ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) {
-            for (int64_t t = 0; t < run; ++t) col[t * kGemmMR] = 0.0f;
-          } else {
-            const float* src = input + (ih * g.in_w + iw) * g.in_channels + group * g.group_in + ci;
-            for (int64_t t = 0; t < run; ++t) col[t * kGemmMR] = src[t];
-          }
-          k += run;
-        }
-      }
-    }
-  };
-  GemmProblem gemm{g.out_h * g.out_w,
-                   g.group_out,
-                   depth,
-                   im2col,
-                   PackRowMajorB(weight + group * g.group_out, g.out_channels),
-                   out + group * g.group_out,
-                   g.out_channels};
-  Gemm(gemm);
+/*! \brief Grow-only per-thread scratch (0: padded input, 1: row and tap offsets). */
+template <typename T>
+T* ConvScratch(int which, size_t elements) {
+  thread_local std::vector<T> buffers[2];
+  std::vector<T>& buffer = buffers[which];
+  if (buffer.size() < elements) buffer.resize(elements);
+  return buffer.data();
 }
 
-/*! \brief Any non-depthwise convolution: one GEMM per (batch, group), batches over threads. */
+/*!
+ * \brief NHWC x HWIO of one image: out[pixel, co] = X[pixel, (kh, kw, ci)] * W[(kh, kw, ci), co].
+ * HWIO is already that [depth, C_out] matrix and each row of the implicit im2col matrix X is one
+ * run of contiguous input channels per tap, so DirectGemm reads both in place: only a padded
+ * input (when the convolution pads) is copied.
+ */
+void ConvDirectNHWC(const float* input, const float* weight, float* out, const ConvGeometry& g,
+                    const Conv2dParams& p) {
+  const int64_t c = g.in_channels;
+  const bool padded = p.padding[0] || p.padding[1] || p.padding[2] || p.padding[3];
+  const int64_t hp = g.in_h + p.padding[0] + p.padding[2];
+  const int64_t wp = g.in_w + p.padding[1] + p.padding[3];
+  const float* src = input;
+  if (padded) {
+    float* buffer = ConvScratch<float>(0, static_cast<size_t>(hp * wp * c));
+    std::fill(buffer, buffer + hp * wp * c, 0.0f);
+    for (int64_t h = 0; h < g.in_h; ++h) {
+      std::copy(input + h * g.in_w * c, input + (h + 1) * g.in_w * c,
+                buffer + ((h + p.padding[0]) * wp + p.padding[1]) * c);
+    }
+    src = buffer;
+  }
+  const int64_t pixels = g.out_h * g.out_w;
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  int64_t* offsets = ConvScratch<int64_t>(1, static_cast<size_t>(pixels + taps));
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      offsets[oh * g.out_w + ow] = (oh * p.strides[0] * wp + ow * p.strides[1]) * c;
+    }
+  }
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      offsets[pixels + kh * g.kernel_w + kw] = (kh * p.dilation[0] * wp + kw * p.dilation[1]) * c;
+    }
+  }
+  DirectRows rows;
+  rows.row_offsets = offsets;
+  rows.segment_offsets = offsets + pixels;
+  rows.segments = taps;
+  rows.depth = g.group_in;
+  for (int64_t grp = 0; grp < p.groups; ++grp) {
+    DirectGemm(pixels, g.group_out, src + grp * g.group_in, rows, weight + grp * g.group_out,
+               g.out_channels, out + grp * g.group_out, g.out_channels, false);
+  }
+}
+
+/*! \brief Any non-depthwise convolution: NCHW one GEMM per (batch, group) with batches over
+ * threads, NHWC in place image by image (the kernel splits its rows over the threads). */
 void ConvGemm(const float* input, const float* weight, float* out, const ConvGeometry& g,
               const Conv2dParams& p) {
-  const bool nchw = p.data_layout == DataLayout::kNCHW;
-  const int64_t groups = p.groups;
   const int64_t in_image = g.in_channels * g.in_h * g.in_w;
   const int64_t out_image = g.out_channels * g.out_h * g.out_w;
+  if (p.data_layout == DataLayout::kNHWC) {
+    for (int64_t n = 0; n < g.batch; ++n) {
+      ConvDirectNHWC(input + n * in_image, weight, out + n * out_image, g, p);
+    }
+    return;
+  }
+  const int64_t groups = p.groups;
   const int64_t macs = g.group_out * g.out_h * g.out_w * g.group_in * g.kernel_h * g.kernel_w;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(macs, 1));
   ParallelFor(g.batch * groups, grain, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t n = item / groups;
       const int64_t grp = item % groups;
-      if (nchw) {
-        const int64_t plane = g.in_h * g.in_w;
-        ConvGemmNCHW(input + n * in_image + grp * g.group_in * plane,
-                     weight + grp * g.group_out * g.group_in * g.kernel_h * g.kernel_w,
-                     out + n * out_image + grp * g.group_out * g.out_h * g.out_w, g, p);
-      } else {
-        ConvGemmNHWC(input + n * in_image, weight, out + n * out_image, g, p, grp);
-      }
+      const int64_t plane = g.in_h * g.in_w;
+      ConvGemmNCHW(input + n * in_image + grp * g.group_in * plane,
+                   weight + grp * g.group_out * g.group_in * g.kernel_h * g.kernel_w,
+                   out + n * out_image + grp * g.group_out * g.out_h * g.out_w, g, p);
     }
   });
 }

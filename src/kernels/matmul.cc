@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/direct_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
@@ -51,6 +52,16 @@ void MatrixProduct(const float* a, const float* b, float* c, int64_t m, int64_t 
   }
   if (m == 1) {
     VecMat(a, b, n, c, k, n);
+    return;
+  }
+  // Operands that fit the core's cache (every NPU tile does) are read in place; larger ones
+  // are worth packing into micro-kernel order.
+  constexpr int64_t kInPlaceFloats = int64_t{1} << 19;  // 2 MiB
+  if ((m + n) * k <= kInPlaceFloats) {
+    DirectRows rows;
+    rows.row_stride = k;
+    rows.depth = k;
+    DirectGemm(m, n, a, rows, b, n, c, n, false);
     return;
   }
   GemmProblem g{m, n, k, PackRowMajorA(a, k), PackRowMajorB(b, n), c, n};

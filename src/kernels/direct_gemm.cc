@@ -1,0 +1,229 @@
+/*!
+ * \file kernels/direct_gemm.cc
+ * \brief The in-place GEMM: an MR x (NV vectors) register tile, A broadcast from where it lies.
+ *
+ * Loop nest: column panels (a panel of B stays in the core's cache), then row blocks of kMR rows
+ * (split over the threads), then register tiles of 2 or 1 vectors of columns across the panel.
+ * Per reduction step a tile loads NV vectors of one B row and broadcasts one A element per row:
+ * MR * NV multiply-adds for MR + NV loads. A column tail narrower than a vector goes through a
+ * zero-padded copy of those B columns (float only; the int8 B is packed by the caller).
+ */
+#include "kernels/direct_gemm.h"
+
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/parallel.h"
+#include "kernels/simd.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+/*! \brief float32 multiply-add on the widest vectors the build targets. */
+struct F32Ops {
+  using A = float;
+  using B = float;
+  using C = float;
+#if defined(__AVX512F__)
+  using Vec = __m512;
+  static constexpr int64_t kLanes = 16;
+  static constexpr int kMR = 12;
+  static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_ps(); }
+  static EXAMPLE_NPU_INLINE Vec Broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static EXAMPLE_NPU_INLINE Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) { return _mm512_fmadd_ps(a, b, acc); }
+  static EXAMPLE_NPU_INLINE void Store(float* c, Vec v, bool accumulate) {
+    _mm512_storeu_ps(c, accumulate ? _mm512_add_ps(_mm512_loadu_ps(c), v) : v);
+  }
+#else
+  using Vec = simd::V8;
+  static constexpr int64_t kLanes = simd::kLanes;
+  static constexpr int kMR = 6;
+  static EXAMPLE_NPU_INLINE Vec Zero() { return Vec{}; }
+  static EXAMPLE_NPU_INLINE Vec Broadcast(const float* p) { return simd::Splat(*p); }
+  static EXAMPLE_NPU_INLINE Vec Load(const float* p) { return simd::Load(p); }
+  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) { return acc + a * b; }
+  static EXAMPLE_NPU_INLINE void Store(float* c, Vec v, bool accumulate) {
+    simd::Store(c, accumulate ? simd::Load(c) + v : v);
+  }
+#endif
+};
+
+#if defined(__AVX512VNNI__)
+/*! \brief Four uint8 x int8 products per int32 lane, summed exactly (vpdpbusd). A and B are
+ * handled as 32-bit groups of four bytes. */
+struct U8S8Ops {
+  using A = int32_t;
+  using B = int32_t;
+  using C = int32_t;
+  using Vec = __m512i;
+  static constexpr int64_t kLanes = 16;
+  static constexpr int kMR = 12;
+  static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_si512(); }
+  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) { return _mm512_set1_epi32(*p); }
+  static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) { return _mm512_loadu_si512(p); }
+  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) {
+    return _mm512_dpbusd_epi32(acc, a, b);
+  }
+  static EXAMPLE_NPU_INLINE void Store(int32_t* c, Vec v, bool accumulate) {
+    _mm512_storeu_si512(c, accumulate ? _mm512_add_epi32(_mm512_loadu_si512(c), v) : v);
+  }
+};
+#endif
+
+/*! \brief One register tile: C[0:MR, 0:NV * kLanes] (+)= A rows `rows` times B columns at b. */
+template <class Ops, int MR, int NV>
+void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
+               const typename Ops::B* b, int64_t ldb, typename Ops::C* c, int64_t ldc,
+               bool accumulate) {
+  using Vec = typename Ops::Vec;
+  constexpr int64_t L = Ops::kLanes;
+  Vec acc[MR][NV];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) acc[i][v] = Ops::Zero();
+  }
+  for (int64_t s = 0; s < shape.segments; ++s) {
+    const int64_t segment = shape.segment_offsets ? shape.segment_offsets[s] : 0;
+    const typename Ops::A* ap[MR];
+    for (int i = 0; i < MR; ++i) ap[i] = rows[i] + segment;
+    const typename Ops::B* bp = b + s * shape.depth * ldb;
+    for (int64_t p = 0; p < shape.depth; ++p) {
+      Vec bv[NV];
+      for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * L);
+      for (int i = 0; i < MR; ++i) {
+        const Vec x = Ops::Broadcast(ap[i] + p);
+        for (int v = 0; v < NV; ++v) acc[i][v] = Ops::MulAdd(acc[i][v], x, bv[v]);
+      }
+      bp += ldb;
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) Ops::Store(c + i * ldc + v * L, acc[i][v], accumulate);
+  }
+}
+
+template <class Ops>
+using MicroTileFn = void (*)(const typename Ops::A* const*, const DirectRows&,
+                             const typename Ops::B*, int64_t, typename Ops::C*, int64_t, bool);
+
+/*! \brief MicroTile<Ops, rows, NV> for rows = 1 .. kMR (the last row block may be short). */
+template <class Ops, int NV, size_t... I>
+constexpr std::array<MicroTileFn<Ops>, sizeof...(I)> MicroTiles(std::index_sequence<I...>) {
+  return {&MicroTile<Ops, static_cast<int>(I) + 1, NV>...};
+}
+
+template <class Ops, int NV>
+MicroTileFn<Ops> SelectTile(int rows) {
+  static constexpr auto table = MicroTiles<Ops, NV>(std::make_index_sequence<Ops::kMR>());
+  return table[rows - 1];
+}
+
+/*! \brief Grow-only per-thread scratch for the zero-padded B tail. */
+template <typename T>
+T* TailBuffer(size_t elements) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < elements) buffer.resize(elements);
+  return buffer.data();
+}
+
+template <class Ops>
+void RunDirect(int64_t m, int64_t n, const typename Ops::A* a, const DirectRows& rows,
+               const typename Ops::B* b, int64_t ldb, typename Ops::C* c, int64_t ldc,
+               bool accumulate) {
+  using A = typename Ops::A;
+  using B = typename Ops::B;
+  using C = typename Ops::C;
+  constexpr int64_t L = Ops::kLanes;
+  constexpr int64_t kMR = Ops::kMR;
+  const int64_t k = rows.segments * rows.depth;
+  if (m <= 0 || n <= 0) return;
+  // Columns [full, n) are narrower than a vector: a zero-padded copy of them serves as B.
+  const int64_t full = n / L * L;
+  const B* tail_b = nullptr;
+  if (full < n) {
+    B* padded = TailBuffer<B>(static_cast<size_t>(k * L));
+    for (int64_t p = 0; p < k; ++p) {
+      std::fill(std::copy(b + p * ldb + full, b + p * ldb + n, padded + p * L),
+                padded + (p + 1) * L, B{});
+    }
+    tail_b = padded;
+  }
+  // A panel of B of about 256 KiB stays in the core's cache while every row block passes it.
+  const int64_t panel =
+      std::max<int64_t>(2 * L, (int64_t{1} << 16) / std::max<int64_t>(k, 1) / (2 * L) * (2 * L));
+  const int64_t row_blocks = (m + kMR - 1) / kMR;
+  for (int64_t j0 = 0; j0 < n; j0 += panel) {
+    const int64_t j1 = std::min(n, j0 + panel);
+    auto work = [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t i0 = blk * kMR;
+        const int mr = static_cast<int>(std::min(kMR, m - i0));
+        const A* rp[kMR];
+        for (int i = 0; i < mr; ++i) {
+          rp[i] = a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
+        }
+        C* crow = c + i0 * ldc;
+        int64_t j = j0;
+        for (; j + 2 * L <= std::min(j1, full); j += 2 * L) {
+          SelectTile<Ops, 2>(mr)(rp, rows, b + j, ldb, crow + j, ldc, accumulate);
+        }
+        for (; j + L <= std::min(j1, full); j += L) {
+          SelectTile<Ops, 1>(mr)(rp, rows, b + j, ldb, crow + j, ldc, accumulate);
+        }
+        if (j < j1) {
+          C tile[kMR * L];
+          SelectTile<Ops, 1>(mr)(rp, rows, tail_b, L, tile, L, false);
+          for (int i = 0; i < mr; ++i) {
+            for (int64_t q = 0; q < n - j; ++q) {
+              C& out = crow[i * ldc + j + q];
+              out = (accumulate ? out : C{}) + tile[i * L + q];
+            }
+          }
+        }
+      }
+    };
+    // Below this many multiply-adds per thread a hand-off costs more than it saves.
+    const int64_t block_macs = kMR * k * (j1 - j0);
+    ParallelFor(row_blocks,
+                std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(block_macs, 1)), work);
+  }
+}
+
+}  // namespace
+
+void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
+                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  RunDirect<F32Ops>(m, n, a, rows, b, ldb, c, ldc, accumulate);
+}
+
+bool HasInt8DotProduct() {
+#if defined(__AVX512VNNI__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void DirectGemmU8S8(int64_t m, int64_t n, const uint8_t* a, const DirectRows& rows, const int8_t* b,
+                    int64_t ldb, int32_t* c, int64_t ldc) {
+#if defined(__AVX512VNNI__)
+  RunDirect<U8S8Ops>(m, n, reinterpret_cast<const int32_t*>(a), rows,
+                     reinterpret_cast<const int32_t*>(b), ldb, c, ldc, false);
+#else
+  (void)m, (void)n, (void)a, (void)rows, (void)b, (void)ldb, (void)c, (void)ldc;
+  TVM_FFI_THROW(InternalError) << "DirectGemmU8S8 needs a build for a CPU with AVX-512 VNNI";
+#endif
+}
+
+}  // namespace kernels
+}  // namespace example_npu
