@@ -136,66 +136,89 @@ T* TailBuffer(size_t elements) {
   return buffer.data();
 }
 
+/*! \brief The operands of one call, as the row blocks see them. */
 template <class Ops>
-void RunDirect(int64_t m, int64_t n, const typename Ops::A* a, const DirectRows& rows,
-               const typename Ops::B* b, int64_t ldb, typename Ops::C* c, int64_t ldc,
-               bool accumulate) {
-  using A = typename Ops::A;
-  using B = typename Ops::B;
+struct DirectCall {
+  int64_t m, n;
+  const typename Ops::A* a;
+  const DirectRows* rows;
+  const typename Ops::B* b;
+  int64_t ldb;
+  const typename Ops::B* tail_b;  // zero-padded columns [full, n), or nullptr
+  int64_t full;                   // columns in whole vectors
+  typename Ops::C* c;
+  int64_t ldc;
+  bool accumulate;
+};
+
+/*! \brief Rows [i0, i1) (at most kMR) times columns [j0, j1). */
+template <class Ops>
+void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   using C = typename Ops::C;
   constexpr int64_t L = Ops::kLanes;
-  constexpr int64_t kMR = Ops::kMR;
+  const int mr = static_cast<int>(i1 - i0);
+  const DirectRows& rows = *call.rows;
+  const typename Ops::A* rp[Ops::kMR];
+  for (int i = 0; i < mr; ++i) {
+    rp[i] = call.a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
+  }
+  C* crow = call.c + i0 * call.ldc;
+  const int64_t whole = std::min(j1, call.full);
+  int64_t j = j0;
+  for (; j + 2 * L <= whole; j += 2 * L) {
+    SelectTile<Ops, 2>(mr)(rp, rows, call.b + j, call.ldb, crow + j, call.ldc, call.accumulate);
+  }
+  for (; j + L <= whole; j += L) {
+    SelectTile<Ops, 1>(mr)(rp, rows, call.b + j, call.ldb, crow + j, call.ldc, call.accumulate);
+  }
+  if (j < j1) {
+    C tile[Ops::kMR * L];
+    SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, tile, L, false);
+    for (int i = 0; i < mr; ++i) {
+      for (int64_t q = 0; q < j1 - j; ++q) {
+        C& out = crow[i * call.ldc + j + q];
+        out = (call.accumulate ? out : C{}) + tile[i * L + q];
+      }
+    }
+  }
+}
+
+template <class Ops>
+void RunDirect(DirectCall<Ops> call) {
+  using B = typename Ops::B;
+  constexpr int64_t L = Ops::kLanes;
+  const DirectRows& rows = *call.rows;
   const int64_t k = rows.segments * rows.depth;
-  if (m <= 0 || n <= 0) return;
+  if (call.m <= 0 || call.n <= 0) return;
   // Columns [full, n) are narrower than a vector: a zero-padded copy of them serves as B.
-  const int64_t full = n / L * L;
-  const B* tail_b = nullptr;
-  if (full < n) {
+  call.full = call.n / L * L;
+  if (call.full < call.n) {
     B* padded = TailBuffer<B>(static_cast<size_t>(k * L));
     for (int64_t p = 0; p < k; ++p) {
-      std::fill(std::copy(b + p * ldb + full, b + p * ldb + n, padded + p * L),
-                padded + (p + 1) * L, B{});
+      const B* src = call.b + p * call.ldb;
+      std::fill(std::copy(src + call.full, src + call.n, padded + p * L), padded + (p + 1) * L,
+                B{});
     }
-    tail_b = padded;
+    call.tail_b = padded;
   }
   // A panel of B of about 256 KiB stays in the core's cache while every row block passes it.
   const int64_t panel =
       std::max<int64_t>(2 * L, (int64_t{1} << 16) / std::max<int64_t>(k, 1) / (2 * L) * (2 * L));
-  const int64_t row_blocks = (m + kMR - 1) / kMR;
-  for (int64_t j0 = 0; j0 < n; j0 += panel) {
-    const int64_t j1 = std::min(n, j0 + panel);
-    auto work = [&](int64_t begin, int64_t end) {
-      for (int64_t blk = begin; blk < end; ++blk) {
-        const int64_t i0 = blk * kMR;
-        const int mr = static_cast<int>(std::min(kMR, m - i0));
-        const A* rp[kMR];
-        for (int i = 0; i < mr; ++i) {
-          rp[i] = a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
-        }
-        C* crow = c + i0 * ldc;
-        int64_t j = j0;
-        for (; j + 2 * L <= std::min(j1, full); j += 2 * L) {
-          SelectTile<Ops, 2>(mr)(rp, rows, b + j, ldb, crow + j, ldc, accumulate);
-        }
-        for (; j + L <= std::min(j1, full); j += L) {
-          SelectTile<Ops, 1>(mr)(rp, rows, b + j, ldb, crow + j, ldc, accumulate);
-        }
-        if (j < j1) {
-          C tile[kMR * L];
-          SelectTile<Ops, 1>(mr)(rp, rows, tail_b, L, tile, L, false);
-          for (int i = 0; i < mr; ++i) {
-            for (int64_t q = 0; q < n - j; ++q) {
-              C& out = crow[i * ldc + j + q];
-              out = (accumulate ? out : C{}) + tile[i * L + q];
-            }
-          }
-        }
-      }
-    };
+  // Row blocks of near-equal height (64 rows: 11, 11, 11, 11, 10, 10 rather than 12 x 5 + 4),
+  // so no block runs a short, latency-bound register tile.
+  const int64_t row_blocks = (call.m + Ops::kMR - 1) / Ops::kMR;
+  for (int64_t j0 = 0; j0 < call.n; j0 += panel) {
+    const int64_t j1 = std::min(call.n, j0 + panel);
     // Below this many multiply-adds per thread a hand-off costs more than it saves.
-    const int64_t block_macs = kMR * k * (j1 - j0);
-    ParallelFor(row_blocks,
-                std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(block_macs, 1)), work);
+    const int64_t block_macs = std::max<int64_t>(1, Ops::kMR * k * (j1 - j0));
+    ParallelFor(row_blocks, std::max<int64_t>(1, (int64_t{1} << 18) / block_macs),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t blk = begin; blk < end; ++blk) {
+                    int64_t i0 = 0, i1 = 0;
+                    ChunkBounds(call.m, row_blocks, blk, &i0, &i1);
+                    RowBlock<Ops>(call, i0, i1, j0, j1);
+                  }
+                });
   }
 }
 
@@ -203,7 +226,7 @@ void RunDirect(int64_t m, int64_t n, const typename Ops::A* a, const DirectRows&
 
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  RunDirect<F32Ops>(m, n, a, rows, b, ldb, c, ldc, accumulate);
+  RunDirect<F32Ops>({m, n, a, &rows, b, ldb, nullptr, 0, c, ldc, accumulate});
 }
 
 bool HasInt8DotProduct() {
@@ -217,8 +240,8 @@ bool HasInt8DotProduct() {
 void DirectGemmU8S8(int64_t m, int64_t n, const uint8_t* a, const DirectRows& rows, const int8_t* b,
                     int64_t ldb, int32_t* c, int64_t ldc) {
 #if defined(__AVX512VNNI__)
-  RunDirect<U8S8Ops>(m, n, reinterpret_cast<const int32_t*>(a), rows,
-                     reinterpret_cast<const int32_t*>(b), ldb, c, ldc, false);
+  RunDirect<U8S8Ops>({m, n, reinterpret_cast<const int32_t*>(a), &rows,
+                      reinterpret_cast<const int32_t*>(b), ldb, nullptr, 0, c, ldc, false});
 #else
   (void)m, (void)n, (void)a, (void)rows, (void)b, (void)ldb, (void)c, (void)ldc;
   TVM_FFI_THROW(InternalError) << "DirectGemmU8S8 needs a build for a CPU with AVX-512 VNNI";

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "kernels/direct_gemm.h"
 
 namespace example_npu {
 namespace kernels {
@@ -28,70 +31,287 @@ int64_t RoundHalfEven(double value) { return static_cast<int64_t>(std::nearbyint
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
                 const Requantization& r, float* out) {
   const bool per_channel = r.multipliers.size() > 1;
-  for (int64_t i = 0; i < size; ++i) {
-    const int64_t c = channel_offset + i % channels;
-    const FixedPointMultiplier& m = r.multipliers[per_channel ? c : 0];
-    const int64_t value = acc[i] + (r.bias.empty() ? 0 : r.bias[c]);
-    // 128-bit product: int16 activations give accumulators beyond 32 bits.
-    const __int128 product = static_cast<__int128>(value) * m.m0;
-    const int64_t scaled =
-        static_cast<int64_t>((product + (static_cast<__int128>(1) << (m.shift - 1))) >> m.shift);
-    out[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
-  }
-}
-
-void QuantizedMatmul(const float* lhs, int64_t lhs_zero_point, const float* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc) {
-  std::vector<int64_t> row(n);
-  for (int64_t i = 0; i < m; ++i) {
-    std::fill(row.begin(), row.end(), 0);
-    for (int64_t p = 0; p < k; ++p) {
-      const int64_t a = static_cast<int64_t>(lhs[i * k + p]) - lhs_zero_point;
-      if (a == 0) continue;
-      const float* b = rhs + p * n;
-      for (int64_t j = 0; j < n; ++j) row[j] += a * static_cast<int64_t>(b[j]);
+  for (int64_t row = 0; row < size; row += channels) {
+    for (int64_t i = 0; i < channels; ++i) {
+      const int64_t c = channel_offset + i;
+      const FixedPointMultiplier& m = r.multipliers[per_channel ? c : 0];
+      const int64_t value = acc[row + i] + (r.bias.empty() ? 0 : r.bias[c]);
+      const int64_t round = int64_t{1} << (m.shift - 1);
+      int64_t scaled;
+      if (value >= -(int64_t{1} << 31) && value < (int64_t{1} << 31)) {
+        // |value * m0| < 2^62: the 64-bit product is exact.
+        scaled = (value * m.m0 + round) >> m.shift;
+      } else {
+        // 128-bit product: int16 activations (and large biases) give sums beyond 32 bits.
+        scaled = static_cast<int64_t>((static_cast<__int128>(value) * m.m0 + round) >> m.shift);
+      }
+      out[row + i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
     }
-    std::copy(row.begin(), row.end(), acc + i * n);
   }
 }
 
-void QuantizedConv2d(const float* input, const Shape& in_shape, int64_t input_zero_point,
-                     const float* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p) {
+namespace {
+
+/*! \brief Grow-only per-thread scratch of 32-bit words (int8 operands are packed four to one). */
+int32_t* Scratch(int which, size_t words) {
+  thread_local std::vector<int32_t> buffers[4];
+  std::vector<int32_t>& buffer = buffers[which];
+  if (buffer.size() < words) buffer.resize(words);
+  return buffer.data();
+}
+
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// int32 sums of uint8 x int8 products stay exact below this depth (depth * 255 * 128 < 2^31).
+constexpr int64_t kMaxU8S8Depth = 65536;
+
+/*!
+ * \brief Packs an int8 B for DirectGemmU8S8 and sums its columns. B's rows come in `segments`
+ * runs of `depth` rows (row (s, d) at base + (s * depth + d) * ld), each run zero-padded to
+ * depth4 rows; n columns zero-padded to n16.
+ */
+void PackU8S8B(const int8_t* base, int64_t segments, int64_t depth, int64_t depth4, int64_t ld,
+               int64_t n, int64_t n16, int32_t* packed, int32_t* column_sums) {
+  std::fill(column_sums, column_sums + n16, 0);
+  const int8_t zeros[kU8S8Columns] = {};
+  for (int64_t s = 0; s < segments; ++s) {
+    for (int64_t q = 0; q < depth4 / 4; ++q) {
+      uint32_t* dst = reinterpret_cast<uint32_t*>(packed + (s * depth4 / 4 + q) * n16);
+      const int8_t* src[4];
+      for (int t = 0; t < 4; ++t) {
+        const int64_t d = 4 * q + t;
+        src[t] = d < depth ? base + (s * depth + d) * ld : nullptr;
+      }
+      for (int64_t j0 = 0; j0 < n16; j0 += kU8S8Columns) {
+        const int64_t width = std::min(kU8S8Columns, n - j0);
+        if (width <= 0) {
+          std::fill(dst + j0, dst + n16, 0u);
+          break;
+        }
+        const int8_t* rows[4];
+        int8_t edge[4][kU8S8Columns] = {};
+        for (int t = 0; t < 4; ++t) {
+          if (src[t] == nullptr) {
+            rows[t] = zeros;
+          } else if (width < kU8S8Columns) {
+            std::copy(src[t] + j0, src[t] + j0 + width, edge[t]);
+            rows[t] = edge[t];
+          } else {
+            rows[t] = src[t] + j0;
+          }
+        }
+        for (int64_t j = 0; j < kU8S8Columns; ++j) {
+          dst[j0 + j] = static_cast<uint8_t>(rows[0][j]) |
+                        static_cast<uint32_t>(static_cast<uint8_t>(rows[1][j])) << 8 |
+                        static_cast<uint32_t>(static_cast<uint8_t>(rows[2][j])) << 16 |
+                        static_cast<uint32_t>(static_cast<uint8_t>(rows[3][j])) << 24;
+          column_sums[j0 + j] += rows[0][j] + rows[1][j] + rows[2][j] + rows[3][j];
+        }
+      }
+    }
+  }
+}
+
+/*! \brief acc[i, j] (+)= c32[i, j] - correction * column_sums[j], for an m x n block of acc. */
+void StoreCorrected(const int32_t* c32, int64_t ldc, const int32_t* column_sums, int64_t correction,
+                    int64_t m, int64_t n, int64_t* acc, int64_t ld_acc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t* src = c32 + i * ldc;
+    int64_t* dst = acc + i * ld_acc;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t value = static_cast<int64_t>(src[j]) - correction * column_sums[j];
+      dst[j] = accumulate ? dst[j] + value : value;
+    }
+  }
+}
+
+/*! \brief The uint8 form of an int8 activation: x + 128, i.e. x with its sign bit flipped. */
+inline uint8_t Biased(int8_t x) { return static_cast<uint8_t>(x) ^ 0x80; }
+
+void MatmulU8S8(const int8_t* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
+                int64_t n, int64_t* acc, bool accumulate) {
+  const int64_t k4 = RoundUp(k, 4), n16 = RoundUp(n, kU8S8Columns);
+  int32_t* a_words = Scratch(0, static_cast<size_t>(m * k4 / 4));
+  uint8_t* a = reinterpret_cast<uint8_t*>(a_words);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) a[i * k4 + p] = Biased(lhs[i * k + p]);
+    std::fill(a + i * k4 + k, a + (i + 1) * k4, uint8_t{0});  // meets zero rows of B
+  }
+  int32_t* b = Scratch(1, static_cast<size_t>(k4 / 4 * n16));
+  int32_t* sums = Scratch(2, static_cast<size_t>(n16));
+  PackU8S8B(rhs, 1, k, k4, n, n, n16, b, sums);
+  int32_t* c32 = Scratch(3, static_cast<size_t>(m * n16));
+  DirectRows rows;
+  rows.row_stride = k4 / 4;
+  rows.depth = k4 / 4;
+  DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
+  StoreCorrected(c32, n16, sums, 128 + zero_point, m, n, acc, n, accumulate);
+}
+
+template <typename T>
+void MatmulPortable(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
+                    int64_t n, int64_t* acc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t* row = acc + i * n;
+    if (!accumulate) std::fill(row, row + n, 0);
+    for (int64_t p = 0; p < k; ++p) {
+      // |x - zp| < 2^16 and |w| <= 128: the product fits int32.
+      const int32_t a = static_cast<int32_t>(lhs[i * k + p] - zero_point);
+      if (a == 0) continue;
+      const int8_t* b = rhs + p * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += a * static_cast<int32_t>(b[j]);
+    }
+  }
+}
+
+/*! \brief Sizes of a quantized NHWC / HWIO convolution tile. */
+struct QConvShape {
+  int64_t batch, h, w, c, kh, kw, group_in, oh, ow, co, group_out;
+};
+
+QConvShape MakeQConvShape(const Shape& in_shape, const Shape& weight_shape, const Shape& out_shape,
+                          const Conv2dParams& p) {
   TVM_FFI_ICHECK(p.data_layout == DataLayout::kNHWC && p.kernel_layout == KernelLayout::kHWIO)
       << "QuantizedConv2d runs on NHWC tiles";
-  const int64_t batch = in_shape[0], h = in_shape[1], w = in_shape[2], c = in_shape[3];
-  const int64_t kh = weight_shape[0], kw = weight_shape[1], ci = weight_shape[2];
-  const int64_t oh = out_shape[1], ow = out_shape[2], co = out_shape[3];
-  const int64_t out_per_group = co / p.groups;
-  TVM_FFI_ICHECK_EQ(ci * p.groups, c) << "QuantizedConv2d: groups do not match the channels";
-  for (int64_t nb = 0; nb < batch; ++nb) {
-    for (int64_t y = 0; y < oh; ++y) {
-      for (int64_t x = 0; x < ow; ++x) {
-        int64_t* out = acc + ((nb * oh + y) * ow + x) * co;
-        std::fill(out, out + co, 0);
-        for (int64_t ky = 0; ky < kh; ++ky) {
+  QConvShape s{in_shape[0],
+               in_shape[1],
+               in_shape[2],
+               in_shape[3],
+               weight_shape[0],
+               weight_shape[1],
+               weight_shape[2],
+               out_shape[1],
+               out_shape[2],
+               out_shape[3],
+               out_shape[3] / p.groups};
+  TVM_FFI_ICHECK_EQ(s.group_in * p.groups, s.c)
+      << "QuantizedConv2d: groups do not match the channels";
+  return s;
+}
+
+template <typename T>
+void ConvPortable(const T* input, int64_t zero_point, const int8_t* weight, int64_t* acc,
+                  const QConvShape& s, const Conv2dParams& p, bool accumulate) {
+  for (int64_t nb = 0; nb < s.batch; ++nb) {
+    for (int64_t y = 0; y < s.oh; ++y) {
+      for (int64_t x = 0; x < s.ow; ++x) {
+        int64_t* out = acc + ((nb * s.oh + y) * s.ow + x) * s.co;
+        if (!accumulate) std::fill(out, out + s.co, 0);
+        for (int64_t ky = 0; ky < s.kh; ++ky) {
           const int64_t iy = y * p.strides[0] - p.padding[0] + ky * p.dilation[0];
-          if (iy < 0 || iy >= h) continue;
-          for (int64_t kx = 0; kx < kw; ++kx) {
+          if (iy < 0 || iy >= s.h) continue;
+          for (int64_t kx = 0; kx < s.kw; ++kx) {
             const int64_t ix = x * p.strides[1] - p.padding[1] + kx * p.dilation[1];
-            if (ix < 0 || ix >= w) continue;
-            const float* pixel = input + ((nb * h + iy) * w + ix) * c;
-            const float* taps = weight + (ky * kw + kx) * ci * co;
-            for (int64_t o = 0; o < co; ++o) {
-              const int64_t group = o / out_per_group;
-              int64_t sum = 0;
-              for (int64_t i = 0; i < ci; ++i) {
-                sum += (static_cast<int64_t>(pixel[group * ci + i]) - input_zero_point) *
-                       static_cast<int64_t>(taps[i * co + o]);
+            if (ix < 0 || ix >= s.w) continue;
+            const T* pixel = input + ((nb * s.h + iy) * s.w + ix) * s.c;
+            const int8_t* taps = weight + (ky * s.kw + kx) * s.group_in * s.co;
+            for (int64_t g = 0; g < p.groups; ++g) {
+              int64_t* out_g = out + g * s.group_out;
+              for (int64_t i = 0; i < s.group_in; ++i) {
+                const int32_t a = static_cast<int32_t>(pixel[g * s.group_in + i] - zero_point);
+                if (a == 0) continue;
+                const int8_t* w = taps + i * s.co + g * s.group_out;
+                for (int64_t o = 0; o < s.group_out; ++o)
+                  out_g[o] += a * static_cast<int32_t>(w[o]);
               }
-              out[o] += sum;
             }
           }
         }
       }
     }
   }
+}
+
+/*!
+ * \brief One image and group on the dot-product unit: the input is copied once into a padded
+ * uint8 buffer (x + 128; padding holds zp + 128, so it contributes nothing after the correction;
+ * channels padded to a multiple of four), then every tap reads it in place (DirectGemmU8S8).
+ */
+void ConvU8S8(const int8_t* input, int64_t zero_point, const int8_t* weight, int64_t* acc,
+              const QConvShape& s, const Conv2dParams& p, bool accumulate) {
+  const int64_t c4 = RoundUp(s.group_in, 4), n16 = RoundUp(s.group_out, kU8S8Columns);
+  const int64_t hp = s.h + p.padding[0] + p.padding[2], wp = s.w + p.padding[1] + p.padding[3];
+  const int64_t pixels = s.oh * s.ow, taps = s.kh * s.kw;
+  uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(hp * wp * c4 / 4)));
+  int32_t* b = Scratch(1, static_cast<size_t>(taps * c4 / 4 * n16));
+  int32_t* sums = Scratch(2, static_cast<size_t>(n16));
+  int32_t* c32 = Scratch(3, static_cast<size_t>(pixels * n16));
+  std::vector<int64_t> offsets(pixels + taps);
+  for (int64_t y = 0; y < s.oh; ++y) {
+    for (int64_t x = 0; x < s.ow; ++x) {
+      offsets[y * s.ow + x] = (y * p.strides[0] * wp + x * p.strides[1]) * c4 / 4;
+    }
+  }
+  for (int64_t ky = 0; ky < s.kh; ++ky) {
+    for (int64_t kx = 0; kx < s.kw; ++kx) {
+      offsets[pixels + ky * s.kw + kx] = (ky * p.dilation[0] * wp + kx * p.dilation[1]) * c4 / 4;
+    }
+  }
+  DirectRows rows;
+  rows.row_offsets = offsets.data();
+  rows.segment_offsets = offsets.data() + pixels;
+  rows.segments = taps;
+  rows.depth = c4 / 4;
+  const uint8_t pad = static_cast<uint8_t>(zero_point + 128);
+  for (int64_t nb = 0; nb < s.batch; ++nb) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      for (int64_t y = 0; y < hp; ++y) {
+        const int64_t iy = y - p.padding[0];
+        for (int64_t x = 0; x < wp; ++x) {
+          const int64_t ix = x - p.padding[1];
+          uint8_t* dst = a + (y * wp + x) * c4;
+          if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
+            std::fill(dst, dst + c4, pad);
+            continue;
+          }
+          const int8_t* src = input + ((nb * s.h + iy) * s.w + ix) * s.c + g * s.group_in;
+          for (int64_t i = 0; i < s.group_in; ++i) dst[i] = Biased(src[i]);
+          std::fill(dst + s.group_in, dst + c4, uint8_t{0});  // meets zero rows of B
+        }
+      }
+      PackU8S8B(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, b, sums);
+      DirectGemmU8S8(pixels, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
+      StoreCorrected(c32, n16, sums, 128 + zero_point, pixels, s.group_out,
+                     acc + nb * pixels * s.co + g * s.group_out, s.co, accumulate);
+    }
+  }
+}
+
+}  // namespace
+
+void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
+  if (HasInt8DotProduct() && RoundUp(k, 4) <= kMaxU8S8Depth && m > 0 && n > 0) {
+    MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+  } else {
+    MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+  }
+}
+
+void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
+  MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+}
+
+void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
+  const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
+  // Narrow groups (depthwise) would waste most of each 16-column vector: the portable loop.
+  const bool dot = HasInt8DotProduct() && s.group_out >= kU8S8Columns / 2 &&
+                   s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth;
+  if (dot && s.oh * s.ow > 0) {
+    ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate);
+  } else {
+    ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
+  }
+}
+
+void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
+  ConvPortable(input, input_zero_point, weight, acc,
+               MakeQConvShape(in_shape, weight_shape, out_shape, p), p, accumulate);
 }
 
 void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,

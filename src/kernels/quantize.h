@@ -52,16 +52,28 @@ struct Requantization {
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
                 const Requantization& requant, float* out);
 
-/*! \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n]; integer operands given
- * as exact floats (tiles are widened on load). */
-void QuantizedMatmul(const float* lhs, int64_t lhs_zero_point, const float* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc);
+/*!
+ * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. int8 activations
+ * run on the integer dot-product unit when the build has one (HasInt8DotProduct()): lhs + 128 as
+ * uint8 times rhs with int32 sums, minus (128 + zero point) times rhs's column sums. int16
+ * activations (and int8 without it) run a portable loop with int32 products and int64 sums.
+ */
+void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
+void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
 
-/*! \brief NHWC input, HWIO weight, NHWC accumulators; padding contributes zero (it stands for
- * the real value 0, i.e. the input zero point). */
-void QuantizedConv2d(const float* input, const Shape& in_shape, int64_t input_zero_point,
-                     const float* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params);
+/*!
+ * \brief NHWC input, HWIO weight, NHWC accumulators (+)= the exact integer convolution of
+ * (input - input_zero_point) with the weight. Padding contributes zero (it stands for the real
+ * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul.
+ */
+void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
+void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
 
 /*! \brief q = clamp(round_half_even(x / scale) + zero_point, lo, hi), as exact floats. */
 void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,

@@ -110,30 +110,43 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
   }
 }
 
-/*! \brief The int accumulators of a quantized op (int64 in the tile), or their requantization. */
+/*!
+ * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
+ * weights): the exact int64 accumulators of the op, or their requantization into the output
+ * integers (stored as float, narrowed by the store).
+ */
 void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
-                      const std::vector<OperandF32>& inputs, uint8_t* output) {
+                      const std::vector<const uint8_t*>& inputs, uint8_t* output) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
   const int64_t channels = out_shape.empty() ? 1 : out_shape.back();  // innermost in every tile
-  std::vector<int64_t> acc(size);
+  int64_t* acc = reinterpret_cast<int64_t*>(output);
   if (compute.step == ComputeStep::kRequantize) {
-    std::memcpy(acc.data(), inputs[0].data, size * sizeof(int64_t));
-    kernels::Requantize(acc.data(), size, channels, compute.channel_offset, attrs.requant,
-                        reinterpret_cast<float*>(output));
+    kernels::Requantize(reinterpret_cast<const int64_t*>(inputs[0]), size, channels,
+                        compute.channel_offset, attrs.requant, reinterpret_cast<float*>(output));
     return;
   }
-  if (node.op == OpKind::kQnnConv2d) {
-    kernels::QuantizedConv2d(inputs[0].data, *inputs[0].shape, attrs.input_zero_point,
-                             inputs[1].data, *inputs[1].shape, acc.data(), out_shape, attrs.conv);
+  const TileRef& x = compute.inputs[0];
+  const TileRef& w = compute.inputs[1];
+  TVM_FFI_ICHECK(w.dtype == DType::kInt8 && (x.dtype == DType::kInt8 || x.dtype == DType::kInt16))
+      << "quantized " << OpKindName(node.op) << " takes int8 / int16 activations, int8 weights";
+  const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
+  auto run = [&](const auto* data) {
+    if (node.op == OpKind::kQnnConv2d) {
+      kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
+                               out_shape, attrs.conv, compute.accumulate);
+    } else {
+      kernels::QuantizedMatmul(data, attrs.input_zero_point, weight,
+                               size / std::max<int64_t>(1, channels), x.shape.back(), channels, acc,
+                               compute.accumulate);
+    }
+  };
+  if (x.dtype == DType::kInt8) {
+    run(reinterpret_cast<const int8_t*>(inputs[0]));
   } else {
-    kernels::QuantizedMatmul(inputs[0].data, attrs.input_zero_point, inputs[1].data,
-                             size / std::max<int64_t>(1, channels), inputs[0].shape->back(),
-                             channels, acc.data());
+    run(reinterpret_cast<const int16_t*>(inputs[0]));
   }
-  int64_t* out = reinterpret_cast<int64_t*>(output);
-  for (int64_t i = 0; i < size; ++i) out[i] = compute.accumulate ? out[i] + acc[i] : acc[i];
 }
 
 void RunCompute(const RunContext& ctx, int64_t command) {
@@ -142,6 +155,16 @@ void RunCompute(const RunContext& ctx, int64_t command) {
   const std::vector<DramRef>& input_from = ctx.plan.input_from[command];
   const DramRef& output_to = ctx.plan.output_to[command];
   uint8_t* output = output_to.valid() ? ctx.Dram(output_to) : ctx.Tile(compute.output);
+  if (std::holds_alternative<QnnAttrs>(compute.attrs)) {
+    std::vector<const uint8_t*> tiles;
+    for (size_t i = 0; i < compute.inputs.size(); ++i) {
+      TVM_FFI_ICHECK(input_from[i].view < 0) << "quantized ops read dense tiles";
+      tiles.push_back(input_from[i].valid() ? ctx.Dram(input_from[i])
+                                            : ctx.Tile(compute.inputs[i]));
+    }
+    RunQuantizedStep(node, compute, tiles, output);
+    return;
+  }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
   std::vector<OperandF32> inputs;
   inputs.reserve(compute.inputs.size());
@@ -160,10 +183,6 @@ void RunCompute(const RunContext& ctx, int64_t command) {
       Widen(base, tile.dtype, kernels::NumElements(tile.shape), &widened[i]);
       inputs.push_back(OperandF32{widened[i].data(), &tile.shape});
     }
-  }
-  if (std::holds_alternative<QnnAttrs>(compute.attrs)) {
-    RunQuantizedStep(node, compute, inputs, output);
-    return;
   }
   float* out = reinterpret_cast<float*>(output);
   const int64_t size = kernels::NumElements(compute.output.shape);

@@ -133,10 +133,9 @@ TEST(MatmulTest, SizesCrossingCacheBlocksAndThreads) {
   // and batches spread over threads.
   std::mt19937 rng(4);
   const std::vector<MatmulCase> cases = {
-      {{200, 300}, {300, 530}},
-      {{97, 257}, {257, 17}},
-      {{5, 61, 70}, {5, 70, 33}},
-      {{3, 1, 40}, {40, 600}},
+      {{200, 300}, {300, 530}}, {{97, 257}, {257, 17}},   {{5, 61, 70}, {5, 70, 33}},
+      {{3, 1, 40}, {40, 600}},  {{300, 900}, {900, 400}},  // beyond the in-place GEMM's size: the
+                                                           // packed one
   };
   for (const MatmulCase& c : cases) CheckMatmul(c, &rng);
 }

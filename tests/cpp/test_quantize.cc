@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -62,39 +65,127 @@ TEST(QuantizeTest, PerChannelBiasAndReluClamp) {
   EXPECT_EQ(out[0], -1);
 }
 
-TEST(QuantizeTest, QuantizedConvMatchesANaiveSum) {
-  std::mt19937 rng(9);
-  std::uniform_int_distribution<int> value(-128, 127);
-  const Shape in_shape{1, 5, 6, 4}, w_shape{3, 3, 2, 6}, out_shape{1, 3, 6, 6};
-  Conv2dParams p;
-  p.strides = {2, 1};
-  p.padding = {1, 1, 1, 1};
-  p.groups = 2;
-  p.data_layout = DataLayout::kNHWC;
-  p.kernel_layout = KernelLayout::kHWIO;
-  std::vector<float> x(NumElements(in_shape)), w(NumElements(w_shape));
-  for (float& v : x) v = static_cast<float>(value(rng));
-  for (float& v : w) v = static_cast<float>(value(rng));
-  std::vector<int64_t> acc(NumElements(out_shape));
-  QuantizedConv2d(x.data(), in_shape, 5, w.data(), w_shape, acc.data(), out_shape, p);
-  for (int64_t y = 0; y < 3; ++y) {
-    for (int64_t xo = 0; xo < 6; ++xo) {
-      for (int64_t o = 0; o < 6; ++o) {
-        int64_t expected = 0;
-        const int64_t g = o / 3;
-        for (int64_t ky = 0; ky < 3; ++ky) {
-          for (int64_t kx = 0; kx < 3; ++kx) {
-            const int64_t iy = y * 2 - 1 + ky, ix = xo - 1 + kx;
-            if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6) continue;
-            for (int64_t i = 0; i < 2; ++i) {
-              const int64_t xv = static_cast<int64_t>(x[(iy * 6 + ix) * 4 + g * 2 + i]) - 5;
-              expected += xv * static_cast<int64_t>(w[((ky * 3 + kx) * 2 + i) * 6 + o]);
+/*! \brief The quantized convolution summed straight from its definition (NHWC / HWIO). */
+template <typename T>
+std::vector<int64_t> NaiveQuantizedConv(const std::vector<T>& x, const Shape& in_shape, int64_t zp,
+                                        const std::vector<int8_t>& w, const Shape& w_shape,
+                                        const Shape& out_shape, const Conv2dParams& p) {
+  const int64_t h = in_shape[1], wd = in_shape[2], c = in_shape[3];
+  const int64_t kh = w_shape[0], kw = w_shape[1], ci = w_shape[2], co = w_shape[3];
+  std::vector<int64_t> out(NumElements(out_shape));
+  for (int64_t n = 0; n < out_shape[0]; ++n) {
+    for (int64_t y = 0; y < out_shape[1]; ++y) {
+      for (int64_t xo = 0; xo < out_shape[2]; ++xo) {
+        for (int64_t o = 0; o < co; ++o) {
+          const int64_t g = o / (co / p.groups);
+          int64_t sum = 0;
+          for (int64_t ky = 0; ky < kh; ++ky) {
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              const int64_t iy = y * p.strides[0] - p.padding[0] + ky * p.dilation[0];
+              const int64_t ix = xo * p.strides[1] - p.padding[1] + kx * p.dilation[1];
+              if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+              for (int64_t i = 0; i < ci; ++i) {
+                sum += (int64_t{x[((n * h + iy) * wd + ix) * c + g * ci + i]} - zp) *
+                       w[((ky * kw + kx) * ci + i) * co + o];
+              }
             }
           }
+          out[((n * out_shape[1] + y) * out_shape[2] + xo) * co + o] = sum;
         }
-        EXPECT_EQ(acc[(y * 6 + xo) * 6 + o], expected);
       }
     }
+  }
+  return out;
+}
+
+/*! \brief Seeded integers over T's whole range, with the extremes planted. */
+template <typename T>
+std::vector<T> RandomIntegers(int64_t size, std::mt19937* rng) {
+  std::uniform_int_distribution<int> value(std::numeric_limits<T>::min(),
+                                           std::numeric_limits<T>::max());
+  std::vector<T> v(size);
+  for (int64_t i = 0; i < size; ++i) {
+    v[i] = i % 11 == 0 ? std::numeric_limits<T>::min()
+                       : (i % 13 == 0 ? std::numeric_limits<T>::max() : value(*rng));
+  }
+  return v;
+}
+
+struct QConvCase {
+  int64_t n, h, w, c, kh, kw, co;
+  std::array<int64_t, 2> strides;
+  std::array<int64_t, 4> padding;
+  std::array<int64_t, 2> dilation;
+  int64_t groups;
+};
+
+template <typename T>
+void CheckQuantizedConv(const QConvCase& k, int64_t zp, std::mt19937* rng) {
+  Conv2dParams p;
+  p.strides = k.strides;
+  p.padding = k.padding;
+  p.dilation = k.dilation;
+  p.groups = k.groups;
+  p.data_layout = DataLayout::kNHWC;
+  p.kernel_layout = KernelLayout::kHWIO;
+  const int64_t oh =
+      (k.h + k.padding[0] + k.padding[2] - (k.kh - 1) * k.dilation[0] - 1) / k.strides[0] + 1;
+  const int64_t ow =
+      (k.w + k.padding[1] + k.padding[3] - (k.kw - 1) * k.dilation[1] - 1) / k.strides[1] + 1;
+  const Shape in_shape{k.n, k.h, k.w, k.c}, w_shape{k.kh, k.kw, k.c / k.groups, k.co};
+  const Shape out_shape{k.n, oh, ow, k.co};
+  const std::vector<T> x = RandomIntegers<T>(NumElements(in_shape), rng);
+  const std::vector<int8_t> w = RandomIntegers<int8_t>(NumElements(w_shape), rng);
+  const std::vector<int64_t> expected =
+      NaiveQuantizedConv(x, in_shape, zp, w, w_shape, out_shape, p);
+  std::vector<int64_t> acc(expected.size());
+  QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, false);
+  EXPECT_EQ(acc, expected) << sizeof(T) * 8 << "-bit, zp " << zp << ", C" << k.c << " O" << k.co
+                           << " g" << k.groups;
+  // Accumulating adds the same sums onto what is there.
+  std::vector<int64_t> twice = expected;
+  for (int64_t& v : twice) v *= 2;
+  QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, true);
+  EXPECT_EQ(acc, twice);
+}
+
+TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
+  std::mt19937 rng(9);
+  const std::vector<QConvCase> cases = {
+      {1, 5, 6, 4, 3, 3, 6, {2, 1}, {1, 1, 1, 1}, {1, 1}, 2},    // grouped, strided
+      {1, 7, 9, 64, 3, 3, 16, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},  // a ResNet tile
+      {2, 6, 5, 3, 3, 3, 33, {1, 1}, {0, 2, 1, 0}, {1, 1}, 1},   // 3 channels, odd outputs
+      {1, 9, 8, 13, 3, 2, 17, {2, 3}, {2, 0, 0, 1}, {2, 1}, 1},  // dilated, asymmetric
+      {1, 6, 6, 8, 3, 3, 8, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},    // depthwise
+      {1, 4, 4, 20, 1, 1, 40, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2},  // pointwise, two groups of 20
+  };
+  for (const QConvCase& k : cases) {
+    for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
+    for (int64_t zp : {-32768, 0, 1234}) CheckQuantizedConv<int16_t>(k, zp, &rng);
+  }
+}
+
+template <typename T>
+void CheckQuantizedMatmul(int64_t m, int64_t k, int64_t n, int64_t zp, std::mt19937* rng) {
+  const std::vector<T> a = RandomIntegers<T>(m * k, rng);
+  const std::vector<int8_t> b = RandomIntegers<int8_t>(k * n, rng);
+  std::vector<int64_t> expected(m * n, 7), acc(m * n, 7);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; ++p)
+        expected[i * n + j] += (int64_t{a[i * k + p]} - zp) * b[p * n + j];
+    }
+  }
+  QuantizedMatmul(a.data(), zp, b.data(), m, k, n, acc.data(), true);
+  EXPECT_EQ(acc, expected) << sizeof(T) * 8 << "-bit " << m << "x" << k << "x" << n << " zp " << zp;
+}
+
+TEST(QuantizeTest, QuantizedMatmulMatchesANaiveSumForEveryDtype) {
+  std::mt19937 rng(10);
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {3, 5, 7}, {13, 17, 16}, {25, 64, 33}, {64, 256, 32}, {7, 301, 50}}) {
+    for (int64_t zp : {-128, 5, 127}) CheckQuantizedMatmul<int8_t>(m, k, n, zp, &rng);
+    for (int64_t zp : {-32768, 0, 32767}) CheckQuantizedMatmul<int16_t>(m, k, n, zp, &rng);
   }
 }
 
