@@ -28,24 +28,54 @@ FixedPointMultiplier QuantizeMultiplier(double real) {
 
 int64_t RoundHalfEven(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
 
+namespace {
+
+/*! \brief (value * m0 + 2^(shift-1)) >> shift, exact for any int64 value. */
+inline int64_t ScaleWide(int64_t value, int64_t m0, int64_t shift) {
+  // 128-bit product: int16 activations (and large biases) give sums beyond 32 bits.
+  const __int128 rounding = static_cast<__int128>(1) << (shift - 1);
+  return static_cast<int64_t>((static_cast<__int128>(value) * m0 + rounding) >> shift);
+}
+
+}  // namespace
+
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
                 const Requantization& r, float* out) {
+  // The tile's per-channel parameters, laid out once so the row loop vectorises.
+  thread_local std::vector<int64_t> params;
+  params.resize(static_cast<size_t>(4 * channels));
+  int64_t* m0 = params.data();
+  int64_t* shift = m0 + channels;
+  int64_t* rounding = shift + channels;
+  int64_t* bias = rounding + channels;
   const bool per_channel = r.multipliers.size() > 1;
+  for (int64_t i = 0; i < channels; ++i) {
+    const FixedPointMultiplier& m = r.multipliers[per_channel ? channel_offset + i : 0];
+    m0[i] = m.m0;
+    shift[i] = m.shift;
+    rounding[i] = int64_t{1} << (m.shift - 1);
+    bias[i] = r.bias.empty() ? 0 : r.bias[channel_offset + i];
+  }
+  constexpr int64_t kLimit = int64_t{1} << 31;
   for (int64_t row = 0; row < size; row += channels) {
+    const int64_t* a = acc + row;
+    float* o = out + row;
+    int64_t lo = 0, hi = 0;  // min / max reductions vectorise, a flag would not
     for (int64_t i = 0; i < channels; ++i) {
-      const int64_t c = channel_offset + i;
-      const FixedPointMultiplier& m = r.multipliers[per_channel ? c : 0];
-      const int64_t value = acc[row + i] + (r.bias.empty() ? 0 : r.bias[c]);
-      const int64_t round = int64_t{1} << (m.shift - 1);
-      int64_t scaled;
-      if (value >= -(int64_t{1} << 31) && value < (int64_t{1} << 31)) {
-        // |value * m0| < 2^62: the 64-bit product is exact.
-        scaled = (value * m.m0 + round) >> m.shift;
-      } else {
-        // 128-bit product: int16 activations (and large biases) give sums beyond 32 bits.
-        scaled = static_cast<int64_t>((static_cast<__int128>(value) * m.m0 + round) >> m.shift);
+      lo = std::min(lo, a[i] + bias[i]);
+      hi = std::max(hi, a[i] + bias[i]);
+    }
+    if (lo >= -kLimit && hi < kLimit) {
+      // |value * m0| < 2^62: the 64-bit product is exact.
+      for (int64_t i = 0; i < channels; ++i) {
+        const int64_t scaled = ((a[i] + bias[i]) * m0[i] + rounding[i]) >> shift[i];
+        o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
       }
-      out[row + i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
+    } else {
+      for (int64_t i = 0; i < channels; ++i) {
+        const int64_t scaled = ScaleWide(a[i] + bias[i], m0[i], shift[i]);
+        o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
+      }
     }
   }
 }
@@ -72,43 +102,39 @@ constexpr int64_t kMaxU8S8Depth = 65536;
  */
 void PackU8S8B(const int8_t* base, int64_t segments, int64_t depth, int64_t depth4, int64_t ld,
                int64_t n, int64_t n16, int32_t* packed, int32_t* column_sums) {
-  std::fill(column_sums, column_sums + n16, 0);
   const int8_t zeros[kU8S8Columns] = {};
-  for (int64_t s = 0; s < segments; ++s) {
-    for (int64_t q = 0; q < depth4 / 4; ++q) {
-      uint32_t* dst = reinterpret_cast<uint32_t*>(packed + (s * depth4 / 4 + q) * n16);
-      const int8_t* src[4];
-      for (int t = 0; t < 4; ++t) {
-        const int64_t d = 4 * q + t;
-        src[t] = d < depth ? base + (s * depth + d) * ld : nullptr;
-      }
-      for (int64_t j0 = 0; j0 < n16; j0 += kU8S8Columns) {
-        const int64_t width = std::min(kU8S8Columns, n - j0);
-        if (width <= 0) {
-          std::fill(dst + j0, dst + n16, 0u);
-          break;
-        }
+  for (int64_t j0 = 0; j0 < n16; j0 += kU8S8Columns) {
+    const int64_t width = std::max<int64_t>(0, std::min(kU8S8Columns, n - j0));
+    int32_t sums[kU8S8Columns] = {};
+    for (int64_t s = 0; s < segments; ++s) {
+      for (int64_t q = 0; q < depth4 / 4; ++q) {
+        // Four B rows; missing rows and columns past n read zeros.
         const int8_t* rows[4];
-        int8_t edge[4][kU8S8Columns] = {};
+        int8_t edge[4][kU8S8Columns];
         for (int t = 0; t < 4; ++t) {
-          if (src[t] == nullptr) {
+          const int64_t d = 4 * q + t;
+          const int8_t* src = d < depth ? base + (s * depth + d) * ld + j0 : nullptr;
+          if (src == nullptr || width == 0) {
             rows[t] = zeros;
           } else if (width < kU8S8Columns) {
-            std::copy(src[t] + j0, src[t] + j0 + width, edge[t]);
+            std::fill(std::copy(src, src + width, edge[t]), edge[t] + kU8S8Columns, int8_t{0});
             rows[t] = edge[t];
           } else {
-            rows[t] = src[t] + j0;
+            rows[t] = src;
           }
         }
+        uint32_t* __restrict dst =
+            reinterpret_cast<uint32_t*>(packed + (s * depth4 / 4 + q) * n16 + j0);
         for (int64_t j = 0; j < kU8S8Columns; ++j) {
-          dst[j0 + j] = static_cast<uint8_t>(rows[0][j]) |
-                        static_cast<uint32_t>(static_cast<uint8_t>(rows[1][j])) << 8 |
-                        static_cast<uint32_t>(static_cast<uint8_t>(rows[2][j])) << 16 |
-                        static_cast<uint32_t>(static_cast<uint8_t>(rows[3][j])) << 24;
-          column_sums[j0 + j] += rows[0][j] + rows[1][j] + rows[2][j] + rows[3][j];
+          dst[j] = static_cast<uint8_t>(rows[0][j]) |
+                   static_cast<uint32_t>(static_cast<uint8_t>(rows[1][j])) << 8 |
+                   static_cast<uint32_t>(static_cast<uint8_t>(rows[2][j])) << 16 |
+                   static_cast<uint32_t>(static_cast<uint8_t>(rows[3][j])) << 24;
+          sums[j] += rows[0][j] + rows[1][j] + rows[2][j] + rows[3][j];
         }
       }
     }
+    std::copy(sums, sums + kU8S8Columns, column_sums + j0);
   }
 }
 

@@ -10,7 +10,7 @@
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
-#if defined(__AVX__)
+#if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -126,6 +126,30 @@ EXAMPLE_NPU_INLINE void Transpose8x8(const uint32_t* src, int64_t src_col, uint3
   }
   for (int row = 0; row < 8; ++row) {
     _mm256_storeu_ps(reinterpret_cast<float*>(dst + row * dst_row), t[row]);
+  }
+}
+#endif
+
+#if defined(__SSE2__)
+/*! \brief The 8-bit case in registers: eight 8-byte loads, three rounds of unpacks. */
+template <>
+EXAMPLE_NPU_INLINE void Transpose8x8(const uint8_t* src, int64_t src_col, uint8_t* dst,
+                                     int64_t dst_row) {
+  __m128i r[8];
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + c * src_col));
+  }
+  // Bytes of columns (0, 1), (2, 3), ... interleaved, then 16-bit pairs, then 32-bit quads.
+  const __m128i b01 = _mm_unpacklo_epi8(r[0], r[1]), b23 = _mm_unpacklo_epi8(r[2], r[3]);
+  const __m128i b45 = _mm_unpacklo_epi8(r[4], r[5]), b67 = _mm_unpacklo_epi8(r[6], r[7]);
+  const __m128i w0 = _mm_unpacklo_epi16(b01, b23), w1 = _mm_unpackhi_epi16(b01, b23);
+  const __m128i w2 = _mm_unpacklo_epi16(b45, b67), w3 = _mm_unpackhi_epi16(b45, b67);
+  const __m128i q[4] = {_mm_unpacklo_epi32(w0, w2), _mm_unpackhi_epi32(w0, w2),
+                        _mm_unpacklo_epi32(w1, w3), _mm_unpackhi_epi32(w1, w3)};
+  for (int i = 0; i < 4; ++i) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + (2 * i) * dst_row), q[i]);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + (2 * i + 1) * dst_row),
+                     _mm_unpackhi_epi64(q[i], q[i]));
   }
 }
 #endif
@@ -271,7 +295,7 @@ BoxCopy::BoxCopy(DType src_type, const std::vector<int64_t>& src_strides, DType 
     return;
   }
   std::vector<Dim> transposed = TransposeOrder(dims_);
-  if (!transposed.empty() && DTypeBytes(src_type) >= 2) {
+  if (!transposed.empty()) {
     dims_ = std::move(transposed);
     kind_ = Kind::kTranspose;
     return;
@@ -285,6 +309,8 @@ void BoxCopy::Run(const uint8_t* src, uint8_t* dst) const {
       return;
     case Kind::kTranspose:
       switch (DTypeBytes(src_type_)) {
+        case 1:
+          return TransposeBox<uint8_t>(src, dst, dims_);
         case 2:
           return TransposeBox<uint16_t>(src, dst, dims_);
         case 8:
