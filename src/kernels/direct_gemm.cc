@@ -60,9 +60,13 @@ struct F32Ops {
 };
 
 #if defined(__AVX512VNNI__)
-/*! \brief Four uint8 x int8 products per int32 lane, summed exactly (vpdpbusd). A and B are
- * handled as 32-bit groups of four bytes. */
-struct U8S8Ops {
+/*!
+ * \brief Four 8-bit products per int32 lane, summed exactly (vpdpbusd: unsigned x signed bytes).
+ * A and B are handled as 32-bit groups of four bytes; A is the unsigned side, or, with
+ * kSignedA, the signed side (B then holds the unsigned bytes).
+ */
+template <bool kSignedA>
+struct Int8Ops {
   using A = int32_t;
   using B = int32_t;
   using C = int32_t;
@@ -70,10 +74,14 @@ struct U8S8Ops {
   static constexpr int64_t kLanes = 16;
   static constexpr int kMR = 12;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_si512(); }
-  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) { return _mm512_set1_epi32(*p); }
+  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) {
+    int32_t word;  // A may be an int8 tile read in place: load it as bytes
+    std::memcpy(&word, p, sizeof(word));
+    return _mm512_set1_epi32(word);
+  }
   static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) { return _mm512_loadu_si512(p); }
   static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) {
-    return _mm512_dpbusd_epi32(acc, a, b);
+    return kSignedA ? _mm512_dpbusd_epi32(acc, b, a) : _mm512_dpbusd_epi32(acc, a, b);
   }
   static EXAMPLE_NPU_INLINE void Store(int32_t* c, Vec v, bool accumulate) {
     _mm512_storeu_si512(c, accumulate ? _mm512_add_epi32(_mm512_loadu_si512(c), v) : v);
@@ -237,15 +245,30 @@ bool HasInt8DotProduct() {
 #endif
 }
 
-void DirectGemmU8S8(int64_t m, int64_t n, const uint8_t* a, const DirectRows& rows, const int8_t* b,
-                    int64_t ldb, int32_t* c, int64_t ldc) {
+namespace {
+
+template <bool kSignedA>
+void RunInt8(int64_t m, int64_t n, const void* a, const DirectRows& rows, const void* b,
+             int64_t ldb, int32_t* c, int64_t ldc) {
 #if defined(__AVX512VNNI__)
-  RunDirect<U8S8Ops>({m, n, reinterpret_cast<const int32_t*>(a), &rows,
-                      reinterpret_cast<const int32_t*>(b), ldb, nullptr, 0, c, ldc, false});
+  RunDirect<Int8Ops<kSignedA>>({m, n, static_cast<const int32_t*>(a), &rows,
+                                static_cast<const int32_t*>(b), ldb, nullptr, 0, c, ldc, false});
 #else
   (void)m, (void)n, (void)a, (void)rows, (void)b, (void)ldb, (void)c, (void)ldc;
-  TVM_FFI_THROW(InternalError) << "DirectGemmU8S8 needs a build for a CPU with AVX-512 VNNI";
+  TVM_FFI_THROW(InternalError) << "the int8 GEMM needs a build for a CPU with AVX-512 VNNI";
 #endif
+}
+
+}  // namespace
+
+void DirectGemmU8S8(int64_t m, int64_t n, const uint8_t* a, const DirectRows& rows, const int8_t* b,
+                    int64_t ldb, int32_t* c, int64_t ldc) {
+  RunInt8<false>(m, n, a, rows, b, ldb, c, ldc);
+}
+
+void DirectGemmS8U8(int64_t m, int64_t n, const int8_t* a, const DirectRows& rows, const uint8_t* b,
+                    int64_t ldb, int32_t* c, int64_t ldc) {
+  RunInt8<true>(m, n, a, rows, b, ldb, c, ldc);
 }
 
 }  // namespace kernels

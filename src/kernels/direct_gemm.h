@@ -43,7 +43,8 @@ struct DirectRows {
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
-/*! \brief Whether DirectGemmU8S8 is available (the library was built for a CPU with VNNI). */
+/*! \brief Whether DirectGemmU8S8 / DirectGemmS8U8 are available (the library was built for a CPU
+ * with VNNI). */
 bool HasInt8DotProduct();
 
 /*! \brief Output columns per packed-B sliver of DirectGemmU8S8: n is rounded up to this. */
@@ -57,6 +58,11 @@ constexpr int64_t kU8S8Columns = 16;
  * Only when HasInt8DotProduct().
  */
 void DirectGemmU8S8(int64_t m, int64_t n, const uint8_t* a, const DirectRows& rows, const int8_t* b,
+                    int64_t ldb, int32_t* c, int64_t ldc);
+
+/*! \brief The same with signed A and unsigned B: int8 activations read in place against
+ * weights stored as w + 128. A is read in 4-byte groups and needs no alignment. */
+void DirectGemmS8U8(int64_t m, int64_t n, const int8_t* a, const DirectRows& rows, const uint8_t* b,
                     int64_t ldb, int32_t* c, int64_t ldc);
 
 }  // namespace kernels

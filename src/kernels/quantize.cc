@@ -8,6 +8,10 @@
 
 #include "kernels/direct_gemm.h"
 
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
 namespace example_npu {
 namespace kernels {
 
@@ -96,12 +100,65 @@ int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 constexpr int64_t kMaxU8S8Depth = 65536;
 
 /*!
- * \brief Packs an int8 B for DirectGemmU8S8 and sums its columns. B's rows come in `segments`
- * runs of `depth` rows (row (s, d) at base + (s * depth + d) * ld), each run zero-padded to
- * depth4 rows; n columns zero-padded to n16.
+ * \brief dst[j] = the four bytes rows[0..3][j] ^ flip, for 16 columns j; sums[j] += the four
+ * (signed) values.
  */
-void PackU8S8B(const int8_t* base, int64_t segments, int64_t depth, int64_t depth4, int64_t ld,
-               int64_t n, int64_t n16, int32_t* packed, int32_t* column_sums) {
+inline void Interleave4(const int8_t* const rows[4], uint8_t flip, int32_t* dst, int32_t* sums) {
+#if defined(__AVX512BW__)
+  const __m128i bias = _mm_set1_epi8(static_cast<char>(flip));
+  __m128i r[4];
+  __m512i total = _mm512_loadu_si512(sums);
+  for (int t = 0; t < 4; ++t) {
+    r[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t]));
+    total = _mm512_add_epi32(total, _mm512_cvtepi8_epi32(r[t]));
+    r[t] = _mm_xor_si128(r[t], bias);
+  }
+  _mm512_storeu_si512(sums, total);
+  const __m128i lo01 = _mm_unpacklo_epi8(r[0], r[1]), hi01 = _mm_unpackhi_epi8(r[0], r[1]);
+  const __m128i lo23 = _mm_unpacklo_epi8(r[2], r[3]), hi23 = _mm_unpackhi_epi8(r[2], r[3]);
+  __m128i* out = reinterpret_cast<__m128i*>(dst);
+  _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(lo01, lo23));
+  _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(lo01, lo23));
+  _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(hi01, hi23));
+  _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(hi01, hi23));
+#else
+  for (int64_t j = 0; j < kU8S8Columns; ++j) {
+    dst[j] =
+        static_cast<int32_t>(static_cast<uint8_t>(rows[0][j] ^ flip) |
+                             static_cast<uint32_t>(static_cast<uint8_t>(rows[1][j] ^ flip)) << 8 |
+                             static_cast<uint32_t>(static_cast<uint8_t>(rows[2][j] ^ flip)) << 16 |
+                             static_cast<uint32_t>(static_cast<uint8_t>(rows[3][j] ^ flip)) << 24);
+    sums[j] += rows[0][j] + rows[1][j] + rows[2][j] + rows[3][j];
+  }
+#endif
+}
+
+/*! \brief Per row of an int8 [m, k] matrix, 128 times the sum of its values. */
+void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
+  for (int64_t i = 0; i < m; ++i) {
+    const int8_t* row = a + i * k;
+    int32_t sum = 0;
+    int64_t p = 0;
+#if defined(__AVX512VNNI__)
+    // ones (unsigned) x row (signed): four-byte partial sums per lane.
+    __m512i acc = _mm512_setzero_si512();
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (; p + 64 <= k; p += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(row + p));
+    sum = _mm512_reduce_add_epi32(acc);
+#endif
+    for (; p < k; ++p) sum += row[p];
+    out[i] = int64_t{128} * sum;
+  }
+}
+
+/*!
+ * \brief Packs an int8 B for DirectGemmU8S8 (flip 0) or, stored as w + 128, for DirectGemmS8U8
+ * (flip 0x80), and sums its columns. B's rows come in `segments` runs of `depth` rows (row
+ * (s, d) at base + (s * depth + d) * ld), each run padded to depth4 rows; n columns padded to
+ * n16. Padding holds w = 0.
+ */
+void PackInt8B(const int8_t* base, int64_t segments, int64_t depth, int64_t depth4, int64_t ld,
+               int64_t n, int64_t n16, uint8_t flip, int32_t* packed, int32_t* column_sums) {
   const int8_t zeros[kU8S8Columns] = {};
   for (int64_t j0 = 0; j0 < n16; j0 += kU8S8Columns) {
     const int64_t width = std::max<int64_t>(0, std::min(kU8S8Columns, n - j0));
@@ -123,29 +180,27 @@ void PackU8S8B(const int8_t* base, int64_t segments, int64_t depth, int64_t dept
             rows[t] = src;
           }
         }
-        uint32_t* __restrict dst =
-            reinterpret_cast<uint32_t*>(packed + (s * depth4 / 4 + q) * n16 + j0);
-        for (int64_t j = 0; j < kU8S8Columns; ++j) {
-          dst[j] = static_cast<uint8_t>(rows[0][j]) |
-                   static_cast<uint32_t>(static_cast<uint8_t>(rows[1][j])) << 8 |
-                   static_cast<uint32_t>(static_cast<uint8_t>(rows[2][j])) << 16 |
-                   static_cast<uint32_t>(static_cast<uint8_t>(rows[3][j])) << 24;
-          sums[j] += rows[0][j] + rows[1][j] + rows[2][j] + rows[3][j];
-        }
+        int32_t* dst = packed + (s * depth4 / 4 + q) * n16 + j0;
+        Interleave4(rows, flip, dst, sums);
       }
     }
     std::copy(sums, sums + kU8S8Columns, column_sums + j0);
   }
 }
 
-/*! \brief acc[i, j] (+)= c32[i, j] - correction * column_sums[j], for an m x n block of acc. */
-void StoreCorrected(const int32_t* c32, int64_t ldc, const int32_t* column_sums, int64_t correction,
-                    int64_t m, int64_t n, int64_t* acc, int64_t ld_acc, bool accumulate) {
+/*!
+ * \brief acc[i, j] (+)= c32[i, j] - row_terms[i] - correction * column_sums[j] for an m x n block
+ * of acc (row_terms may be null: zero).
+ */
+void StoreCorrected(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
+                    const int32_t* column_sums, int64_t correction, int64_t m, int64_t n,
+                    int64_t* acc, int64_t ld_acc, bool accumulate) {
   for (int64_t i = 0; i < m; ++i) {
     const int32_t* src = c32 + i * ldc;
     int64_t* dst = acc + i * ld_acc;
+    const int64_t row_term = row_terms ? row_terms[i] : 0;
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t value = static_cast<int64_t>(src[j]) - correction * column_sums[j];
+      const int64_t value = static_cast<int64_t>(src[j]) - row_term - correction * column_sums[j];
       dst[j] = accumulate ? dst[j] + value : value;
     }
   }
@@ -157,21 +212,32 @@ inline uint8_t Biased(int8_t x) { return static_cast<uint8_t>(x) ^ 0x80; }
 void MatmulU8S8(const int8_t* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
                 int64_t n, int64_t* acc, bool accumulate) {
   const int64_t k4 = RoundUp(k, 4), n16 = RoundUp(n, kU8S8Columns);
-  int32_t* a_words = Scratch(0, static_cast<size_t>(m * k4 / 4));
-  uint8_t* a = reinterpret_cast<uint8_t*>(a_words);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < k; ++p) a[i * k4 + p] = Biased(lhs[i * k + p]);
-    std::fill(a + i * k4 + k, a + (i + 1) * k4, uint8_t{0});  // meets zero rows of B
-  }
   int32_t* b = Scratch(1, static_cast<size_t>(k4 / 4 * n16));
   int32_t* sums = Scratch(2, static_cast<size_t>(n16));
-  PackU8S8B(rhs, 1, k, k4, n, n, n16, b, sums);
   int32_t* c32 = Scratch(3, static_cast<size_t>(m * n16));
   DirectRows rows;
   rows.row_stride = k4 / 4;
   rows.depth = k4 / 4;
+  if (k == k4) {
+    // Rows of whole 4-byte groups: the activations are read in place as the signed operand
+    // against w + 128, so sum x (w + 128) = sum x w + 128 sum x.
+    PackInt8B(rhs, 1, k, k4, n, n, n16, 0x80, b, sums);
+    thread_local std::vector<int64_t> row_terms;
+    row_terms.resize(static_cast<size_t>(m));
+    RowTerms(lhs, m, k, row_terms.data());
+    DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(b), n16, c32, n16);
+    StoreCorrected(c32, n16, row_terms.data(), sums, zero_point, m, n, acc, n, accumulate);
+    return;
+  }
+  // Otherwise a copy as uint8 (x + 128) with the rows padded to whole groups.
+  uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(m * k4 / 4)));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) a[i * k4 + p] = Biased(lhs[i * k + p]);
+    std::fill(a + i * k4 + k, a + (i + 1) * k4, uint8_t{0});  // meets zero rows of B
+  }
+  PackInt8B(rhs, 1, k, k4, n, n, n16, 0, b, sums);
   DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-  StoreCorrected(c32, n16, sums, 128 + zero_point, m, n, acc, n, accumulate);
+  StoreCorrected(c32, n16, nullptr, sums, 128 + zero_point, m, n, acc, n, accumulate);
 }
 
 template <typename T>
@@ -295,9 +361,9 @@ void ConvU8S8(const int8_t* input, int64_t zero_point, const int8_t* weight, int
           std::fill(dst + s.group_in, dst + c4, uint8_t{0});  // meets zero rows of B
         }
       }
-      PackU8S8B(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, b, sums);
+      PackInt8B(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, 0, b, sums);
       DirectGemmU8S8(pixels, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-      StoreCorrected(c32, n16, sums, 128 + zero_point, pixels, s.group_out,
+      StoreCorrected(c32, n16, nullptr, sums, 128 + zero_point, pixels, s.group_out,
                      acc + nb * pixels * s.co + g * s.group_out, s.co, accumulate);
     }
   }

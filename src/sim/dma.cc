@@ -52,10 +52,15 @@ EXAMPLE_NPU_INLINE void CopyRow(const uint8_t* src, int64_t src_stride, uint8_t*
   if (src_stride == 1 && dst_stride == 1) {
     // Short rows (a pixel's channels in an NHWC tile) are cheaper inline than a library call.
     constexpr int64_t kInlineBytes = 128;
-    if (n * static_cast<int64_t>(sizeof(T)) <= kInlineBytes) {
-      const T* s = reinterpret_cast<const T*>(src);
-      T* t = reinterpret_cast<T*>(dst);
-      for (int64_t i = 0; i < n; ++i) t[i] = s[i];
+    const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+    if (bytes <= kInlineBytes) {
+      // 16-byte moves, the last one overlapping the previous (or byte moves below 16).
+      if (bytes >= 16) {
+        for (int64_t i = 0; i + 16 < bytes; i += 16) std::memcpy(dst + i, src + i, 16);
+        std::memcpy(dst + bytes - 16, src + bytes - 16, 16);
+      } else {
+        for (int64_t i = 0; i < bytes; ++i) dst[i] = src[i];
+      }
     } else {
       std::memcpy(dst, src, n * sizeof(T));
     }

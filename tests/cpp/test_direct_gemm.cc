@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/direct_gemm.h"
@@ -102,27 +104,33 @@ TEST(DirectGemmTest, FloatUniformRowStride) {
   ExpectAllClose(c, expected, "uniform rows");
 }
 
-TEST(DirectGemmTest, U8S8SumsExactlyIncludingExtremeValues) {
-  if (!HasInt8DotProduct()) {
-    // A portable build has no uint8 x int8 unit: the quantized kernels take their portable loop.
-    EXPECT_THROW(DirectGemmU8S8(1, 16, nullptr, DirectRows{}, nullptr, 16, nullptr, 16),
-                 tvm::ffi::Error);
-    return;
-  }
-  std::mt19937 rng(13);
-  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+/*! \brief Both int8 orientations: A unsigned x B signed, or A signed x B unsigned. */
+template <typename AType, typename BType>
+void CheckInt8Gemm(std::mt19937* rng) {
+  std::uniform_int_distribution<int> av(std::numeric_limits<AType>::min(),
+                                        std::numeric_limits<AType>::max());
+  std::uniform_int_distribution<int> bv(std::numeric_limits<BType>::min(),
+                                        std::numeric_limits<BType>::max());
   for (int64_t m : {1, 7, 12, 29}) {
     for (int64_t n : {16, 32, 48}) {
       for (int64_t segments : {1, 4}) {
         const int64_t depth = 5;  // groups of four bytes
-        const Layout l = MakeLayout(m, segments, depth, &rng);
+        const Layout l = MakeLayout(m, segments, depth, rng);
         std::vector<int32_t> a_words(l.size), b_words(segments * depth * n);
-        uint8_t* a = reinterpret_cast<uint8_t*>(a_words.data());
-        int8_t* b = reinterpret_cast<int8_t*>(b_words.data());
-        for (int64_t i = 0; i < l.size * 4; ++i) a[i] = i % 5 == 0 ? 255 : u8(rng);
-        for (int64_t i = 0; i < segments * depth * n * 4; ++i) b[i] = i % 7 == 0 ? -128 : s8(rng);
+        AType* a = reinterpret_cast<AType*>(a_words.data());
+        BType* b = reinterpret_cast<BType*>(b_words.data());
+        for (int64_t i = 0; i < l.size * 4; ++i) {
+          a[i] = i % 5 == 0 ? std::numeric_limits<AType>::max() : av(*rng);
+        }
+        for (int64_t i = 0; i < segments * depth * n * 4; ++i) {
+          b[i] = i % 7 == 0 ? std::numeric_limits<BType>::min() : bv(*rng);
+        }
         std::vector<int32_t> c(m * n);
-        DirectGemmU8S8(m, n, a, RowsOf(l), b, n, c.data(), n);
+        if constexpr (std::is_same_v<AType, uint8_t>) {
+          DirectGemmU8S8(m, n, a, RowsOf(l), b, n, c.data(), n);
+        } else {
+          DirectGemmS8U8(m, n, a, RowsOf(l), b, n, c.data(), n);
+        }
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             int64_t sum = 0;
@@ -140,6 +148,19 @@ TEST(DirectGemmTest, U8S8SumsExactlyIncludingExtremeValues) {
       }
     }
   }
+}
+
+TEST(DirectGemmTest, Int8SumsExactlyIncludingExtremeValues) {
+  if (!HasInt8DotProduct()) {
+    // A portable build has no int8 dot-product unit: the quantized kernels take their portable
+    // loop (tests/cpp/test_quantize.cc covers both).
+    EXPECT_THROW(DirectGemmU8S8(1, 16, nullptr, DirectRows{}, nullptr, 16, nullptr, 16),
+                 tvm::ffi::Error);
+    return;
+  }
+  std::mt19937 rng(13);
+  CheckInt8Gemm<uint8_t, int8_t>(&rng);
+  CheckInt8Gemm<int8_t, uint8_t>(&rng);
 }
 
 }  // namespace
