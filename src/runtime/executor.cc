@@ -116,6 +116,7 @@ void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {
   }
   constants_ = std::move(constants);
   constants_bound_ = true;
+  ++constants_version_;
 }
 
 void Executor::Run(const std::vector<const DLTensor*>& inputs,
@@ -143,6 +144,7 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
                 [&] { return sym + " output " + std::to_string(i); });
     dram.outputs.push_back(DataPtr<char>(*outputs[i]));
   }
+  dram.constants_version = constants_version_;
   for (const tvm::ffi::Tensor& constant : constants_) {
     dram.constants.push_back(DataPtr<const char>(*constant.GetDLTensorPtr()));
   }

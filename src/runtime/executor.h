@@ -62,6 +62,7 @@ class Executor {
   std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;
+  int64_t constants_version_ = 0;  // counts SetConstants calls (see DramBindings)
 };
 
 }  // namespace example_npu

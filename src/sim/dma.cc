@@ -168,16 +168,20 @@ template <typename T>
 void TransposeBlock(const T* src, int64_t src_col, T* dst, int64_t dst_row, int64_t n_rows,
                     int64_t n_cols) {
   constexpr int64_t kBlock = 8;
-  for (int64_t c0 = 0; c0 < n_cols; c0 += kBlock) {
-    const int64_t c_end = std::min(n_cols, c0 + kBlock);
-    int64_t r0 = 0;
-    if (c_end - c0 == kBlock) {
-      for (; r0 + kBlock <= n_rows; r0 += kBlock) {
-        Transpose8x8(src + c0 * src_col + r0, src_col, dst + r0 * dst_row + c0, dst_row);
-      }
+  if (n_rows < kBlock || n_cols < kBlock) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (int64_t c = 0; c < n_cols; ++c) dst[r * dst_row + c] = src[c * src_col + r];
     }
-    for (int64_t r = r0; r < n_rows; ++r) {
-      for (int64_t c = c0; c < c_end; ++c) dst[r * dst_row + c] = src[c * src_col + r];
+    return;
+  }
+  // Ragged edges take one more block flush with the edge, overlapping the previous one (the
+  // overlap is written twice with the same values): a 9-row weight tap dim is two blocks, not a
+  // block and a row of single elements.
+  for (int64_t c0 = 0; c0 < n_cols; c0 += kBlock) {
+    const int64_t c = std::min(c0, n_cols - kBlock);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kBlock) {
+      const int64_t r = std::min(r0, n_rows - kBlock);
+      Transpose8x8(src + c * src_col + r, src_col, dst + r * dst_row + c, dst_row);
     }
   }
 }

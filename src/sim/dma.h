@@ -34,6 +34,8 @@ class BoxCopy {
 
   /*! \brief Elements are copied as they are: no conversion and no transpose. */
   bool unchanged() const { return kind_ == Kind::kSameType; }
+  /*! \brief The copy is a layout change, done as block transposes. */
+  bool transposes() const { return kind_ == Kind::kTranspose; }
   /*! \brief Both sides are one dense run of the same element type: the copy is a memcpy. */
   bool contiguous() const {
     return kind_ == Kind::kSameType && dims_.size() == 1 && dims_[0].src_stride == 1 &&

@@ -48,6 +48,7 @@ struct RunContext {
   const TransferPlan& plan;
   const DramBindings& dram;
   Memories* mem;
+  const uint8_t* const_arena;
 
   uint8_t* Dram(int64_t tensor) const {
     const TensorPlacement& p = program.placements[tensor];
@@ -81,9 +82,16 @@ void RunDma(const RunContext& ctx, int64_t command) {
   const DmaCommand& dma = ctx.program.commands[command].dma;
   const int64_t offset_bytes =
       ctx.plan.remote_offset[command] * DTypeBytes(ctx.program.graph.nodes[dma.view.tensor].dtype);
-  uint8_t* remote = (dma.remote_tier == Tier::kL2 ? ctx.mem->l2.at(dma.remote_offset)
-                                                  : ctx.Dram(dma.view.tensor)) +
-                    offset_bytes;
+  const int64_t const_tile = ctx.plan.const_tile_of[command];
+  uint8_t* remote = nullptr;
+  if (const_tile >= 0) {
+    // A load only: the arena is read, never written.
+    remote = const_cast<uint8_t*>(ctx.const_arena) + ctx.plan.const_tiles[const_tile].arena_offset;
+  } else {
+    remote = dma.remote_tier == Tier::kL2 ? ctx.mem->l2.at(dma.remote_offset)
+                                          : ctx.Dram(dma.view.tensor);
+  }
+  remote += offset_bytes;
   uint8_t* tile = ctx.Tile(dma.tile);
   if (dma.store) {
     ctx.plan.copies[command].Run(tile, remote);
@@ -249,9 +257,28 @@ void Emulator::Release(std::unique_ptr<Memories> memories) const {
   pool_.push_back(std::move(memories));
 }
 
+const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  if (transfers_.const_tiles.empty() ||
+      (arena_sources_ == dram.constants && arena_version_ == dram.constants_version)) {
+    return reinterpret_cast<const uint8_t*>(arena_.data());
+  }
+  arena_.assign((transfers_.const_arena_bytes + 7) / 8, 0);
+  uint8_t* arena = reinterpret_cast<uint8_t*>(arena_.data());
+  for (const ConstTile& tile : transfers_.const_tiles) {
+    const uint8_t* constant =
+        static_cast<const uint8_t*>(dram.constants[program_.placements[tile.tensor].index]);
+    const int64_t item = DTypeBytes(program_.graph.nodes[tile.tensor].dtype);
+    tile.arrange.Run(constant + tile.storage_offset * item, arena + tile.arena_offset);
+  }
+  arena_sources_ = dram.constants;
+  arena_version_ = dram.constants_version;
+  return arena;
+}
+
 void Emulator::Run(const DramBindings& dram) const {
   std::unique_ptr<Memories> memories = Acquire();
-  const RunContext ctx{program_, transfers_, dram, memories.get()};
+  const RunContext ctx{program_, transfers_, dram, memories.get(), ConstArena(dram)};
   auto execute = [&](int64_t i) {
     if (transfers_.skipped[i]) return;
     if (program_.commands[i].is_dma) {

@@ -28,6 +28,9 @@ struct DramBindings {
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
   std::vector<const void*> constants;
+  /*! \brief Changes whenever new constants are bound (even at the same addresses): the
+   * emulator's arranged constant tiles are rebuilt when it or an address changes. */
+  int64_t constants_version = 0;
 };
 
 class Memories;
@@ -62,6 +65,10 @@ class Emulator {
   std::unique_ptr<Memories> Acquire() const;
   void Release(std::unique_ptr<Memories> memories) const;
 
+  /*! \brief The arena of arranged constant tiles (TransferPlan::const_tiles) for these
+   * constant bindings, rebuilt when the constants' storage changes. */
+  const uint8_t* ConstArena(const DramBindings& dram) const;
+
   const Program& program_;
   TransferPlan transfers_;
   Dataflow dataflow_;
@@ -70,6 +77,10 @@ class Emulator {
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.
   mutable std::mutex pool_mu_;
   mutable std::vector<std::unique_ptr<Memories>> pool_;
+  mutable std::mutex arena_mu_;
+  mutable std::vector<const void*> arena_sources_;  // the constants the arena was built from
+  mutable int64_t arena_version_ = 0;
+  mutable std::vector<uint64_t> arena_;  // 8-byte aligned storage
 };
 
 }  // namespace example_npu

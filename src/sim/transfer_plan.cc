@@ -28,6 +28,32 @@ void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int6
                     : BoxCopy(tensor_type, *remote_strides, dma.tile.dtype, tile_strides, extent);
 }
 
+/*!
+ * \brief Plans `dma` (a load that transposes a constant, from DRAM or from its L2 staging copy,
+ * which holds the same bytes) to copy its tile from the constant's arranged tiles. Loads of the
+ * same box and order share one arranged tile.
+ */
+void PlanConstTile(const Program& program, const DmaCommand& dma, int64_t command,
+                   std::map<std::vector<int64_t>, int64_t>* index, TransferPlan* plan) {
+  const DType dtype = program.graph.nodes[dma.view.tensor].dtype;
+  std::vector<int64_t> key = {dma.view.tensor};
+  for (const std::vector<int64_t>* part : {&dma.box.begin, &dma.box.extent, &dma.box.tile_order}) {
+    key.insert(key.end(), part->begin(), part->end());
+  }
+  auto [it, added] = index->emplace(key, static_cast<int64_t>(plan->const_tiles.size()));
+  const BoxCopy& transpose = plan->copies[command];
+  if (added) {
+    plan->const_tiles.push_back(ConstTile{dma.view.tensor, plan->remote_offset[command], transpose,
+                                          plan->const_arena_bytes});
+    const int64_t bytes = kernels::NumElements(dma.box.extent) * DTypeBytes(dtype);
+    plan->const_arena_bytes += (bytes + 63) / 64 * 64;  // cache-line aligned tiles
+  }
+  plan->const_tile_of[command] = it->second;
+  plan->remote_offset[command] = 0;
+  const int64_t elements = kernels::NumElements(dma.box.extent);
+  plan->copies[command] = BoxCopy(dtype, {1}, dma.tile.dtype, {1}, {elements});
+}
+
 /*! \brief One use of an L1 tile's contents: a compute input, an accumulation or a store. */
 struct TileUse {
   int64_t command;
@@ -102,8 +128,9 @@ class GroupForwarder {
 
   Forward HowToForward(const DmaCommand& dma, int64_t command) const {
     const BoxCopy& copy = plan_->copies[command];
-    if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma))) {
-      return Forward::kNo;
+    if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma)) ||
+        plan_->const_tile_of[command] >= 0) {
+      return Forward::kNo;  // an arranged constant tile is copied from the emulator's arena
     }
     if (copy.contiguous()) return Forward::kDense;
     const std::vector<int64_t>& strides = plan_->remote_strides[command];
@@ -179,11 +206,18 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
   plan.skipped.assign(count, false);
   plan.input_from.resize(count);
   plan.output_to.resize(count);
+  plan.const_tile_of.assign(count, -1);
+  std::map<std::vector<int64_t>, int64_t> const_tile_index;
   for (size_t i = 0; i < count; ++i) {
     const Command& command = program.commands[i];
     if (command.is_dma) {
-      PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i],
-               &plan.remote_strides[i]);
+      const DmaCommand& dma = command.dma;
+      PlanCopy(program, dma, &plan.copies[i], &plan.remote_offset[i], &plan.remote_strides[i]);
+      const bool constant =
+          program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst;
+      if (forward && constant && !dma.store && plan.copies[i].transposes()) {
+        PlanConstTile(program, dma, static_cast<int64_t>(i), &const_tile_index, &plan);
+      }
     } else {
       plan.input_from[i].resize(command.compute.inputs.size());
     }

@@ -34,6 +34,23 @@ struct DramRef {
   bool valid() const { return tensor >= 0; }
 };
 
+/*!
+ * \brief A box of a constant tensor that loads transpose into their tile (OIHW weights into
+ * HWIO tiles, again for every output tile), kept by the emulator already arranged as that tile,
+ * the way an NPU compiler stores weights in the order the engine streams them. Built from the
+ * constant once (constants are immutable); each such load then copies its tile as one dense run
+ * from this arrangement instead of transposing it from the constant's storage. The loads still
+ * move every byte of their tile, and timing is unchanged (it comes from the command stream).
+ */
+struct ConstTile {
+  int64_t tensor = -1;
+  /*! \brief Element offset of the box in the constant's storage, and the copy that arranges it. */
+  int64_t storage_offset = 0;
+  BoxCopy arrange;
+  /*! \brief Where the arranged tile lies in the emulator's arena of constant tiles. */
+  int64_t arena_offset = 0;
+};
+
 struct TransferPlan {
   /*! \brief Per command (default-constructed for compute commands). */
   std::vector<BoxCopy> copies;
@@ -41,6 +58,11 @@ struct TransferPlan {
   std::vector<int64_t> remote_offset;
   /*! \brief Per DMA command: element strides of the box in its remote storage, in tile order. */
   std::vector<std::vector<int64_t>> remote_strides;
+  /*! \brief Per DMA command: the arranged constant tile it loads from instead of its remote
+   * tensor (-1: none); its copy is then a dense run from there. */
+  std::vector<int64_t> const_tile_of;
+  std::vector<ConstTile> const_tiles;
+  int64_t const_arena_bytes = 0;
   /*! \brief Per command: forwarded, so the emulator does not perform it. */
   std::vector<bool> skipped;
   /*! \brief Per compute command, per input: the DRAM bytes it reads instead of its L1 tile. */
