@@ -70,6 +70,9 @@ struct RunContext {
   }
 
   uint8_t* Dram(const DramRef& ref) const {
+    if (ref.const_tile >= 0) {  // read only: forwarded loads are compute inputs
+      return const_cast<uint8_t*>(const_arena) + plan.const_tiles[ref.const_tile].arena_offset;
+    }
     return Dram(ref.tensor) + ref.offset * DTypeBytes(program.graph.nodes[ref.tensor].dtype);
   }
 
@@ -174,8 +177,9 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
-  std::vector<OperandF32> inputs;
-  inputs.reserve(compute.inputs.size());
+  // Per-thread and reused: a tile's compute allocates nothing on the common paths.
+  thread_local std::vector<OperandF32> inputs;
+  inputs.clear();
   bool aliased = false;
   for (size_t i = 0; i < compute.inputs.size(); ++i) {
     const TileRef& tile = compute.inputs[i];
@@ -205,12 +209,14 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     RunOp(node.op, compute.attrs, inputs, out, compute.output.shape);
   } else {
     // Partial sums and in-place epilogues go through a temporary: kernels never alias.
-    std::vector<float> temp(size);
-    RunOp(node.op, compute.attrs, inputs, temp.data(), compute.output.shape);
+    thread_local std::vector<float> temp_buffer;
+    if (temp_buffer.size() < static_cast<size_t>(size)) temp_buffer.resize(size);
+    float* temp = temp_buffer.data();
+    RunOp(node.op, compute.attrs, inputs, temp, compute.output.shape);
     if (compute.accumulate) {
       for (int64_t i = 0; i < size; ++i) out[i] += temp[i];
     } else {
-      std::memcpy(out, temp.data(), size * sizeof(float));
+      std::memcpy(out, temp, size * sizeof(float));
     }
   }
   if (compute.round_to_half) kernels::RoundToHalf(out, size);

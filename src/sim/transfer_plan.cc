@@ -128,9 +128,10 @@ class GroupForwarder {
 
   Forward HowToForward(const DmaCommand& dma, int64_t command) const {
     const BoxCopy& copy = plan_->copies[command];
-    if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma)) ||
-        plan_->const_tile_of[command] >= 0) {
-      return Forward::kNo;  // an arranged constant tile is copied from the emulator's arena
+    // An arranged constant tile is immutable and dense wherever its load reads it from.
+    if (plan_->const_tile_of[command] >= 0) return Forward::kDense;
+    if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma))) {
+      return Forward::kNo;
     }
     if (copy.contiguous()) return Forward::kDense;
     const std::vector<int64_t>& strides = plan_->remote_strides[command];
@@ -158,7 +159,7 @@ class GroupForwarder {
     const int64_t view = how == Forward::kStrided ? load : -1;
     for (const TileUse& use : uses) {
       plan_->input_from[use.command][use.input] =
-          DramRef{dma.view.tensor, plan_->remote_offset[load], view};
+          DramRef{dma.view.tensor, plan_->remote_offset[load], view, plan_->const_tile_of[load]};
     }
     plan_->skipped[load] = true;
   }

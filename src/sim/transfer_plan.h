@@ -25,12 +25,15 @@ namespace example_npu {
 
 /*!
  * \brief A place in a DRAM tensor's storage: graph node and element offset (tensor -1: none),
- * dense, or seen through the box strides of DMA command `view` (see StridedView in engines.h).
+ * dense, or seen through the box strides of DMA command `view` (see StridedView in engines.h),
+ * or one of the emulator's arranged constant tiles.
  */
 struct DramRef {
   int64_t tensor = -1;
   int64_t offset = 0;
   int64_t view = -1;
+  /*! \brief An arranged constant tile (TransferPlan::const_tiles) read in place, or -1. */
+  int64_t const_tile = -1;
   bool valid() const { return tensor >= 0; }
 };
 
