@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/half.h"
+#include "kernels/parallel.h"
 #include "kernels/quantize.h"
 #include "sim/dma.h"
 #include "sim/engines.h"
@@ -34,10 +35,12 @@ class TierBuffer {
 /*! \brief The on-chip tiers and the DRAM scratch of one run. */
 class Memories {
  public:
-  Memories(int64_t l1, int64_t l2, int64_t scratch) : l1(l1), l2(l2), scratch(scratch) {}
+  Memories(int64_t l1, int64_t l2, int64_t scratch, int64_t arranged)
+      : l1(l1), l2(l2), scratch(scratch), arranged(arranged) {}
   TierBuffer l1;
   TierBuffer l2;
   TierBuffer scratch;
+  TierBuffer arranged;  // the running group's arranged input tiles (TransferPlan::arranged)
 };
 
 namespace {
@@ -70,10 +73,15 @@ struct RunContext {
   }
 
   uint8_t* Dram(const DramRef& ref) const {
-    if (ref.const_tile >= 0) {  // read only: forwarded loads are compute inputs
-      return const_cast<uint8_t*>(const_arena) + plan.const_tiles[ref.const_tile].arena_offset;
-    }
+    if (ref.arranged >= 0) return Arranged(ref.arranged);
     return Dram(ref.tensor) + ref.offset * DTypeBytes(program.graph.nodes[ref.tensor].dtype);
+  }
+
+  /*! \brief An arranged tile: read only (its loads and forwarded compute inputs read it). */
+  uint8_t* Arranged(int64_t index) const {
+    const ArrangedTile& tile = plan.arranged[index];
+    return tile.constant ? const_cast<uint8_t*>(const_arena) + tile.arena_offset
+                         : mem->arranged.at(tile.arena_offset);
   }
 
   uint8_t* Tile(const TileRef& tile) const {
@@ -85,15 +93,10 @@ void RunDma(const RunContext& ctx, int64_t command) {
   const DmaCommand& dma = ctx.program.commands[command].dma;
   const int64_t offset_bytes =
       ctx.plan.remote_offset[command] * DTypeBytes(ctx.program.graph.nodes[dma.view.tensor].dtype);
-  const int64_t const_tile = ctx.plan.const_tile_of[command];
-  uint8_t* remote = nullptr;
-  if (const_tile >= 0) {
-    // A load only: the arena is read, never written.
-    remote = const_cast<uint8_t*>(ctx.const_arena) + ctx.plan.const_tiles[const_tile].arena_offset;
-  } else {
-    remote = dma.remote_tier == Tier::kL2 ? ctx.mem->l2.at(dma.remote_offset)
-                                          : ctx.Dram(dma.view.tensor);
-  }
+  const int64_t arranged = ctx.plan.arranged_of[command];
+  uint8_t* remote = arranged >= 0                  ? ctx.Arranged(arranged)
+                    : dma.remote_tier == Tier::kL2 ? ctx.mem->l2.at(dma.remote_offset)
+                                                   : ctx.Dram(dma.view.tensor);
   remote += offset_bytes;
   uint8_t* tile = ctx.Tile(dma.tile);
   if (dma.store) {
@@ -255,7 +258,8 @@ std::unique_ptr<Memories> Emulator::Acquire() const {
       return memories;
     }
   }
-  return std::make_unique<Memories>(l1_bytes_, l2_bytes_, program_.dram_scratch_bytes);
+  return std::make_unique<Memories>(l1_bytes_, l2_bytes_, program_.dram_scratch_bytes,
+                                    transfers_.run_arena_bytes);
 }
 
 void Emulator::Release(std::unique_ptr<Memories> memories) const {
@@ -265,13 +269,14 @@ void Emulator::Release(std::unique_ptr<Memories> memories) const {
 
 const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
   std::lock_guard<std::mutex> lock(arena_mu_);
-  if (transfers_.const_tiles.empty() ||
+  if (transfers_.const_arena_bytes == 0 ||
       (arena_sources_ == dram.constants && arena_version_ == dram.constants_version)) {
     return reinterpret_cast<const uint8_t*>(arena_.data());
   }
   arena_.assign((transfers_.const_arena_bytes + 7) / 8, 0);
   uint8_t* arena = reinterpret_cast<uint8_t*>(arena_.data());
-  for (const ConstTile& tile : transfers_.const_tiles) {
+  for (const ArrangedTile& tile : transfers_.arranged) {
+    if (!tile.constant) continue;
     const uint8_t* constant =
         static_cast<const uint8_t*>(dram.constants[program_.placements[tile.tensor].index]);
     const int64_t item = DTypeBytes(program_.graph.nodes[tile.tensor].dtype);
@@ -295,7 +300,20 @@ void Emulator::Run(const DramBindings& dram) const {
   };
   // On an exception the memories are dropped, not pooled: a failed run leaves them half-written,
   // which is harmless, but there is nothing to gain from keeping them either.
-  for (const GroupSchedule& group : dataflow_.groups) RunGroup(dataflow_, group, execute);
+  for (const GroupSchedule& group : dataflow_.groups) {
+    // The group's repeatedly loaded input boxes, arranged before any of its commands runs.
+    const std::vector<int64_t>& arranged =
+        transfers_.arranged_at_group[program_.commands[group.begin].group];
+    kernels::ParallelFor(static_cast<int64_t>(arranged.size()), 4, [&](int64_t begin, int64_t end) {
+      for (int64_t a = begin; a < end; ++a) {
+        const ArrangedTile& tile = transfers_.arranged[arranged[a]];
+        const int64_t item = DTypeBytes(program_.graph.nodes[tile.tensor].dtype);
+        tile.arrange.Run(ctx.Dram(tile.tensor) + tile.storage_offset * item,
+                         memories->arranged.at(tile.arena_offset));
+      }
+    });
+    RunGroup(dataflow_, group, execute);
+  }
   Release(std::move(memories));
 }
 

@@ -1,5 +1,6 @@
 #include "sim/transfer_plan.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -28,30 +29,70 @@ void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int6
                     : BoxCopy(tensor_type, *remote_strides, dma.tile.dtype, tile_strides, extent);
 }
 
-/*!
- * \brief Plans `dma` (a load that transposes a constant, from DRAM or from its L2 staging copy,
- * which holds the same bytes) to copy its tile from the constant's arranged tiles. Loads of the
- * same box and order share one arranged tile.
- */
-void PlanConstTile(const Program& program, const DmaCommand& dma, int64_t command,
-                   std::map<std::vector<int64_t>, int64_t>* index, TransferPlan* plan) {
-  const DType dtype = program.graph.nodes[dma.view.tensor].dtype;
+/*! \brief Identifies a box loaded in one tile order: tensor, begin, extent, order. */
+std::vector<int64_t> BoxKey(const DmaCommand& dma) {
   std::vector<int64_t> key = {dma.view.tensor};
   for (const std::vector<int64_t>* part : {&dma.box.begin, &dma.box.extent, &dma.box.tile_order}) {
     key.insert(key.end(), part->begin(), part->end());
   }
-  auto [it, added] = index->emplace(key, static_cast<int64_t>(plan->const_tiles.size()));
-  const BoxCopy& transpose = plan->copies[command];
-  if (added) {
-    plan->const_tiles.push_back(ConstTile{dma.view.tensor, plan->remote_offset[command], transpose,
-                                          plan->const_arena_bytes});
-    const int64_t bytes = kernels::NumElements(dma.box.extent) * DTypeBytes(dtype);
-    plan->const_arena_bytes += (bytes + 63) / 64 * 64;  // cache-line aligned tiles
-  }
-  plan->const_tile_of[command] = it->second;
-  plan->remote_offset[command] = 0;
+  return key;
+}
+
+/*!
+ * \brief Plans `dma`, a load that transposes a constant or input box (from DRAM, or from a
+ * constant's L2 staging copy, which holds the same bytes), to copy its tile from the box's
+ * arranged tile; loads of the same box and order share one. `arena_bytes` is the arena's size.
+ */
+void PlanArranged(const Program& program, const DmaCommand& dma, int64_t command, bool constant,
+                  std::map<std::vector<int64_t>, int64_t>* index, int64_t* arena_bytes,
+                  TransferPlan* plan) {
+  const DType dtype = program.graph.nodes[dma.view.tensor].dtype;
   const int64_t elements = kernels::NumElements(dma.box.extent);
+  auto [it, added] = index->emplace(BoxKey(dma), static_cast<int64_t>(plan->arranged.size()));
+  if (added) {
+    plan->arranged.push_back(ArrangedTile{dma.view.tensor, plan->remote_offset[command],
+                                          plan->copies[command], constant, *arena_bytes});
+    *arena_bytes += (elements * DTypeBytes(dtype) + 63) / 64 * 64;  // cache-line aligned tiles
+    if (!constant) plan->arranged_at_group[program.commands[command].group].push_back(it->second);
+  }
+  plan->arranged_of[command] = it->second;
+  plan->remote_offset[command] = 0;
   plan->copies[command] = BoxCopy(dtype, {1}, dma.tile.dtype, {1}, {elements});
+}
+
+/*! \brief Arranges the transposing loads of constants, and of input boxes loaded twice or more
+ * by one group. */
+void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
+  const int64_t count = static_cast<int64_t>(program.commands.size());
+  plan->arranged_of.assign(count, -1);
+  plan->arranged_at_group.resize(program.groups.size());
+  std::map<std::vector<int64_t>, int64_t> const_index;
+  for (int64_t begin = 0, end = 0; begin < count; begin = end) {
+    const int64_t group = program.commands[begin].group;
+    for (end = begin; end < count && program.commands[end].group == group; ++end) {
+    }
+    auto eligible = [&](int64_t i, TensorPlacement::Kind kind) {
+      const Command& command = program.commands[i];
+      return command.is_dma && !command.dma.store && plan->copies[i].transposes() &&
+             program.placements[command.dma.view.tensor].kind == kind;
+    };
+    std::map<std::vector<int64_t>, int64_t> input_loads;
+    for (int64_t i = begin; i < end; ++i) {
+      if (eligible(i, TensorPlacement::Kind::kInput))
+        ++input_loads[BoxKey(program.commands[i].dma)];
+    }
+    std::map<std::vector<int64_t>, int64_t> input_index;
+    int64_t group_bytes = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const DmaCommand& dma = program.commands[i].dma;
+      if (eligible(i, TensorPlacement::Kind::kConst)) {
+        PlanArranged(program, dma, i, true, &const_index, &plan->const_arena_bytes, plan);
+      } else if (eligible(i, TensorPlacement::Kind::kInput) && input_loads[BoxKey(dma)] > 1) {
+        PlanArranged(program, dma, i, false, &input_index, &group_bytes, plan);
+      }
+    }
+    plan->run_arena_bytes = std::max(plan->run_arena_bytes, group_bytes);
+  }
 }
 
 /*! \brief One use of an L1 tile's contents: a compute input, an accumulation or a store. */
@@ -128,8 +169,8 @@ class GroupForwarder {
 
   Forward HowToForward(const DmaCommand& dma, int64_t command) const {
     const BoxCopy& copy = plan_->copies[command];
-    // An arranged constant tile is immutable and dense wherever its load reads it from.
-    if (plan_->const_tile_of[command] >= 0) return Forward::kDense;
+    // An arranged tile is dense and read-only while its group runs.
+    if (plan_->arranged_of[command] >= 0) return Forward::kDense;
     if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma))) {
       return Forward::kNo;
     }
@@ -159,7 +200,7 @@ class GroupForwarder {
     const int64_t view = how == Forward::kStrided ? load : -1;
     for (const TileUse& use : uses) {
       plan_->input_from[use.command][use.input] =
-          DramRef{dma.view.tensor, plan_->remote_offset[load], view, plan_->const_tile_of[load]};
+          DramRef{dma.view.tensor, plan_->remote_offset[load], view, plan_->arranged_of[load]};
     }
     plan_->skipped[load] = true;
   }
@@ -207,21 +248,20 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
   plan.skipped.assign(count, false);
   plan.input_from.resize(count);
   plan.output_to.resize(count);
-  plan.const_tile_of.assign(count, -1);
-  std::map<std::vector<int64_t>, int64_t> const_tile_index;
   for (size_t i = 0; i < count; ++i) {
     const Command& command = program.commands[i];
     if (command.is_dma) {
-      const DmaCommand& dma = command.dma;
-      PlanCopy(program, dma, &plan.copies[i], &plan.remote_offset[i], &plan.remote_strides[i]);
-      const bool constant =
-          program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst;
-      if (forward && constant && !dma.store && plan.copies[i].transposes()) {
-        PlanConstTile(program, dma, static_cast<int64_t>(i), &const_tile_index, &plan);
-      }
+      PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i],
+               &plan.remote_strides[i]);
     } else {
       plan.input_from[i].resize(command.compute.inputs.size());
     }
+  }
+  if (forward) {
+    PlanArrangedTiles(program, &plan);
+  } else {
+    plan.arranged_of.assign(count, -1);
+    plan.arranged_at_group.resize(program.groups.size());
   }
   if (!forward) return plan;
   for (size_t begin = 0, end = 0; begin < count; begin = end) {

@@ -32,25 +32,29 @@ struct DramRef {
   int64_t tensor = -1;
   int64_t offset = 0;
   int64_t view = -1;
-  /*! \brief An arranged constant tile (TransferPlan::const_tiles) read in place, or -1. */
-  int64_t const_tile = -1;
+  /*! \brief An arranged tile (TransferPlan::arranged) read in place, or -1. */
+  int64_t arranged = -1;
   bool valid() const { return tensor >= 0; }
 };
 
 /*!
- * \brief A box of a constant tensor that loads transpose into their tile (OIHW weights into
+ * \brief A box of a read-only tensor that loads transpose into their tile (OIHW weights into
  * HWIO tiles, again for every output tile), kept by the emulator already arranged as that tile,
- * the way an NPU compiler stores weights in the order the engine streams them. Built from the
- * constant once (constants are immutable); each such load then copies its tile as one dense run
- * from this arrangement instead of transposing it from the constant's storage. The loads still
- * move every byte of their tile, and timing is unchanged (it comes from the command stream).
+ * the way an NPU compiler stores weights in the order the engine streams them. Each such load
+ * then copies (or forwards) a dense run instead of transposing. Constant boxes are arranged once
+ * into the emulator's arena (constants are immutable; rebuilt when others are bound). Boxes of
+ * a call's inputs that a group loads more than once are arranged into the run's arena when that
+ * group starts. The loads still move every byte of their tile, and timing is unchanged (it
+ * comes from the command stream).
  */
-struct ConstTile {
+struct ArrangedTile {
   int64_t tensor = -1;
-  /*! \brief Element offset of the box in the constant's storage, and the copy that arranges it. */
+  /*! \brief Element offset of the box in the tensor's storage, and the copy that arranges it. */
   int64_t storage_offset = 0;
   BoxCopy arrange;
-  /*! \brief Where the arranged tile lies in the emulator's arena of constant tiles. */
+  /*! \brief In the constant arena, or (an input's box) in the run arena. */
+  bool constant = true;
+  /*! \brief Where the arranged tile lies in its arena. */
   int64_t arena_offset = 0;
 };
 
@@ -61,11 +65,15 @@ struct TransferPlan {
   std::vector<int64_t> remote_offset;
   /*! \brief Per DMA command: element strides of the box in its remote storage, in tile order. */
   std::vector<std::vector<int64_t>> remote_strides;
-  /*! \brief Per DMA command: the arranged constant tile it loads from instead of its remote
-   * tensor (-1: none); its copy is then a dense run from there. */
-  std::vector<int64_t> const_tile_of;
-  std::vector<ConstTile> const_tiles;
+  /*! \brief Per DMA command: the arranged tile it loads from instead of its remote tensor (-1:
+   * none); its copy is then a dense run from there. */
+  std::vector<int64_t> arranged_of;
+  std::vector<ArrangedTile> arranged;
+  /*! \brief Per group (Command::group): the input boxes arranged when it starts. */
+  std::vector<std::vector<int64_t>> arranged_at_group;
   int64_t const_arena_bytes = 0;
+  /*! \brief The run arena: the most any one group arranges. */
+  int64_t run_arena_bytes = 0;
   /*! \brief Per command: forwarded, so the emulator does not perform it. */
   std::vector<bool> skipped;
   /*! \brief Per compute command, per input: the DRAM bytes it reads instead of its L1 tile. */

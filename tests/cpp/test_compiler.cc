@@ -267,7 +267,7 @@ TEST(CompilerTest, ArrangedConstantTilesFollowReboundConstants) {
   Graph graph = ParseGraph(kConvNet);
   const Program program = Compile(graph, Tiny());
   const Emulator emulator(program);
-  ASSERT_FALSE(emulator.transfers().const_tiles.empty());
+  ASSERT_GT(emulator.transfers().const_arena_bytes, 0);
   auto inputs = RandomTensors(graph, graph.arg_nodes, 1);
   std::vector<std::vector<std::vector<float>>> bound;
   for (int seed : {2, 3, 4}) {
@@ -293,6 +293,29 @@ TEST(CompilerTest, ArrangedConstantTilesFollowReboundConstants) {
       ASSERT_NEAR(out[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << seed << ": " << i;
     }
   }
+}
+
+TEST(CompilerTest, ArrangedInputTilesMatchTransposedLoads) {
+  // The weights as call inputs: the boxes each group loads repeatedly are arranged when the group
+  // starts (the run arena); every result bit equals moving each byte through L1.
+  std::string text = kConvNet;
+  for (const char* name : {"\"w\"", "\"v\""}) {
+    const size_t at = text.find(std::string("\"op\": \"const\", \"name\": ") + name);
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 13, "\"op\": \"input\"");
+  }
+  text.replace(text.find("\"arg_nodes\": [0]"), 16, "\"arg_nodes\": [0, 1, 2]");
+  Graph graph = ParseGraph(text);
+  auto inputs = RandomTensors(graph, graph.arg_nodes, 5);
+  auto consts = RandomTensors(graph, graph.ConstNodes(), 6);
+  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
+  const Program program = Compile(graph, Tiny());
+  ASSERT_GT(Emulator(program).transfers().run_arena_bytes, 0);
+  std::vector<float> actual = Emulated(program, inputs, consts);
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
+  }
+  EXPECT_EQ(Emulated(program, inputs, consts, EmulatorOptions{false}), actual);
 }
 
 TEST(MemoryPlannerTest, LiveScratchBuffersNeverOverlap) {
