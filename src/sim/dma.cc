@@ -84,6 +84,10 @@ void NarrowToIntRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_
                     int64_t n) {
   const float* s = reinterpret_cast<const float*>(src);
   T* t = reinterpret_cast<T*>(dst);
+  if (src_stride == 1 && dst_stride == 1) {
+    for (int64_t i = 0; i < n; ++i) t[i] = static_cast<T>(s[i]);  // vectorises
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) t[i * dst_stride] = static_cast<T>(s[i * src_stride]);
 }
 
