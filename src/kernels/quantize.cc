@@ -110,7 +110,8 @@ inline void Interleave4(const int8_t* const rows[4], uint8_t flip, int32_t* dst,
   __m512i total = _mm512_loadu_si512(sums);
   for (int t = 0; t < 4; ++t) {
     r[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t]));
-    total = _mm512_add_epi32(total, _mm512_cvtepi8_epi32(r[t]));
+    // (maskz: GCC 12 warns about the undefined register in the plain intrinsic)
+    total = _mm512_add_epi32(total, _mm512_maskz_cvtepi8_epi32(0xffff, r[t]));
     r[t] = _mm_xor_si128(r[t], bias);
   }
   _mm512_storeu_si512(sums, total);
@@ -144,7 +145,9 @@ void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
     __m512i acc = _mm512_setzero_si512();
     const __m512i ones = _mm512_set1_epi8(1);
     for (; p + 64 <= k; p += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(row + p));
-    sum = _mm512_reduce_add_epi32(acc);
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, acc);
+    for (int32_t lane : lanes) sum += lane;
 #endif
     for (; p < k; ++p) sum += row[p];
     out[i] = int64_t{128} * sum;
