@@ -392,10 +392,10 @@ def main() -> int:
     )
     header = (
         f"| {'row':<24} | {'size':<22} | {'npu ms':>8} | {'npu fp32':>8} | {'torch ms':>8} "
-        f"| {'torch fp32':>10} | {'ort ms':>8} | {'torch/npu':>9} | {'ort/npu':>7} | note"
+        f"| {'torch fp32':>10} | {'ort ms':>8} | {'torch/npu':>9} | {'ort/npu':>7} | note |"
     )
     print(header)
-    print("|" + "|".join("-" * len(c) for c in header.split("|")[1:]) + "|")
+    print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
     rng = np.random.default_rng(0)
     rows: list[Row] = []
     if not ARGS.only or ARGS.only in "int8 conv2d matmul":
@@ -424,7 +424,7 @@ def print_row(row: Row, ms: dict[str, float]) -> None:
     print(
         f"| {row.name:<24} | {row.size:<22} | {cell('npu', 8)} | {cell('npu fp32', 8)} "
         f"| {cell('torch', 8)} | {cell('torch fp32', 10)} | {cell('ort', 8)} "
-        f"| {ratio('torch', 9)} | {ratio('ort', 7)} | {note}",
+        f"| {ratio('torch', 9)} | {ratio('ort', 7)} | {note} |",
         flush=True,
     )
 
