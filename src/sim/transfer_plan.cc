@@ -39,9 +39,10 @@ std::vector<int64_t> BoxKey(const DmaCommand& dma) {
 }
 
 /*!
- * \brief Plans `dma`, a load that transposes a constant or input box (from DRAM, or from a
- * constant's L2 staging copy, which holds the same bytes), to copy its tile from the box's
- * arranged tile; loads of the same box and order share one. `arena_bytes` is the arena's size.
+ * \brief Plans `dma`, a load that gathers a constant or input box (strided or transposed; from
+ * DRAM, or from a constant's L2 staging copy, which holds the same bytes), to copy its tile from
+ * the box's arranged tile; loads of the same box and order share one. `arena_bytes` is the
+ * arena's size.
  */
 void PlanArranged(const Program& program, const DmaCommand& dma, int64_t command, bool constant,
                   std::map<std::vector<int64_t>, int64_t>* index, int64_t* arena_bytes,
@@ -60,8 +61,8 @@ void PlanArranged(const Program& program, const DmaCommand& dma, int64_t command
   plan->copies[command] = BoxCopy(dtype, {1}, dma.tile.dtype, {1}, {elements});
 }
 
-/*! \brief Arranges the transposing loads of constants, and of input boxes loaded twice or more
- * by one group. */
+/*! \brief Arranges the gathering (non-contiguous) loads of constants, and of input boxes loaded
+ * twice or more by one group. */
 void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
   const int64_t count = static_cast<int64_t>(program.commands.size());
   plan->arranged_of.assign(count, -1);
@@ -73,7 +74,8 @@ void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
     }
     auto eligible = [&](int64_t i, TensorPlacement::Kind kind) {
       const Command& command = program.commands[i];
-      return command.is_dma && !command.dma.store && plan->copies[i].transposes() &&
+      return command.is_dma && !command.dma.store && !plan->copies[i].contiguous() &&
+             kernels::NumElements(command.dma.box.extent) > 0 &&
              program.placements[command.dma.view.tensor].kind == kind;
     };
     std::map<std::vector<int64_t>, int64_t> input_loads;

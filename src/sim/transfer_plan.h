@@ -38,10 +38,11 @@ struct DramRef {
 };
 
 /*!
- * \brief A box of a read-only tensor that loads transpose into their tile (OIHW weights into
- * HWIO tiles, again for every output tile), kept by the emulator already arranged as that tile,
+ * \brief A box of a read-only tensor that loads gather into their tile (OIHW weights transposed
+ * into HWIO tiles, a weight's column slice as strided rows; again for every output tile), kept by
+ * the emulator already arranged as that tile,
  * the way an NPU compiler stores weights in the order the engine streams them. Each such load
- * then copies (or forwards) a dense run instead of transposing. Constant boxes are arranged once
+ * then copies (or forwards) a dense run instead of gathering. Constant boxes are arranged once
  * into the emulator's arena (constants are immutable; rebuilt when others are bound). Boxes of
  * a call's inputs that a group loads more than once are arranged into the run's arena when that
  * group starts. The loads still move every byte of their tile, and timing is unchanged (it
