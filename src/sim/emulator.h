@@ -45,7 +45,8 @@ struct EmulatorOptions {
 
 /*!
  * \brief Runs a compiled program on emulated memories. Built once per program (it analyses the
- * dataflow and keeps memories for reuse); Run() is thread-safe, each call takes its own memories.
+ * dataflow and keeps memories for reuse); Run() is thread-safe for runs with the same constants,
+ * each call takes its own memories.
  */
 class Emulator {
  public:
@@ -65,8 +66,9 @@ class Emulator {
   std::unique_ptr<Memories> Acquire() const;
   void Release(std::unique_ptr<Memories> memories) const;
 
-  /*! \brief The arena of arranged constant tiles (TransferPlan::const_tiles) for these
-   * constant bindings, rebuilt when the constants' storage changes. */
+  /*! \brief The arena of arranged constant tiles (TransferPlan::arranged) for these constant
+   * bindings, rebuilt when the constants' storage changes. Concurrent runs must share one set of
+   * constants (as an Executor's runs do): a rebuild would move the arena under a running one. */
   const uint8_t* ConstArena(const DramBindings& dram) const;
 
   const Program& program_;
