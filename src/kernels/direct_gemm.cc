@@ -21,7 +21,7 @@
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVXVNNI__)
 #include <immintrin.h>
 #endif
 
@@ -87,6 +87,36 @@ struct Int8Ops {
     _mm512_storeu_si512(c, accumulate ? _mm512_add_epi32(_mm512_loadu_si512(c), v) : v);
   }
 };
+#elif defined(__AVXVNNI__)
+/*! \brief The same on 256-bit AVX-VNNI (CPUs with VNNI but without AVX-512). */
+template <bool kSignedA>
+struct Int8Ops {
+  using A = int32_t;
+  using B = int32_t;
+  using C = int32_t;
+  using Vec = __m256i;
+  static constexpr int64_t kLanes = 8;
+  static constexpr int kMR = 6;
+  static EXAMPLE_NPU_INLINE Vec Zero() { return _mm256_setzero_si256(); }
+  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) {
+    int32_t word;
+    std::memcpy(&word, p, sizeof(word));
+    return _mm256_set1_epi32(word);
+  }
+  static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) {
+    return kSignedA ? _mm256_dpbusd_avx_epi32(acc, b, a) : _mm256_dpbusd_avx_epi32(acc, a, b);
+  }
+  static EXAMPLE_NPU_INLINE void Store(int32_t* c, Vec v, bool accumulate) {
+    __m256i* out = reinterpret_cast<__m256i*>(c);
+    _mm256_storeu_si256(out, accumulate ? _mm256_add_epi32(_mm256_loadu_si256(out), v) : v);
+  }
+};
+#endif
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#define EXAMPLE_NPU_INT8_DOT 1
 #endif
 
 /*! \brief One register tile: C[0:MR, 0:NV * kLanes] (+)= A rows `rows` times B columns at b. */
@@ -238,7 +268,7 @@ void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, co
 }
 
 bool HasInt8DotProduct() {
-#if defined(__AVX512VNNI__)
+#if defined(EXAMPLE_NPU_INT8_DOT)
   return true;
 #else
   return false;
@@ -250,12 +280,12 @@ namespace {
 template <bool kSignedA>
 void RunInt8(int64_t m, int64_t n, const void* a, const DirectRows& rows, const void* b,
              int64_t ldb, int32_t* c, int64_t ldc) {
-#if defined(__AVX512VNNI__)
+#if defined(EXAMPLE_NPU_INT8_DOT)
   RunDirect<Int8Ops<kSignedA>>({m, n, static_cast<const int32_t*>(a), &rows,
                                 static_cast<const int32_t*>(b), ldb, nullptr, 0, c, ldc, false});
 #else
   (void)m, (void)n, (void)a, (void)rows, (void)b, (void)ldb, (void)c, (void)ldc;
-  TVM_FFI_THROW(InternalError) << "the int8 GEMM needs a build for a CPU with AVX-512 VNNI";
+  TVM_FFI_THROW(InternalError) << "the int8 GEMM needs a build for a CPU with VNNI";
 #endif
 }
 

@@ -11,8 +11,8 @@
  * segments * depth rows, read a row at a time.
  *
  * Two element types share the loop nest: float32 (fused multiply-add), and unsigned x signed
- * 8-bit integers with exact int32 sums (AVX-512 VNNI `vpdpbusd`, four products per 32-bit lane;
- * compiled in only when the build targets a CPU that has it, see HasInt8DotProduct()).
+ * 8-bit integers with exact int32 sums (VNNI `vpdpbusd`, AVX-512 or AVX-VNNI, four products per
+ * lane; compiled in only when the build targets a CPU that has it, see HasInt8DotProduct()).
  */
 #ifndef EXAMPLE_NPU_KERNELS_DIRECT_GEMM_H_
 #define EXAMPLE_NPU_KERNELS_DIRECT_GEMM_H_
