@@ -10,8 +10,8 @@ TVM_NUM_THREADS, torch.set_num_threads and onnxruntime's intra-op threads).
                 and PyTorch float32.
   models        ResNet-18 and a ViT (ViT-Ti/16 sizes), random weights, 1x3x224x224, imported with
                 torch.export (fp32) or exported to ONNX and quantized by onnxruntime's
-                quantize_static (QDQ, per-channel int8), as they partition today: ops without
-                an NPU pattern run on TVM's CPU build between the NPU regions.
+                quantize_static (QDQ, per-channel int8), as they partition today (ops without
+                an NPU pattern would run on TVM's CPU build between NPU functions).
 
 Outputs are checked before timing: float NPU results against TVM's LLVM build (rtol/atol 1e-4
 for layers, 1e-3 for models), int8 results within 1 LSB of TVM's build of the same QDQ graph
@@ -326,7 +326,7 @@ def model_rows(rng: np.random.Generator, workdir: Path) -> list[Row]:
                 f"{name} fp32",
                 "1x3x224x224",
                 {"npu": npu, "torch": torch_call, "ort": ort_call},
-                f"{regions} NPU regions",
+                f"NPU functions: {regions}",
             )
         )
         if name == "ResNet-18":
@@ -381,7 +381,7 @@ def int8_model_row(name, onnx_path, image, rng, workdir) -> Row:
         f"{name} int8 (ORT QDQ)",
         "1x3x224x224",
         {"npu": npu, "ort": ort_call},
-        f"{regions} NPU regions, logits {error:.2%} from ORT",
+        f"NPU functions: {regions}, logits {error:.2%} from ORT",
     )
 
 
