@@ -59,64 +59,60 @@ struct F32Ops {
 #endif
 };
 
-#if defined(__AVX512VNNI__)
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#define EXAMPLE_NPU_INT8_DOT 1
 /*!
- * \brief Four 8-bit products per int32 lane, summed exactly (vpdpbusd: unsigned x signed bytes).
- * A and B are handled as 32-bit groups of four bytes; A is the unsigned side, or, with
- * kSignedA, the signed side (B then holds the unsigned bytes).
+ * \brief Four 8-bit products per int32 lane, summed exactly (vpdpbusd: unsigned x signed bytes),
+ * on AVX-512 VNNI or, without AVX-512, 256-bit AVX-VNNI. A and B are handled as 32-bit groups of
+ * four bytes; A is the unsigned side, or, with kSignedA, the signed side (B then holds the
+ * unsigned bytes).
  */
 template <bool kSignedA>
 struct Int8Ops {
   using A = int32_t;
   using B = int32_t;
   using C = int32_t;
+#if defined(__AVX512VNNI__)
   using Vec = __m512i;
   static constexpr int64_t kLanes = 16;
   static constexpr int kMR = 12;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_si512(); }
-  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) {
-    int32_t word;  // A may be an int8 tile read in place: load it as bytes
-    std::memcpy(&word, p, sizeof(word));
-    return _mm512_set1_epi32(word);
-  }
+  static EXAMPLE_NPU_INLINE Vec Splat(int32_t word) { return _mm512_set1_epi32(word); }
   static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) { return _mm512_loadu_si512(p); }
-  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) {
-    return kSignedA ? _mm512_dpbusd_epi32(acc, b, a) : _mm512_dpbusd_epi32(acc, a, b);
+  static EXAMPLE_NPU_INLINE void Put(int32_t* p, Vec v) { _mm512_storeu_si512(p, v); }
+  static EXAMPLE_NPU_INLINE Vec Add(Vec a, Vec b) { return _mm512_add_epi32(a, b); }
+  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Vec u, Vec s) {
+    return _mm512_dpbusd_epi32(acc, u, s);
   }
-  static EXAMPLE_NPU_INLINE void Store(int32_t* c, Vec v, bool accumulate) {
-    _mm512_storeu_si512(c, accumulate ? _mm512_add_epi32(_mm512_loadu_si512(c), v) : v);
-  }
-};
-#elif defined(__AVXVNNI__)
-/*! \brief The same on 256-bit AVX-VNNI (CPUs with VNNI but without AVX-512). */
-template <bool kSignedA>
-struct Int8Ops {
-  using A = int32_t;
-  using B = int32_t;
-  using C = int32_t;
+#else
   using Vec = __m256i;
   static constexpr int64_t kLanes = 8;
   static constexpr int kMR = 6;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm256_setzero_si256(); }
-  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) {
-    int32_t word;
-    std::memcpy(&word, p, sizeof(word));
-    return _mm256_set1_epi32(word);
-  }
+  static EXAMPLE_NPU_INLINE Vec Splat(int32_t word) { return _mm256_set1_epi32(word); }
   static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
+  static EXAMPLE_NPU_INLINE void Put(int32_t* p, Vec v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+  static EXAMPLE_NPU_INLINE Vec Add(Vec a, Vec b) { return _mm256_add_epi32(a, b); }
+  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Vec u, Vec s) {
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+  }
+#endif
+  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) {
+    int32_t word;  // A may be an int8 tile read in place: load it as bytes
+    std::memcpy(&word, p, sizeof(word));
+    return Splat(word);
+  }
   static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) {
-    return kSignedA ? _mm256_dpbusd_avx_epi32(acc, b, a) : _mm256_dpbusd_avx_epi32(acc, a, b);
+    return kSignedA ? Dot(acc, b, a) : Dot(acc, a, b);
   }
   static EXAMPLE_NPU_INLINE void Store(int32_t* c, Vec v, bool accumulate) {
-    __m256i* out = reinterpret_cast<__m256i*>(c);
-    _mm256_storeu_si256(out, accumulate ? _mm256_add_epi32(_mm256_loadu_si256(out), v) : v);
+    Put(c, accumulate ? Add(Load(c), v) : v);
   }
 };
-#endif
-#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
-#define EXAMPLE_NPU_INT8_DOT 1
 #endif
 
 /*! \brief One register tile: C[0:MR, 0:NV * kLanes] (+)= A rows `rows` times B columns at b. */
