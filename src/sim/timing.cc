@@ -8,6 +8,8 @@
 #include <iterator>
 #include <map>
 
+#include "config/matrix_engine.h"
+
 namespace example_npu {
 namespace {
 
@@ -98,6 +100,18 @@ Cost DmaCost(const Program& program, const DmaCommand& dma) {
   return cost;
 }
 
+/*! \brief The output pixels x channels of a matrix command's tile and its reduction depth. */
+MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
+  MatrixWork work;
+  work.channels = compute.output.shape.empty() ? 1 : compute.output.shape.back();
+  work.pixels = compute.elements / std::max<int64_t>(1, work.channels);
+  work.depth = compute.macs / std::max<int64_t>(1, compute.elements);
+  if (const auto* conv = std::get_if<ConvAttrs>(&compute.attrs)) work.groups = conv->params.groups;
+  // qnn.matmul leaves conv at its defaults (one group).
+  if (const auto* qnn = std::get_if<QnnAttrs>(&compute.attrs)) work.groups = qnn->conv.groups;
+  return work;
+}
+
 Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   const NPUConfig& config = program.config;
   const Node& node = program.graph.nodes[compute.node];
@@ -113,15 +127,7 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   int64_t cycles = 0;
   switch (compute.engine) {
     case Engine::kMatrix: {
-      // Output blocks of dim x dim pixels x channels, one reduction step per cycle each.
-      const int64_t dim = config.matrix_engine_dim;
-      const int64_t channels = compute.output.shape.empty() ? 1 : compute.output.shape.back();
-      const int64_t pixels = elements / std::max<int64_t>(1, channels);
-      const int64_t depth = compute.macs / std::max<int64_t>(1, elements);
-      const double slow = static_cast<double>(dim * dim) / config.MatrixMacsPerCycle(dtype);
-      cycles = static_cast<int64_t>(std::ceil((pixels + dim - 1) / dim *
-                                              ((channels + dim - 1) / dim) * depth * slow)) +
-               dim;
+      cycles = MatrixEngineCycles(config, dtype, MatrixWorkOf(compute));
       cost.bytes[TierIndex(Tier::kL0)] = 2 * elements * 4;  // accumulator read-modify-write
       cost.energy_pj += compute.macs * config.MacEnergyPj(dtype) +
                         2 * elements * 4 * config.energy_l0_pj_per_byte;

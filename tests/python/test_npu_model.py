@@ -139,9 +139,19 @@ def test_profile_without_npu_work_raises():
 
 
 def test_config_json_round_trip_and_validation():
-    config = NPUConfig(l1_sram_kb=64, power_mode="low_power", dram_bandwidth_gb_per_s=8.5)
+    config = NPUConfig(
+        l1_sram_kb=64,
+        power_mode="low_power",
+        dram_bandwidth_gb_per_s=8.5,
+        dataflow="weight_stationary",
+    )
     assert NPUConfig.from_json(config.to_json()) == config
-    for bad in ({"l1_sram_kb": 2}, {"dram_bandwidth_gb_per_s": 0.0}, {"power_mode": "turbo"}):
+    for bad in (
+        {"l1_sram_kb": 2},
+        {"dram_bandwidth_gb_per_s": 0.0},
+        {"power_mode": "turbo"},
+        {"dataflow": "row_stationary"},
+    ):
         with pytest.raises(InvalidConfigError):
             NPUConfig(**bad)
     with pytest.raises(InvalidConfigError, match="unknown"):
