@@ -17,6 +17,7 @@ from ._library import RegistrationConflictError
 from .checks import Verdict
 from .codegen import CodegenError, example_npu_codegen
 from .config import InvalidConfigError, NPUConfig
+from .estimate import estimate
 from .partition import partition_for_npu
 from .profile import Profile, profile
 from .quantize import quantize_model
@@ -37,6 +38,7 @@ __all__ = [
     "REGISTERED_PATTERNS",
     "RegistrationConflictError",
     "Verdict",
+    "estimate",
     "example_npu_codegen",
     "partition_for_npu",
     "profile",

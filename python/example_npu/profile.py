@@ -136,10 +136,12 @@ class Profile:
         return path
 
 
-def _aggregate(subgraph_json: list[str]) -> Profile:
+def aggregate_profiles(subgraph_json: list[str], empty: str) -> Profile:
+    """One Profile from the JSON profiles of NPU subgraphs in execution order (raises
+    ValueError(empty) when there is none)."""
     subs = [json.loads(text) for text in subgraph_json]
     if not subs:
-        raise ValueError("the run executed no NPU subgraph: nothing to profile")
+        raise ValueError(empty)
     result = Profile(power_mode=subs[0]["power_mode"], clock_mhz=subs[0]["clock_mhz"])
     for sub in subs:
         result.subgraphs.append(sub)
@@ -189,4 +191,7 @@ def run_and_profile(
         result = vm[entry](*args)
     finally:
         recorded = list(tvm_ffi.get_global_func("example_npu.profiler_end")())
-    return result, _aggregate([str(text) for text in recorded])
+    return result, aggregate_profiles(
+        [str(text) for text in recorded],
+        empty="the run executed no NPU subgraph: nothing to profile",
+    )
