@@ -22,6 +22,7 @@ from .partition import partition_for_npu
 from .profile import Profile, profile
 from .quantize import quantize_model
 from .registration import register
+from .sweep import SweepResult, config_grid, sweep
 
 __version__ = "0.1.0"
 
@@ -37,10 +38,13 @@ __all__ = [
     "Profile",
     "REGISTERED_PATTERNS",
     "RegistrationConflictError",
+    "SweepResult",
     "Verdict",
+    "config_grid",
     "estimate",
     "example_npu_codegen",
     "partition_for_npu",
     "profile",
     "quantize_model",
+    "sweep",
 ]

@@ -96,7 +96,17 @@ def estimate(
     """
     if input_shapes:
         mod = bind_input_shapes(mod, input_shapes)
-    partitioned = partition_for_npu(mod, config=config)
+    empty = "the model has no NPU subgraph: nothing to estimate"
+    if not input_shapes and _has_symbolic_inputs(mod):
+        empty += " (main's inputs have symbolic dims, which the NPU rejects: pass input_shapes)"
+    return profile_partitioned(partition_for_npu(mod, config=config), empty=empty)
+
+
+def profile_partitioned(
+    partitioned: tvm.IRModule, empty: str = "the model has no NPU subgraph: nothing to estimate"
+) -> Profile:
+    """The Profile of one run of a module ``partition_for_npu`` returned: the schedule each NPU
+    function was compiled with, in the order ``main`` calls them."""
     modules = {
         str(module["get_symbol"]()): module
         for module in partitioned.attrs.get("external_mods", [])
@@ -107,7 +117,4 @@ def estimate(
         for symbol in _npu_calls(partitioned, partitioned["main"])
         if symbol in modules
     ]
-    empty = "the model has no NPU subgraph: nothing to estimate"
-    if not input_shapes and _has_symbolic_inputs(mod):
-        empty += " (main's inputs have symbolic dims, which the NPU rejects: pass input_shapes)"
     return aggregate_profiles(recorded, empty=empty)
