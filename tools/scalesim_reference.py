@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VENV = ROOT / "build" / "scalesim-venv"
 DEFAULT_OUT = ROOT / "tests" / "python" / "data" / "scalesim_reference.csv"
+DEFAULT_CACHE = ROOT / "build" / "scalesim-runs"
 SCALESIM_VERSION = "3.0.0"
 ARRAYS = (16, 32)
 DATAFLOWS = {"output_stationary": "os", "weight_stationary": "ws"}
@@ -173,9 +175,13 @@ def ensure_venv(venv: Path) -> Path:
     return python
 
 
-def simulate(python: Path, layer: Layer, array: int, dataflow: str) -> dict[str, str]:
-    """Runs one layer through SCALE-Sim; returns its CSV row."""
+def simulate(python: Path, layer: Layer, array: int, dataflow: str, cache: Path) -> dict[str, str]:
+    """Runs one layer through SCALE-Sim (or takes the row an earlier run left in ``cache``:
+    the big GEMMs take the better part of an hour each); returns its CSV row."""
     run_name = f"{layer.name}_{array}x{array}_{DATAFLOWS[dataflow]}"
+    cached = cache / f"{run_name}.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
     with tempfile.TemporaryDirectory(prefix="scalesim_") as tmp:
         work = Path(tmp)
         (work / "config.cfg").write_text(scalesim_config(run_name, array, dataflow))
@@ -221,6 +227,8 @@ def simulate(python: Path, layer: Layer, array: int, dataflow: str) -> dict[str,
     row["compute_cycles"] = values[columns["Total Cycles"]]
     row["stall_cycles"] = values[columns["Stall Cycles"]]
     print(f"{run_name}: {row['compute_cycles']} cycles", flush=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(row))
     return row
 
 
@@ -230,6 +238,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--jobs", type=int, default=1, help="SCALE-Sim processes at a time")
     parser.add_argument(
+        "--cache",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help="one finished run per file; delete it to run SCALE-Sim again",
+    )
+    parser.add_argument(
         "--only", nargs="*", help="run just these layers (the CSV then holds only them)"
     )
     args = parser.parse_args()
@@ -237,7 +251,7 @@ def main() -> int:
     python = ensure_venv(args.venv)
     runs = [(layer, a, df) for layer in layers for a in ARRAYS for df in DATAFLOWS]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rows = list(pool.map(lambda run: simulate(python, *run), runs))
+        rows = list(pool.map(lambda run: simulate(python, *run, args.cache), runs))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         today = datetime.date.today().isoformat()
