@@ -18,7 +18,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -91,10 +91,12 @@ def _model(model: tvm.IRModule | ModelSnapshot | None) -> tvm.IRModule:
     model = model if model is not None else _INSTALLED[0]
     if isinstance(model, tvm.IRModule):
         return model
-    if model.digest not in _LOADED:
+    loaded = _LOADED.get(model.digest)
+    if loaded is None:
+        loaded = model.load()
         _LOADED.clear()
-        _LOADED[model.digest] = model.load()
-    return _LOADED[model.digest]
+        _LOADED[model.digest] = loaded
+    return loaded
 
 
 def _row(mod: tvm.IRModule, point: Point) -> Row:
@@ -116,7 +118,8 @@ def _row(mod: tvm.IRModule, point: Point) -> Row:
         )
         prof = profile_partitioned(partitioned)
     except Exception as err:  # noqa: BLE001 - any failure of one config is that row's result
-        row["error"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0]}"
+        first_line = (str(err).strip().splitlines() or [""])[0]
+        row["error"] = f"{type(err).__name__}: {first_line}"
         return row
     row.update(
         latency_us=prof.latency_us,
@@ -128,23 +131,6 @@ def _row(mod: tvm.IRModule, point: Point) -> Row:
         dram_bytes=prof.bytes_moved["DRAM"],
         l2_bytes=prof.bytes_moved["L2"],
         l1_bytes=prof.bytes_moved["L1"],
-    )
-    return row
-    row.update(
-        latency_us=prof.latency_us,
-        energy_uj=prof.energy_uj,
-        total_cycles=prof.total_cycles,
-        macs=prof.macs,
-        matrix_busy_cycles=prof.busy_cycles["matrix"],
-        matrix_utilization=prof.utilization["matrix"],
-        dram_bytes=prof.bytes_moved["DRAM"],
-        l2_bytes=prof.bytes_moved["L2"],
-        l1_bytes=prof.bytes_moved["L1"],
-        npu_ops=sum(report.npu_ops.values()),
-        cpu_ops=sum(report.cpu_ops.values()),
-        cpu_fallback="; ".join(
-            f"{op}: {'; '.join(sorted(reasons))}" for op, reasons in sorted(report.reasons.items())
-        ),
     )
     return row
 
@@ -220,9 +206,10 @@ def _run(
             f"{type(executor).__name__}"
         )
     workers = getattr(executor, "_max_workers", None) or os.cpu_count() or 1
-    snapshot = ModelSnapshot(mod)
+    # Threads share this process's module; anything else may pickle the arguments.
+    shipped = mod if isinstance(executor, ThreadPoolExecutor) else ModelSnapshot(mod)
     futures = [
-        executor.submit(_estimate_points, snapshot, chunk, input_shapes)
+        executor.submit(_estimate_points, shipped, chunk, input_shapes)
         for chunk in _chunks(points, workers)
     ]
     return [row for future in futures for row in future.result()]
