@@ -246,10 +246,13 @@ def main() -> int:
     parser.add_argument(
         "--only", nargs="*", help="run just these layers (the CSV then holds only them)"
     )
+    parser.add_argument(
+        "--arrays", nargs="*", type=int, default=list(ARRAYS), help="array sizes to run"
+    )
     args = parser.parse_args()
     layers = [layer for layer in LAYERS if not args.only or layer.name in args.only]
     python = ensure_venv(args.venv)
-    runs = [(layer, a, df) for layer in layers for a in ARRAYS for df in DATAFLOWS]
+    runs = [(layer, a, df) for layer in layers for a in args.arrays for df in DATAFLOWS]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rows = list(pool.map(lambda run: simulate(python, *run, args.cache), runs))
     args.out.parent.mkdir(parents=True, exist_ok=True)
