@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections import Counter
 
 import example_npu
 from example_npu.models import resnet18
@@ -47,7 +46,7 @@ def main() -> None:
     parser.add_argument("--csv")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import Client, LocalCluster
 
     model = resnet18()
     print(
@@ -67,13 +66,11 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             for workers, cluster in clusters.items():
-                with Client(cluster) as client, get_task_stream(client) as tasks:
+                with Client(cluster) as client:
                     seconds, result = timed(
                         f"dask, {workers} worker process{'es' if workers > 1 else ''}",
                         lambda client=client: example_npu.sweep(model, GRID, executor=client),
                     )
-                    per_worker = Counter(task["worker"] for task in tasks.data)
-                    print(f"{'':<28} tasks per worker: {sorted(per_worker.values())}")
                     client.restart()  # the next round parses the model again
                 assert result.rows == reference.rows, "a Dask run differs from the local run"
                 times[workers].append(seconds)
