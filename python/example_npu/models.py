@@ -47,7 +47,7 @@ def resnet18(image: int = 224, width: int = 64, classes: int = 1000, seed: int =
 
     7x7/2 stem, 3x3/2 max pool, four stages of two basic blocks (widths ``width`` x 1, 2, 4, 8;
     stride 2 and a 1x1 projection on the shortcut from the second stage on), global average
-    pool, flatten (CPU), Linear. ``image=224, width=64`` is the real network's size (1.8 GMACs).
+    pool, flatten, Linear. ``image=224, width=64`` is the real network's size (1.8 GMACs).
     """
     rng = np.random.default_rng(seed)
 
