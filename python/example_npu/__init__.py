@@ -17,10 +17,12 @@ from ._library import RegistrationConflictError
 from .checks import Verdict
 from .codegen import CodegenError, example_npu_codegen
 from .config import InvalidConfigError, NPUConfig
+from .estimate import estimate
 from .partition import partition_for_npu
 from .profile import Profile, profile
 from .quantize import quantize_model
 from .registration import register
+from .sweep import SweepResult, config_grid, sweep
 
 __version__ = "0.1.0"
 
@@ -36,9 +38,13 @@ __all__ = [
     "Profile",
     "REGISTERED_PATTERNS",
     "RegistrationConflictError",
+    "SweepResult",
     "Verdict",
+    "config_grid",
+    "estimate",
     "example_npu_codegen",
     "partition_for_npu",
     "profile",
     "quantize_model",
+    "sweep",
 ]

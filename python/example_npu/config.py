@@ -17,6 +17,9 @@ POWER_MODES = {
     "low_power": (400.0, 0.65),
 }
 
+# What the matrix engine's cells hold during a fold (src/config/matrix_engine.h).
+DATAFLOWS = ("output_stationary", "weight_stationary")
+
 _DTYPE_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4, "int32": 4}
 
 
@@ -47,6 +50,7 @@ class NPUConfig:
     activation_unit_lanes: int = 16
     pooling_unit_lanes: int = 16
     dma_channels: int = 2
+    dataflow: str = "output_stationary"
     # Bandwidth and latency per tier.
     l1_bandwidth_bytes_per_cycle: float = 128.0
     l2_bandwidth_bytes_per_cycle: float = 64.0
@@ -78,6 +82,10 @@ class NPUConfig:
         if self.power_mode not in POWER_MODES:
             raise InvalidConfigError(
                 f"NPUConfig.power_mode {self.power_mode!r} is not one of {sorted(POWER_MODES)}"
+            )
+        if self.dataflow not in DATAFLOWS:
+            raise InvalidConfigError(
+                f"NPUConfig.dataflow {self.dataflow!r} is not one of {list(DATAFLOWS)}"
             )
         min_tile_bytes = self.tile_height * self.tile_width * 4
         if self.l1_sram_bytes < min_tile_bytes:

@@ -52,9 +52,9 @@ class Profile:
     macs: int = 0
     bytes_moved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
     busy_cycles: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ENGINES, 0))
-    # High-water marks: L1 tile buffers and L2 staged weights of the largest group, DRAM scratch
-    # of the largest subgraph (subgraphs and groups run one after another, so no two need their
-    # memory at once).
+    # High-water marks: the most L1 / L2 bytes in use at once (a group's tile buffers and staged
+    # weights, and the next group's while they overlap) and the DRAM scratch, over subgraphs
+    # (which run one after another).
     memory_used: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USED_TIERS, 0))
     nodes: list[NodeRecord] = field(default_factory=list)
     subgraphs: list[dict[str, Any]] = field(default_factory=list)
@@ -94,9 +94,12 @@ class Profile:
 
     def to_chrome_trace(self, path: str | Path) -> Path:
         """Writes a Chrome trace (open in https://ui.perfetto.dev): one track per engine and DMA
-        channel, subgraphs laid end to end, times in microseconds."""
+        channel, subgraphs laid end to end, times in microseconds. Groups of one subgraph may
+        overlap in time (a group loads while the previous one computes), so the group spans take
+        as many "groups" tracks as overlap at once."""
         events: list[dict[str, Any]] = []
         tracks: dict[str, int] = {}
+        group_lanes: list[int] = []  # end time of the last group on each lane
         offset = 0
         for sub in self.subgraphs:
             scale = 1.0 / sub["clock_mhz"]
@@ -113,20 +116,29 @@ class Profile:
                         "dur": max(duration, 1) * scale,
                     }
                 )
-            for group in sub["groups"]:
+            for group in sorted(sub["groups"], key=lambda g: g["start"]):
+                start = offset + group["start"]
+                lane = next((i for i, end in enumerate(group_lanes) if end <= start), None)
+                if lane is None:
+                    lane = len(group_lanes)
+                    group_lanes.append(0)
+                group_lanes[lane] = offset + group["end"]
                 events.append(
                     {
                         "name": f"{group['name']} ({'+'.join(group['ops'])})",
                         "ph": "X",
                         "pid": 1,
-                        "tid": 0,
+                        "tid": -lane,
                         "ts": (offset + group["start"]) * scale,
                         "dur": max(group["end"] - group["start"], 1) * scale,
                         "args": {"tiles": group["tiles"], "macs": group["macs"]},
                     }
                 )
             offset += sub["total_cycles"]
-        names = {0: "groups", **{tid: track for track, tid in tracks.items()}}
+        lanes = {
+            -lane: "groups" + (f" {lane + 1}" if lane else "") for lane in range(len(group_lanes))
+        }
+        names = {**lanes, **{tid: track for track, tid in tracks.items()}}
         for tid, name in names.items():
             events.append(
                 {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
@@ -136,10 +148,12 @@ class Profile:
         return path
 
 
-def _aggregate(subgraph_json: list[str]) -> Profile:
+def aggregate_profiles(subgraph_json: list[str], empty: str) -> Profile:
+    """One Profile from the JSON profiles of NPU subgraphs in execution order (raises
+    ValueError(empty) when there is none)."""
     subs = [json.loads(text) for text in subgraph_json]
     if not subs:
-        raise ValueError("the run executed no NPU subgraph: nothing to profile")
+        raise ValueError(empty)
     result = Profile(power_mode=subs[0]["power_mode"], clock_mhz=subs[0]["clock_mhz"])
     for sub in subs:
         result.subgraphs.append(sub)
@@ -189,4 +203,7 @@ def run_and_profile(
         result = vm[entry](*args)
     finally:
         recorded = list(tvm_ffi.get_global_func("example_npu.profiler_end")())
-    return result, _aggregate([str(text) for text in recorded])
+    return result, aggregate_profiles(
+        [str(text) for text in recorded],
+        empty="the run executed no NPU subgraph: nothing to profile",
+    )

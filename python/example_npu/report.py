@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -42,11 +43,16 @@ class PartitionReport:
 
 
 class _ReasonCollector(logging.Handler):
+    """Collects the check reasons logged by this thread (another thread may be partitioning)."""
+
     def __init__(self) -> None:
         super().__init__(level=logging.INFO)
         self.reasons: dict[str, set[str]] = {}
+        self.thread = threading.get_ident()
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.thread != self.thread:
+            return
         op, reason = record.args  # set by checks.explain
         self.reasons.setdefault(str(op), set()).add(str(reason))
 

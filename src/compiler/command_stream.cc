@@ -61,7 +61,7 @@ std::string Program::ToText() const {
     const GroupInfo& info = groups[g];
     os << "group " << g << " " << info.name << " engine=" << EngineName(info.engine)
        << " tiles=" << info.tiles << " tile=(" << Join(info.tile_shape) << ") L1=" << info.l1_bytes
-       << " L2=" << info.l2_bytes << " ops=";
+       << "@" << info.l1_base << " L2=" << info.l2_bytes << "@" << info.l2_base << " ops=";
     for (size_t i = 0; i < info.nodes.size(); ++i) {
       os << (i ? "+" : "") << OpKindName(graph.nodes[info.nodes[i]].op);
     }

@@ -121,7 +121,10 @@ struct GroupInfo {
   Engine engine = Engine::kVector;
   int64_t tiles = 0;
   std::vector<int64_t> tile_shape;
+  /*! \brief The group's on-chip buffers: [l1_base, l1_base + l1_bytes) of L1, likewise L2. */
+  int64_t l1_base = 0;
   int64_t l1_bytes = 0;
+  int64_t l2_base = 0;
   int64_t l2_bytes = 0;
 };
 

@@ -31,14 +31,18 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
     if (!plan.ok) {
       TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << plan.reason;
     }
-    BufferPlanResult buffers = PlanBuffers(plan.buffers, config);
+    // Alternate ends of L1 and L2, so a group can load while the previous one computes.
+    const bool from_top = program.groups.size() % 2 == 1;
+    BufferPlanResult buffers = PlanBuffers(plan.buffers, config, from_top);
     if (!buffers.ok) {
       TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << buffers.reason;
     }
     info.engine = plan.engine;
     info.tiles = plan.tiles;
     info.tile_shape = plan.tile_shape;
+    info.l1_base = buffers.layout.l1_base;
     info.l1_bytes = buffers.layout.l1_bytes;
+    info.l2_base = buffers.layout.l2_base;
     info.l2_bytes = buffers.layout.l2_bytes;
     scheduler.BeginGroup(static_cast<int64_t>(program.groups.size()), plan.buffers, buffers.layout);
     program.groups.push_back(info);

@@ -19,7 +19,8 @@ struct Interval {
 
 }  // namespace
 
-BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUConfig& config) {
+BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUConfig& config,
+                             bool from_top) {
   BufferPlanResult result;
   int64_t l1 = 0, l2 = 0;
   for (const BufferClass& cls : classes) {
@@ -29,8 +30,10 @@ BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUC
       l1 += AlignUp(cls.bytes);
     }
     result.layout.l1_offsets.push_back(offsets);
+    result.layout.slot_bytes.push_back(AlignUp(cls.bytes));
     result.layout.l2_offsets.push_back(cls.staged_in_l2 ? l2 : -1);
-    if (cls.staged_in_l2) l2 += AlignUp(cls.staged_tensor_bytes);
+    result.layout.l2_area_bytes.push_back(cls.staged_in_l2 ? AlignUp(cls.staged_tensor_bytes) : 0);
+    l2 += result.layout.l2_area_bytes.back();
   }
   result.layout.l1_bytes = l1;
   result.layout.l2_bytes = l2;
@@ -44,6 +47,20 @@ BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUC
   }
   result.reason = reason.str();
   result.ok = result.reason.empty();
+  if (result.ok && from_top) {
+    // Mirror the layout: the first class ends at the top of the tier, growing downwards.
+    result.layout.l1_base = config.TierBytes(Tier::kL1) - l1;
+    result.layout.l2_base = l2 > 0 ? config.TierBytes(Tier::kL2) - l2 : 0;
+    for (size_t c = 0; c < classes.size(); ++c) {
+      for (int64_t& offset : result.layout.l1_offsets[c]) {
+        offset = config.TierBytes(Tier::kL1) - offset - result.layout.slot_bytes[c];
+      }
+      int64_t& staged = result.layout.l2_offsets[c];
+      if (staged >= 0) {
+        staged = config.TierBytes(Tier::kL2) - staged - result.layout.l2_area_bytes[c];
+      }
+    }
+  }
   return result;
 }
 

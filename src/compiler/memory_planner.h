@@ -2,9 +2,10 @@
  * \file compiler/memory_planner.h
  * \brief Memory planning: on-chip buffer offsets per group, DRAM offsets for intermediates.
  *
- * L1 holds one group's tile buffers at a time (every slot of every buffer class, laid out
- * back to back, 64-byte aligned); staged weights go to L2. Intermediates between groups live in
- * DRAM scratch, where a tensor's bytes are reused once its last reader group has run.
+ * L1 holds a group's tile buffers (every slot of every buffer class, laid out back to back,
+ * 64-byte aligned), at the bottom or, alternating, the top of the tier; staged weights go to L2.
+ * Intermediates between groups live in DRAM scratch, where a tensor's bytes are reused once its
+ * last reader group has run.
  */
 #ifndef EXAMPLE_NPU_COMPILER_MEMORY_PLANNER_H_
 #define EXAMPLE_NPU_COMPILER_MEMORY_PLANNER_H_
@@ -25,7 +26,13 @@ struct BufferPlanResult {
   std::string reason;
   BufferLayout layout;
 };
-BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUConfig& config);
+/*!
+ * \brief Slots back to back from offset 0 upwards, or (`from_top`) mirrored from the top of each
+ * tier downwards, first class highest. Consecutive groups alternate ends, so a group's first
+ * loads land in bytes the previous group is not using when both fit together.
+ */
+BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUConfig& config,
+                             bool from_top = false);
 
 /*!
  * \brief Places every tensor: inputs, outputs and constants where the caller keeps them,

@@ -34,19 +34,99 @@ TileScheduler::TileScheduler(const Graph& graph, const LayoutPlan& layout, Progr
 
 void TileScheduler::BeginGroup(int64_t group, const std::vector<BufferClass>& classes,
                                const BufferLayout& buffers) {
+  RetireGroup();
   group_ = group;
   classes_ = classes;
   slots_.assign(classes.size(), {});
   next_slot_.assign(classes.size(), 0);
   l2_offsets_ = buffers.l2_offsets;
+  l2_area_bytes_ = buffers.l2_area_bytes;
   l2_stage_command_.assign(classes.size(), -1);
+  l2_readers_.assign(classes.size(), {});
   for (size_t c = 0; c < classes.size(); ++c) {
     for (int64_t offset : buffers.l1_offsets[c]) {
       Slot slot;
       slot.offset = offset;
+      slot.bytes = buffers.slot_bytes[c];
       slots_[c].push_back(slot);
     }
   }
+}
+
+void TileScheduler::RetireGroup() {
+  for (size_t c = 0; c < slots_.size(); ++c) {
+    for (const Slot& slot : slots_[c]) {
+      if (slot.fresh) continue;  // never written: whatever was there before still counts
+      earlier_on_chip_.push_back(
+          OnChipUse{Tier::kL1, slot.offset, slot.offset + slot.bytes, slot.writer, slot.readers});
+    }
+    if (l2_stage_command_[c] >= 0) {
+      const int64_t begin = l2_offsets_[c];
+      earlier_on_chip_.push_back(OnChipUse{Tier::kL2, begin, begin + l2_area_bytes_[c],
+                                           l2_stage_command_[c], l2_readers_[c]});
+    }
+  }
+}
+
+void TileScheduler::AfterEarlierOnChip(Command* command, Tier tier, int64_t begin, int64_t end) {
+  auto kept = earlier_on_chip_.begin();
+  for (OnChipUse& use : earlier_on_chip_) {
+    const bool overlaps = use.tier == tier && use.begin < end && begin < use.end;
+    if (overlaps) {
+      if (use.writer >= 0) command->deps.push_back(use.writer);
+      command->deps.insert(command->deps.end(), use.readers.begin(), use.readers.end());
+    }
+    // A use inside the new write's bytes is ordered before it, and so before everything that
+    // will wait for this write: it need not be tracked any more.
+    if (overlaps && begin <= use.begin && use.end <= end) continue;
+    if (&*kept != &use) *kept = std::move(use);
+    ++kept;
+  }
+  earlier_on_chip_.erase(kept, earlier_on_chip_.end());
+}
+
+TileScheduler::DramRange TileScheduler::DramRangeOf(const TensorView& view,
+                                                    const TensorBox& box) const {
+  const TensorPlacement& placement = program_->placements[view.tensor];
+  const bool scratch = placement.kind == TensorPlacement::Kind::kScratch;
+  DramRange range;
+  range.space = {static_cast<int>(placement.kind), scratch ? 0 : placement.index};
+  const int64_t item = DTypeBytes(graph_.nodes[view.tensor].dtype);
+  int64_t first = 0, last = 0;
+  for (size_t d = 0; d < box.extent.size(); ++d) {
+    if (box.extent[d] <= 0) return range;  // empty: touches nothing
+    first += box.begin[d] * view.strides[d];
+    last += (box.begin[d] + box.extent[d] - 1) * view.strides[d];
+  }
+  const int64_t base = scratch ? placement.index : 0;
+  range.begin = base + first * item;
+  range.end = base + (last + 1) * item;
+  return range;
+}
+
+void TileScheduler::OrderDram(Command* command, const DramRange& range, bool store) {
+  if (range.begin >= range.end) return;
+  DramUses& uses = dram_uses_[range.space];
+  auto order_after = [&](std::vector<DramUse>* list) {
+    auto kept = list->begin();
+    for (DramUse& use : *list) {
+      const bool earlier = use.group < group_;
+      const bool overlaps = use.begin < range.end && range.begin < use.end;
+      if (earlier && overlaps) command->deps.push_back(use.command);
+      // Covered by a store that waits for it: ordered before everything after that store.
+      if (store && earlier && range.begin <= use.begin && use.end <= range.end) continue;
+      *kept++ = use;
+    }
+    list->erase(kept, list->end());
+  };
+  order_after(&uses.stores);            // read-after-write, write-after-write
+  if (store) order_after(&uses.loads);  // write-after-read
+}
+
+void TileScheduler::RecordDram(const DramRange& range, int64_t id, bool store) {
+  if (range.begin >= range.end) return;
+  DramUses& uses = dram_uses_[range.space];
+  (store ? uses.stores : uses.loads).push_back(DramUse{range.begin, range.end, id, group_});
 }
 
 TileScheduler::Slot& TileScheduler::SlotAt(const TileRef& tile) {
@@ -68,9 +148,14 @@ int64_t TileScheduler::Append(Command command) {
   return program_->commands.back().id;
 }
 
-void TileScheduler::AddDeps(Command* command, const Slot& slot, bool writes) const {
-  if (slot.writer >= 0) command->deps.push_back(slot.writer);
-  if (writes) command->deps.insert(command->deps.end(), slot.readers.begin(), slot.readers.end());
+void TileScheduler::AddDeps(Command* command, Slot* slot, bool writes) {
+  if (slot->writer >= 0) command->deps.push_back(slot->writer);
+  if (!writes) return;
+  command->deps.insert(command->deps.end(), slot->readers.begin(), slot->readers.end());
+  if (slot->fresh) {
+    AfterEarlierOnChip(command, Tier::kL1, slot->offset, slot->offset + slot->bytes);
+    slot->fresh = false;
+  }
 }
 
 int64_t BusBytes(const TensorView& view, const TensorBox& box, DType dtype) {
@@ -120,22 +205,32 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
                                 layout_.storage_order[view.tensor]};
       stage.dma.tile = TileRef{Tier::kL2, l2_offsets_[cls], TileShape(stage.dma.box), dtype};
       stage.dma.bus_bytes = BusBytes(storage, stage.dma.box, dtype);
+      AfterEarlierOnChip(&stage, Tier::kL2, l2_offsets_[cls],
+                         l2_offsets_[cls] + l2_area_bytes_[cls]);
+      const DramRange source = DramRangeOf(storage, stage.dma.box);
+      OrderDram(&stage, source, /*store=*/false);
       l2_stage_command_[cls] = Append(std::move(stage));
+      RecordDram(source, l2_stage_command_[cls], /*store=*/false);
     }
     dma.remote_tier = Tier::kL2;
     dma.remote_offset = l2_offsets_[cls];
     command.deps.push_back(l2_stage_command_[cls]);
   }
+  const DramRange source = classes_[cls].staged_in_l2 ? DramRange{} : DramRangeOf(view, box);
+  OrderDram(&command, source, /*store=*/false);
   TVM_FFI_ICHECK_LE(kernels::NumElements(box.extent) * DTypeBytes(dtype), classes_[cls].bytes)
       << "tile of " << graph_.nodes[view.tensor].name << " overflows its L1 slot";
   Slot& slot = slots_[cls][next_slot_[cls]];
   next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
   dma.tile = TileRef{Tier::kL1, slot.offset, TileShape(box), dtype};
   dma.bus_bytes = BusBytes(view, box, dtype);
-  AddDeps(&command, slot, /*writes=*/true);
+  AddDeps(&command, &slot, /*writes=*/true);
+  const bool from_l2 = classes_[cls].staged_in_l2;
   slot.writer = Append(std::move(command));
   slot.readers.clear();
   slot.key = std::move(key);
+  if (from_l2) l2_readers_[cls].push_back(slot.writer);
+  RecordDram(source, slot.writer, /*store=*/false);
   return program_->commands[slot.writer].dma.tile;
 }
 
@@ -150,9 +245,9 @@ TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape, DType dtype) {
 
 void TileScheduler::Compute(ComputeCommand compute) {
   Command command;
-  for (const TileRef& input : compute.inputs) AddDeps(&command, SlotAt(input), false);
+  for (const TileRef& input : compute.inputs) AddDeps(&command, &SlotAt(input), false);
   Slot& out = SlotAt(compute.output);
-  AddDeps(&command, out, /*writes=*/true);
+  AddDeps(&command, &out, /*writes=*/true);
   command.compute = std::move(compute);
   const int64_t id = Append(std::move(command));
   for (const TileRef& input : program_->commands[id].compute.inputs) {
@@ -172,8 +267,12 @@ void TileScheduler::Store(const TileRef& tile, const TensorView& view, const Ten
   command.dma.tile = tile;
   command.dma.bus_bytes = BusBytes(view, box, graph_.nodes[view.tensor].dtype);
   Slot& slot = SlotAt(tile);
-  AddDeps(&command, slot, /*writes=*/false);
-  slot.readers.push_back(Append(std::move(command)));
+  AddDeps(&command, &slot, /*writes=*/false);
+  const DramRange target = DramRangeOf(view, box);
+  OrderDram(&command, target, /*store=*/true);
+  const int64_t id = Append(std::move(command));
+  slot.readers.push_back(id);
+  RecordDram(target, id, /*store=*/true);
 }
 
 }  // namespace example_npu

@@ -6,12 +6,17 @@
  * *where* in L1 it lives (double-buffered slots laid out by the memory planner), skips loads of a
  * box that is already resident, and records read-after-write and write-after-read hazards as
  * dependencies, which is what lets the emulator overlap the next tile's DMA with this tile's
- * compute.
+ * compute. Across groups it records the same hazards on the bytes earlier groups left behind:
+ * on-chip buffers by byte range, DRAM by the byte range each DMA box spans. Nothing else orders
+ * groups, so a group's loads can start while the previous group still computes, as far as L1
+ * space and data dependencies allow.
  */
 #ifndef EXAMPLE_NPU_COMPILER_TILE_SCHEDULER_H_
 #define EXAMPLE_NPU_COMPILER_TILE_SCHEDULER_H_
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "compiler/command_stream.h"
@@ -31,8 +36,13 @@ struct BufferClass {
 /*! \brief Offsets of every slot of every class, assigned by the memory planner. */
 struct BufferLayout {
   std::vector<std::vector<int64_t>> l1_offsets;  // [class][slot]
+  std::vector<int64_t> slot_bytes;               // [class]: bytes each slot occupies (aligned)
   std::vector<int64_t> l2_offsets;               // [class], for staged classes
+  std::vector<int64_t> l2_area_bytes;            // [class]: bytes of its staged copy, or 0
+  /*! \brief The slots occupy [l1_base, l1_base + l1_bytes) of L1 (likewise for L2). */
+  int64_t l1_base = 0;
   int64_t l1_bytes = 0;
+  int64_t l2_base = 0;
   int64_t l2_bytes = 0;
 };
 
@@ -61,15 +71,50 @@ class TileScheduler {
  private:
   struct Slot {
     int64_t offset = 0;
+    int64_t bytes = 0;
     int64_t writer = -1;
     std::vector<int64_t> readers;
     // Identity of the resident box, for reuse: tensor, begin, extent, order.
     std::vector<int64_t> key;
+    // Not yet written by this group: its first write waits for earlier groups' use of its bytes.
+    bool fresh = true;
+  };
+  /*! \brief The last writer and readers of on-chip bytes [begin, end) in an earlier group. */
+  struct OnChipUse {
+    Tier tier = Tier::kL1;
+    int64_t begin = 0;
+    int64_t end = 0;
+    int64_t writer = -1;
+    std::vector<int64_t> readers;
+  };
+  /*! \brief The bytes [begin, end) a DMA touches in one DRAM address space. */
+  struct DramRange {
+    std::pair<int, int64_t> space;  // placement kind and index (one space for all scratch)
+    int64_t begin = 0;
+    int64_t end = 0;
+  };
+  struct DramUse {
+    int64_t begin = 0;
+    int64_t end = 0;
+    int64_t command = -1;
+    int64_t group = -1;
+  };
+  struct DramUses {
+    std::vector<DramUse> loads;
+    std::vector<DramUse> stores;
   };
 
   Slot& SlotAt(const TileRef& tile);
   int64_t Append(Command command);
-  void AddDeps(Command* command, const Slot& slot, bool writes) const;
+  void AddDeps(Command* command, Slot* slot, bool writes);
+  /*! \brief Moves this group's buffers into earlier_on_chip_ (at the start of the next group). */
+  void RetireGroup();
+  /*! \brief A first write of [begin, end): waits for earlier groups' writers and readers there. */
+  void AfterEarlierOnChip(Command* command, Tier tier, int64_t begin, int64_t end);
+  DramRange DramRangeOf(const TensorView& view, const TensorBox& box) const;
+  /*! \brief Waits for earlier groups' conflicting DMAs of `range`, then records `id`'s use. */
+  void OrderDram(Command* command, const DramRange& range, bool store);
+  void RecordDram(const DramRange& range, int64_t id, bool store);
 
   const Graph& graph_;
   const LayoutPlan& layout_;
@@ -79,7 +124,11 @@ class TileScheduler {
   std::vector<int64_t> next_slot_;
   std::vector<BufferClass> classes_;
   std::vector<int64_t> l2_offsets_;
+  std::vector<int64_t> l2_area_bytes_;
   std::vector<int64_t> l2_stage_command_;
+  std::vector<std::vector<int64_t>> l2_readers_;  // [class]: loads from its staged copy
+  std::vector<OnChipUse> earlier_on_chip_;
+  std::map<std::pair<int, int64_t>, DramUses> dram_uses_;
 };
 
 /*!

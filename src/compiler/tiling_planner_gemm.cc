@@ -17,8 +17,11 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "compiler/tiling_planner_details.h"
+#include "config/matrix_engine.h"
 
 namespace example_npu {
 namespace tiling {
@@ -34,19 +37,30 @@ std::vector<int64_t> Candidates(int64_t extent, int64_t granule) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/*! \brief The distinct extents of the tiles along one dim, with how many tiles have each. */
+std::vector<std::pair<int64_t, int64_t>> TileExtents(int64_t extent, int64_t tile) {
+  std::vector<std::pair<int64_t, int64_t>> extents;
+  if (extent / tile > 0) extents.emplace_back(tile, extent / tile);
+  if (extent % tile > 0) extents.emplace_back(extent % tile, 1);
+  return extents;
+}
+
 // Fixed cycles per tile: issuing its load, compute and store commands and filling the engine.
 constexpr double kTileOverheadCycles = 32;
 
 /*!
  * \brief Estimated cycles of a tiling: with double buffering the steady state is bound by the
- * slowest of compute, DRAM and CMX traffic, plus the pipeline's fill and drain (about one output
- * tile's worth of work) and a fixed cost per step (an output tile times its reduction chunks). A
- * small DRAM term breaks ties in favour of less traffic.
+ * slowest of compute, DRAM and CMX traffic. What the bottleneck cannot hide is the pipeline's
+ * fill and drain: the first tile's loads and the last tile's compute and store, about one output
+ * tile's share of the other resources. Plus a fixed cost per step (an output tile times its
+ * reduction chunks). Small DRAM and compute terms break ties in favour of less traffic and of
+ * tiles that fill whole matrix-engine folds.
  */
 double EstimatedCycles(double compute, double dram, double l2, int64_t output_tiles,
                        int64_t steps) {
   const double steady = std::max({compute, dram, l2});
-  return steady + (compute + dram) / output_tiles + kTileOverheadCycles * steps + 0.001 * dram;
+  return steady + (compute + dram + l2 - steady) / output_tiles + kTileOverheadCycles * steps +
+         0.001 * (dram + compute);
 }
 
 /*! \brief Inserts a unit dim (stride 0) at `position`. */
@@ -85,7 +99,6 @@ class MatmulRule : public GroupTiler {
     const int64_t out_item = DTypeBytes(Anchor().dtype);
     const DType compute_type = graph_.nodes[Anchor().inputs[0]].dtype;
     const int64_t dim = config_.matrix_engine_dim;
-    const double slow = static_cast<double>(dim * dim) / config_.MatrixMacsPerCycle(compute_type);
     const int64_t batches = kernels::NumElements(Shape(out_.begin(), out_.end() - 2));
     const int64_t rhs_bytes = kernels::NumElements(graph_.nodes[Anchor().inputs[1]].shape) * w_item;
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
@@ -101,8 +114,7 @@ class MatmulRule : public GroupTiler {
               2 * AlignUp(mt * kt * item) + 2 * AlignUp(kt * nt * w_item) + EpilogueBytes(out_tile);
           if (bytes > L1Budget()) continue;
           const int64_t m_tiles = CeilDiv(m_, mt), n_tiles = CeilDiv(n_, nt);
-          const double compute = static_cast<double>(batches) * m_tiles * n_tiles *
-                                 CeilDiv(k_, kt) * CeilDiv(mt, dim) * CeilDiv(nt, dim) * kt * slow;
+          const double compute = batches * EngineCycles(compute_type, mt, nt, kt);
           const double lhs =
               static_cast<double>(batches) * m_ * k_ * item * (kt == k_ ? 1 : n_tiles);
           const double rhs = static_cast<double>(batches) * k_ * n_ * w_item * m_tiles;
@@ -163,6 +175,20 @@ class MatmulRule : public GroupTiler {
   }
 
  private:
+  /*! \brief Matrix-engine cycles of one batch's tiles (edge tiles included). */
+  double EngineCycles(DType dtype, int64_t mt, int64_t nt, int64_t kt) const {
+    double cycles = 0.0;
+    for (auto [m, m_count] : TileExtents(m_, mt)) {
+      for (auto [n, n_count] : TileExtents(n_, nt)) {
+        for (auto [k, k_count] : TileExtents(k_, kt)) {
+          cycles += static_cast<double>(m_count * n_count * k_count) *
+                    MatrixEngineCycles(config_, dtype, MatrixWork{m, n, k, 1});
+        }
+      }
+    }
+    return cycles;
+  }
+
   std::vector<int64_t> OutTile(int64_t mt, int64_t nt) const {
     std::vector<int64_t> tile(rank_, 1);
     tile[rank_ - 2] = mt;
@@ -239,10 +265,9 @@ class ConvRule : public GroupTiler {
     const DType compute_type = graph_.nodes[Anchor().inputs[0]].dtype;
     const int64_t dim = config_.matrix_engine_dim;
     const bool depthwise = group_in_ == 1 && p_.groups > 1;
-    const double macs_per_cycle = depthwise
-                                      ? static_cast<double>(config_.vector_unit_width) *
-                                            config_.MatrixMacsPerCycle(compute_type) / (dim * dim)
-                                      : config_.MatrixMacsPerCycle(compute_type);
+    // Depthwise convolution runs on the vector unit (MACs at its lane rate per type).
+    const double depthwise_macs_per_cycle = static_cast<double>(config_.vector_unit_width) *
+                                            config_.MatrixMacsPerCycle(compute_type) / (dim * dim);
     const int64_t weight_bytes = kernels::NumElements(weight_) * w_item;
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
     const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
@@ -267,7 +292,6 @@ class ConvRule : public GroupTiler {
             Sizes t{oht, owt, oct, ict};
             TensorBox in_tile = LargestInputBox(t);
             const int64_t in_box = kernels::NumElements(in_tile.extent);
-            kernels::NumElements(InputBox(t, BoxAt(t, 0, 0, 0), 0).box.extent);
             const int64_t w_box = kh_ * kw_ * ict * oct;
             const int64_t bytes = 2 * AlignUp(in_box * item) + 2 * AlignUp(w_box * w_item) +
                                   EpilogueBytes(OutTile(t));
@@ -275,10 +299,10 @@ class ConvRule : public GroupTiler {
             const int64_t spatial = out_[0] * CeilDiv(oh, oht) * CeilDiv(ow, owt);
             const int64_t oc_tiles = CeilDiv(out_channels_, oct);
             const int64_t ic_tiles = p_.groups == 1 ? CeilDiv(channels_, ict) : 1;
-            const double macs = static_cast<double>(spatial) * oc_tiles * ic_tiles *
-                                CeilDiv(oht * owt, dim) * dim * CeilDiv(oct, dim) * dim * kh_ *
-                                kw_ * (p_.groups == 1 ? ict : group_in_);
-            const double compute = macs / macs_per_cycle;
+            const double compute =
+                depthwise ? static_cast<double>(spatial) * oc_tiles * CeilDiv(oht * owt, dim) *
+                                dim * CeilDiv(oct, dim) * dim * kh_ * kw_ / depthwise_macs_per_cycle
+                          : out_[0] * EngineCycles(compute_type, t);
             const bool resident = oct == out_channels_ && ic_tiles == 1;
             const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
             const bool stage = !resident && weight_bytes <= config_.TierBytes(Tier::kL2);
@@ -366,6 +390,25 @@ class ConvRule : public GroupTiler {
     TensorBox box;
     std::array<int64_t, 4> padding;
   };
+
+  /*! \brief Matrix-engine cycles of one image's tiles of size `t` (edge tiles included). */
+  double EngineCycles(DType dtype, const Sizes& t) const {
+    const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
+    const int64_t ic_total = p_.groups == 1 ? channels_ : group_in_;
+    double cycles = 0.0;
+    for (auto [h, h_count] : TileExtents(oh, t.oh)) {
+      for (auto [w, w_count] : TileExtents(ow, t.ow)) {
+        for (auto [c, c_count] : TileExtents(out_channels_, t.oc)) {
+          for (auto [i, i_count] : TileExtents(ic_total, t.ic)) {
+            const MatrixWork work{h * w, c, kh_ * kw_ * i, p_.groups == 1 ? 1 : c / group_out_};
+            cycles += static_cast<double>(h_count * w_count * c_count * i_count) *
+                      MatrixEngineCycles(config_, dtype, work);
+          }
+        }
+      }
+    }
+    return cycles;
+  }
 
   /*! \brief The anchor's attributes with the convolution parameters of one tile. */
   OpAttrs TileAttrs(const kernels::Conv2dParams& params) const {

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <utility>
 
+#include "config/matrix_engine.h"
+
 namespace example_npu {
 namespace {
 
@@ -29,6 +31,20 @@ constexpr std::array<PowerMode, 3> kPowerModes = {{
     {"low_power", 400.0, 0.65},
 }};
 constexpr double kNominalVoltage = 0.90;
+
+constexpr std::array<std::pair<const char*, MatrixDataflow>, 2> kDataflows = {{
+    {"output_stationary", MatrixDataflow::kOutputStationary},
+    {"weight_stationary", MatrixDataflow::kWeightStationary},
+}};
+
+MatrixDataflow FindDataflow(const std::string& name) {
+  for (const auto& [dataflow_name, dataflow] : kDataflows) {
+    if (name == dataflow_name) return dataflow;
+  }
+  TVM_FFI_THROW(ValueError) << "NPUConfig.dataflow '" << name
+                            << "' is not one of output_stationary, weight_stationary";
+  TVM_FFI_UNREACHABLE();
+}
 
 const PowerMode& FindPowerMode(const std::string& name) {
   for (const PowerMode& mode : kPowerModes) {
@@ -69,6 +85,11 @@ const std::array<std::pair<const char*, double NPUConfig::*>, 13> kRealFields = 
     {"energy_l1_pj_per_byte", &NPUConfig::energy_l1_pj_per_byte},
     {"energy_l2_pj_per_byte", &NPUConfig::energy_l2_pj_per_byte},
     {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte},
+}};
+
+const std::array<std::pair<const char*, std::string NPUConfig::*>, 2> kStringFields = {{
+    {"power_mode", &NPUConfig::power_mode},
+    {"dataflow", &NPUConfig::dataflow},
 }};
 
 }  // namespace
@@ -115,10 +136,12 @@ NPUConfig NPUConfig::FromJSON(const std::string& json_text) {
       config.*member = *number;
       known = true;
     }
-    if (key == "power_mode") {
-      auto mode = field_value.try_cast<String>();
-      if (!mode.has_value()) TVM_FFI_THROW(ValueError) << "NPUConfig.power_mode must be a string";
-      config.power_mode = std::string(*mode);
+    for (const auto& [name, member] : kStringFields) {
+      if (key != name) continue;
+      auto text = field_value.try_cast<String>();
+      if (!text.has_value())
+        TVM_FFI_THROW(ValueError) << "NPUConfig." << key << " must be a string";
+      config.*member = std::string(*text);
       known = true;
     }
     if (!known) TVM_FFI_THROW(ValueError) << "NPUConfig has no field '" << key << "'";
@@ -131,7 +154,7 @@ std::string NPUConfig::ToJSON() const {
   json::Object object;
   for (const auto& [name, member] : kIntFields) object.Set(String(name), this->*member);
   for (const auto& [name, member] : kRealFields) object.Set(String(name), this->*member);
-  object.Set(String("power_mode"), String(power_mode));
+  for (const auto& [name, member] : kStringFields) object.Set(String(name), String(this->*member));
   return std::string(json::Stringify(object));
 }
 
@@ -149,6 +172,7 @@ void NPUConfig::Validate() const {
     }
   }
   FindPowerMode(power_mode);
+  FindDataflow(dataflow);
   const int64_t min_tile_bytes = tile_height * tile_width * 4;
   if (l1_sram_kb * 1024 < min_tile_bytes) {
     TVM_FFI_THROW(ValueError) << "NPUConfig.l1_sram_kb=" << l1_sram_kb
@@ -180,6 +204,8 @@ double NPUConfig::EnergyScale() const {
   return ratio * ratio;
 }
 
+MatrixDataflow NPUConfig::matrix_dataflow() const { return FindDataflow(dataflow); }
+
 double NPUConfig::BandwidthBytesPerCycle(Tier tier) const {
   switch (tier) {
     case Tier::kL0:
@@ -209,16 +235,7 @@ int64_t NPUConfig::LatencyCycles(Tier tier) const {
 }
 
 int64_t NPUConfig::MatrixMacsPerCycle(DType dtype) const {
-  const int64_t cells = matrix_engine_dim * matrix_engine_dim;
-  switch (dtype) {
-    case DType::kInt8:
-      return cells;
-    case DType::kInt16:
-    case DType::kFloat16:
-      return std::max<int64_t>(1, cells / 2);
-    default:
-      return std::max<int64_t>(1, cells / 4);
-  }
+  return std::max<int64_t>(1, matrix_engine_dim * matrix_engine_dim / MatrixPasses(dtype));
 }
 
 double NPUConfig::MacEnergyPj(DType dtype) const {

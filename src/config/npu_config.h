@@ -21,6 +21,13 @@ namespace example_npu {
 enum class Tier { kL0, kL1, kL2, kDram };
 const char* TierName(Tier tier);
 
+/*!
+ * \brief What stays in the matrix engine's cells during a fold (config/matrix_engine.h):
+ * output-stationary cells accumulate one output each while the reduction streams through;
+ * weight-stationary cells hold one weight each while the pixels stream through.
+ */
+enum class MatrixDataflow { kOutputStationary, kWeightStationary };
+
 struct NPUConfig {
   // Memory hierarchy.
   int64_t l0_register_kb = 4;
@@ -36,6 +43,8 @@ struct NPUConfig {
   int64_t activation_unit_lanes = 16;
   int64_t pooling_unit_lanes = 16;
   int64_t dma_channels = 2;
+  /*! \brief "output_stationary" or "weight_stationary" (see MatrixDataflow). */
+  std::string dataflow = "output_stationary";
   // Bandwidth and latency per tier.
   double l1_bandwidth_bytes_per_cycle = 128.0;
   double l2_bandwidth_bytes_per_cycle = 64.0;
@@ -67,6 +76,7 @@ struct NPUConfig {
   double voltage() const;
   /*! \brief Dynamic energy scales with V^2 relative to the 0.9 V the energies are quoted at. */
   double EnergyScale() const;
+  MatrixDataflow matrix_dataflow() const;
   double BandwidthBytesPerCycle(Tier tier) const;
   int64_t LatencyCycles(Tier tier) const;
   /*! \brief Matrix-engine MACs per cycle: int8 at full rate (one MAC per cell), 16-bit types

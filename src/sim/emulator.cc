@@ -242,8 +242,8 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {
-    l1_bytes_ = std::max(l1_bytes_, group.l1_bytes);
-    l2_bytes_ = std::max(l2_bytes_, group.l2_bytes);
+    l1_bytes_ = std::max(l1_bytes_, group.l1_base + group.l1_bytes);
+    l2_bytes_ = std::max(l2_bytes_, group.l2_base + group.l2_bytes);
   }
 }
 

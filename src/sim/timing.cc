@@ -7,6 +7,10 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <utility>
+#include <vector>
+
+#include "config/matrix_engine.h"
 
 namespace example_npu {
 namespace {
@@ -98,6 +102,18 @@ Cost DmaCost(const Program& program, const DmaCommand& dma) {
   return cost;
 }
 
+/*! \brief The output pixels x channels of a matrix command's tile and its reduction depth. */
+MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
+  MatrixWork work;
+  work.channels = compute.output.shape.empty() ? 1 : compute.output.shape.back();
+  work.pixels = compute.elements / std::max<int64_t>(1, work.channels);
+  work.depth = compute.macs / std::max<int64_t>(1, compute.elements);
+  if (const auto* conv = std::get_if<ConvAttrs>(&compute.attrs)) work.groups = conv->params.groups;
+  // qnn.matmul leaves conv at its defaults (one group).
+  if (const auto* qnn = std::get_if<QnnAttrs>(&compute.attrs)) work.groups = qnn->conv.groups;
+  return work;
+}
+
 Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   const NPUConfig& config = program.config;
   const Node& node = program.graph.nodes[compute.node];
@@ -113,15 +129,7 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   int64_t cycles = 0;
   switch (compute.engine) {
     case Engine::kMatrix: {
-      // Output blocks of dim x dim pixels x channels, one reduction step per cycle each.
-      const int64_t dim = config.matrix_engine_dim;
-      const int64_t channels = compute.output.shape.empty() ? 1 : compute.output.shape.back();
-      const int64_t pixels = elements / std::max<int64_t>(1, channels);
-      const int64_t depth = compute.macs / std::max<int64_t>(1, elements);
-      const double slow = static_cast<double>(dim * dim) / config.MatrixMacsPerCycle(dtype);
-      cycles = static_cast<int64_t>(std::ceil((pixels + dim - 1) / dim *
-                                              ((channels + dim - 1) / dim) * depth * slow)) +
-               dim;
+      cycles = MatrixEngineCycles(config, dtype, MatrixWorkOf(compute));
       cost.bytes[TierIndex(Tier::kL0)] = 2 * elements * 4;  // accumulator read-modify-write
       cost.energy_pj += compute.macs * config.MacEnergyPj(dtype) +
                         2 * elements * 4 * config.energy_l0_pj_per_byte;
@@ -160,6 +168,33 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   return cost;
 }
 
+/*!
+ * \brief The most bytes of `tier` in use at once. Groups overlap in time, each holding
+ * [base, base + bytes) of the tier from its first to its last command; at every group's start,
+ * the union of the ranges of the groups then running is measured.
+ */
+int64_t PeakOnChipBytes(const std::vector<GroupInfo>& infos,
+                        const std::vector<GroupProfile>& groups, Tier tier) {
+  int64_t peak = 0;
+  for (const GroupProfile& now : groups) {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g].start > now.start || groups[g].end <= now.start) continue;
+      const int64_t base = tier == Tier::kL1 ? infos[g].l1_base : infos[g].l2_base;
+      const int64_t bytes = tier == Tier::kL1 ? infos[g].l1_bytes : infos[g].l2_bytes;
+      if (bytes > 0) ranges.emplace_back(base, base + bytes);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    int64_t used = 0, covered = 0;
+    for (const auto& [begin, end] : ranges) {
+      used += std::max<int64_t>(0, end - std::max(begin, covered));
+      covered = std::max(covered, end);
+    }
+    peak = std::max(peak, used);
+  }
+  return peak;
+}
+
 std::string TrackName(const Command& command, int64_t channel) {
   if (command.is_dma) return "dma" + std::to_string(channel);
   return EngineName(command.compute.engine);
@@ -187,18 +222,13 @@ Profile Simulate(const Program& program) {
     group.tile_shape = info.tile_shape;
     group.l1_bytes = info.l1_bytes;
     group.l2_bytes = info.l2_bytes;
-    profile.l1_used_bytes = std::max(profile.l1_used_bytes, info.l1_bytes);
-    profile.l2_used_bytes = std::max(profile.l2_used_bytes, info.l2_bytes);
     profile.groups.push_back(group);
   }
-  int64_t barrier = 0, finished = 0, current_group = -1;
+  int64_t finished = 0;
+  std::vector<bool> started(program.groups.size(), false);
   for (const Command& command : program.commands) {
-    if (command.group != current_group) {
-      barrier = finished;
-      current_group = command.group;
-      profile.groups[current_group].start = barrier;
-    }
-    int64_t ready = barrier;
+    // Only dependencies order commands, across groups too (the scheduler records them).
+    int64_t ready = 0;
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
     Cost cost =
         command.is_dma ? DmaCost(program, command.dma) : ComputeCost(program, command.compute);
@@ -239,6 +269,8 @@ Profile Simulate(const Program& program) {
     end[command.id] = start + cost.cycles + cost.latency;
     finished = std::max(finished, end[command.id]);
     GroupProfile& group = profile.groups[command.group];
+    group.start = started[command.group] ? std::min(group.start, start) : start;
+    started[command.group] = true;
     group.end = std::max(group.end, end[command.id]);
     for (int t = 0; t < kNumTiers; ++t) {
       group.bytes[t] += cost.bytes[t];
@@ -251,6 +283,8 @@ Profile Simulate(const Program& program) {
         TraceEvent{command.id, TrackName(command, channel), start, end[command.id] - start});
   }
   profile.total_cycles = finished;
+  profile.l1_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL1);
+  profile.l2_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL2);
   return profile;
 }
 

@@ -7,7 +7,8 @@
  * completion adds the tier latency, so several outstanding transfers hide latency but never
  * exceed bandwidth. A command starts at the earliest time when its dependencies are done and its
  * resources have a free interval long enough, which is how double-buffered loads overlap
- * compute. Groups run one after another (a group's first command waits for the previous group).
+ * compute. Groups are ordered only by the dependencies the scheduler recorded between them, so a
+ * group's first loads can run while the previous group computes.
  * Energy is MAC + vector-op + per-tier byte energy, scaled by (V / 0.9 V)^2 of the power mode.
  */
 #ifndef EXAMPLE_NPU_SIM_TIMING_H_
@@ -41,6 +42,7 @@ struct GroupProfile {
   int64_t tiles = 0;
   std::vector<int64_t> tile_shape;
   int64_t macs = 0;
+  /*! \brief First command's start and last command's end; groups may overlap. */
   int64_t start = 0;
   int64_t end = 0;
   std::array<int64_t, kNumTiers> bytes{};
@@ -58,8 +60,9 @@ struct Profile {
   int64_t macs = 0;
   std::array<int64_t, kNumTiers> bytes{};
   std::array<int64_t, kNumEngines> busy_cycles{};
-  // Memory used: the high-water marks of L1 and L2 over the groups (one group's buffers are on
-  // chip at a time) and the DRAM scratch of the intermediates between groups.
+  // Memory used: the most L1 and L2 bytes in use at once (a group's tile buffers and staged
+  // weights, and the next group's while the two overlap), and the DRAM scratch of the
+  // intermediates between groups.
   int64_t l1_used_bytes = 0;
   int64_t l2_used_bytes = 0;
   int64_t dram_scratch_bytes = 0;

@@ -33,6 +33,21 @@ def conv3x3(channels: int, size: int, out_channels: int, relu: bool = False) -> 
     return _module([x, w], body)
 
 
+def conv_chain(channels: int, size: int, count: int, seed: int = 0) -> tvm.IRModule:
+    """``count`` 3x3 convolutions + relu in a row, weights bound as constants."""
+    rng = np.random.default_rng(seed)
+    x = relax.Var("x", relax.TensorType((1, channels, size, size), "float32"))
+
+    def body(bb, x):
+        for _ in range(count):
+            w = (rng.standard_normal((channels, channels, 3, 3)) * 0.1).astype("float32")
+            conv = relax.op.nn.conv2d(x, relax.const(w), padding=(1, 1, 1, 1))
+            x = bb.emit(relax.op.nn.relu(bb.emit(conv)))
+        return x
+
+    return _module([x], body)
+
+
 def add(shape: tuple[int, ...]) -> tvm.IRModule:
     a = relax.Var("a", relax.TensorType(shape, "float32"))
     b = relax.Var("b", relax.TensorType(shape, "float32"))

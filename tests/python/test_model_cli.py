@@ -86,14 +86,17 @@ def test_profile_prints_the_summary_and_its_files_hold_the_same_numbers(onnx_cnn
         assert set(row) == set(layer)
         for key, value in layer.items():
             assert row[key] == str(value), key
-    # The summary's totals are the sums (and high-water marks) of its layers.
+    # The summary's totals are the sums (and high-water marks) of its layers. A layer's cycles
+    # are its span, and the next layer's loads start while the previous one computes, so the
+    # spans add up to at least the total.
     assert summary["npu_functions"] >= 1 and summary["npu_ops"] > 0
     assert summary["macs"] == sum(layer["macs"] for layer in layers) > 0
-    assert summary["cycles"] == sum(layer["cycles"] for layer in layers)
+    cycles = [layer["cycles"] for layer in layers]
+    assert max(cycles) <= summary["cycles"] <= sum(cycles)
     for tier, moved in summary["bytes_moved"].items():
         assert moved == sum(layer[f"bytes_{tier}"] for layer in layers), tier
     assert summary["energy_uj"] == pytest.approx(sum(layer["energy_uj"] for layer in layers))
-    assert summary["sram_used_bytes"]["L1"] == max(layer["l1_used_bytes"] for layer in layers)
+    assert summary["sram_used_bytes"]["L1"] >= max(layer["l1_used_bytes"] for layer in layers)
     assert 0 < summary["sram_used_bytes"]["L1"] <= summary["sram_size_bytes"]["L1"]
     assert summary["latency_us"] == pytest.approx(summary["cycles"] / summary["clock_mhz"])
     assert 0 < summary["utilization"]["matrix"] <= 1

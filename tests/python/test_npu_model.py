@@ -12,7 +12,7 @@ from example_npu import NPUConfig
 from example_npu.config import InvalidConfigError
 from example_npu.models import default_model
 from example_npu.report import partition_with_report
-from npu_models import add, conv3x3, gemm, inputs_for
+from npu_models import add, conv3x3, conv_chain, gemm, inputs_for
 from spec_models import SPEC_MODULES, run
 from test_end_to_end import CpuBetweenRegions, _conv_bn_model
 from test_fused_patterns import conv_model, linear_model
@@ -132,6 +132,35 @@ def test_profile_reports_nodes_engines_and_traffic(tmp_path):
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) > len(prof.nodes)
 
 
+def test_groups_overlap_and_the_outputs_stay_exact(tmp_path):
+    """The second convolution's loads start while the first computes: one NPU function of two
+    convolutions takes fewer cycles than the two convolutions profiled alone, and computes what
+    TVM's CPU build computes."""
+    two, one = conv_chain(16, 32, count=2), conv_chain(16, 32, count=1)
+    inputs = inputs_for(two, seed=4)
+    partitioned = example_npu.partition_for_npu(two)
+    np.testing.assert_allclose(run(partitioned, inputs), run(two, inputs), rtol=1e-5, atol=1e-5)
+    prof = example_npu.profile(tvm.compile(partitioned, target="llvm"), *inputs)
+    first, second = prof.subgraphs[0]["groups"]
+    assert len(prof.subgraphs) == 1 and second["start"] < first["end"]
+    assert prof.total_cycles < 2 * profile_of(one).total_cycles
+    # The stream says why: a command of group 1 waits for a command of group 0.
+    (npu_module,) = partitioned.attrs["external_mods"]
+    lines = [line.split() for line in npu_module.inspect_source("commands").splitlines()]
+    group0 = {words[0] for words in lines if words[1:2] == ["g0"]}
+    deps_of_group1 = [
+        set(word.removeprefix("deps=").split(","))
+        for words in lines
+        if words[1:2] == ["g1"]
+        for word in words
+        if word.startswith("deps=")
+    ]
+    assert any(deps & group0 for deps in deps_of_group1)
+    trace = json.loads(prof.to_chrome_trace(tmp_path / "trace.json").read_text())
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    assert {"groups", "groups 2"} <= tracks
+
+
 def test_profile_without_npu_work_raises():
     ex = tvm.compile(add((2, 2)), target="llvm")
     with pytest.raises(ValueError, match="no NPU subgraph"):
@@ -139,9 +168,19 @@ def test_profile_without_npu_work_raises():
 
 
 def test_config_json_round_trip_and_validation():
-    config = NPUConfig(l1_sram_kb=64, power_mode="low_power", dram_bandwidth_gb_per_s=8.5)
+    config = NPUConfig(
+        l1_sram_kb=64,
+        power_mode="low_power",
+        dram_bandwidth_gb_per_s=8.5,
+        dataflow="weight_stationary",
+    )
     assert NPUConfig.from_json(config.to_json()) == config
-    for bad in ({"l1_sram_kb": 2}, {"dram_bandwidth_gb_per_s": 0.0}, {"power_mode": "turbo"}):
+    for bad in (
+        {"l1_sram_kb": 2},
+        {"dram_bandwidth_gb_per_s": 0.0},
+        {"power_mode": "turbo"},
+        {"dataflow": "row_stationary"},
+    ):
         with pytest.raises(InvalidConfigError):
             NPUConfig(**bad)
     with pytest.raises(InvalidConfigError, match="unknown"):

@@ -13,10 +13,10 @@ import sys
 
 from ..config import InvalidConfigError
 from ..model_file import ModelFileError
-from . import compile_model, demo, profile_model
+from . import compile_model, demo, profile_model, sweep_model
 from .common import UsageError
 
-COMMANDS = (demo, compile_model, profile_model)
+COMMANDS = (demo, compile_model, profile_model, sweep_model)
 USER_ERRORS = (UsageError, ModelFileError, InvalidConfigError)
 
 
