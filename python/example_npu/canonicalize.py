@@ -10,11 +10,19 @@ the original computes, including NaN and infinities.
   ONNX lowering ``min(max(x, lo), hi)`` to the lower bound, so they are equal only on non-NaN
   inputs. The NPU runs maximum / minimum with TVM's NaN behaviour instead.
 * ``shape_of`` of a tensor with a static shape becomes that shape, and calls whose arguments are
-  all constants and whose result is a scalar, or an integer / boolean tensor of at most
-  :data:`FOLD_MAX_ELEMENTS` elements, are evaluated with TVM (``FoldConstant`` on that one
-  call): the ONNX importer's index arithmetic (``where(less(i, 0), i + n, i)``) and ``Clip``
-  bounds (``where(isnan(c), -inf, c)``). Float tensors (weights) are left as they are.
-  ``quantize`` / ``dequantize`` are never folded: they are what the quantized patterns match.
+  all constants and whose result is a single element of any dtype, an integer / boolean tensor
+  of at most :data:`FOLD_MAX_ELEMENTS` elements, or an ``int64`` / boolean (index) tensor of at
+  most :data:`FOLD_MAX_INDEX_ELEMENTS` are evaluated with TVM (``FoldConstant`` on that one
+  call): the ONNX importer's index arithmetic (``where(less(i, 0), i + n, i)``, also on the
+  index tensor of an exported ``as_strided``), ``Clip`` bounds (``where(isnan(c), -inf, c)``)
+  and the legacy exporter's attention scale (``sqrt(1 / sqrt(d))`` on a (1,) tensor). Float
+  tensors (weights) are left as they are. ``quantize`` / ``dequantize`` are never folded: they
+  are what the quantized patterns match.
+* ``dynamic_strided_slice`` whose begin / end / strides are constants (the legacy ONNX
+  exporter's ``chunk``: bounds computed from ``Shape``, folded above) becomes the
+  ``strided_slice`` that picks the same elements, which TVM's own build checks axis by axis
+  before the rewrite. Its result, and every value computed from it, gets its static shape back
+  (without it TVM cannot even build the module: ``concat`` of unknown shapes).
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
 """
@@ -33,6 +41,8 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from .checks import static_shape
 
 FOLD_MAX_ELEMENTS = 64
+# Index tensors (int64 / bool) folded up to this size: an exported as_strided's gather indices.
+FOLD_MAX_INDEX_ELEMENTS = 1 << 20
 # Ops whose constant operands are the contract with a pattern (the quantized chains).
 _NEVER_FOLD = frozenset({"relax.quantize", "relax.dequantize"})
 _ELEMENTWISE_PRIMFUNCS = ("maximum", "minimum")
@@ -64,13 +74,18 @@ def _constant_or_shape(expr: relax.Expr) -> bool:
 
 
 def _is_index_arithmetic(call: relax.Call) -> bool:
-    """A small scalar or integer / boolean result: bounds and index computations, not weights
-    (a transposed weight stays a permute_dims the patterns see)."""
+    """A single element, a small integer / boolean result or an index tensor: bounds, scales and
+    index computations, not weights (a transposed weight stays a permute_dims the patterns see)."""
     shape = static_shape(call.ty)
-    if shape is None or int(np.prod(shape)) > FOLD_MAX_ELEMENTS:
+    if shape is None:
         return False
+    elements = int(np.prod(shape))
     dtype = str(call.ty.dtype)
-    return len(shape) == 0 or dtype == "bool" or dtype.startswith(("int", "uint"))
+    if elements == 1:
+        return True
+    if dtype in ("int64", "bool"):
+        return elements <= FOLD_MAX_INDEX_ELEMENTS
+    return elements <= FOLD_MAX_ELEMENTS and dtype.startswith(("int", "uint"))
 
 
 # Folded calls by structural hash: models repeat the same constant arithmetic many times.
@@ -83,6 +98,14 @@ def _fold(call: relax.Call) -> Constant | None:
     for seen, value in _FOLDED.get(key, []):
         if tvm_ffi.structural_equal(seen, call):
             return value
+    result = _evaluate(call)
+    if result is not None:
+        _FOLDED.setdefault(key, []).append((call, result))
+    return result
+
+
+def _evaluate(call: relax.Call) -> Constant | None:
+    """``call`` (constant arguments only) computed by TVM's FoldConstant, or None."""
     bb = relax.BlockBuilder()
     with bb.function("main", []):
         with bb.dataflow():
@@ -94,10 +117,50 @@ def _fold(call: relax.Call) -> Constant | None:
         for binding in block.bindings:
             if binding.var.same_as(result):
                 result = binding.value
-    if not isinstance(result, Constant):
+    return result if isinstance(result, Constant) else None
+
+
+@lru_cache(maxsize=1024)
+def _picked(op_name: str, extent: int, begin: int, end: int, stride: int) -> tuple[int, ...]:
+    """The indices of ``arange(extent)`` a one-axis slice picks in TVM's CPU build."""
+    indices = relax.const(np.arange(extent), "int64")
+    if op_name == "dynamic_strided_slice":
+        bounds = [relax.const(np.array([v]), "int64") for v in (begin, end, stride)]
+        call = relax.op.dynamic_strided_slice(indices, *bounds)
+    else:
+        call = relax.op.strided_slice(indices, [0], [begin], [end], [stride])
+    bb = relax.BlockBuilder()
+    with bb.function("main", []):
+        with bb.dataflow():
+            out = bb.emit_output(call)
+        bb.emit_func_output(out)
+    # FoldConstant leaves results of unknown shape alone, so this one is built and run.
+    vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
+    return tuple(int(v) for v in vm["main"]().numpy())
+
+
+def _static_slice(call: relax.Call) -> relax.Expr | None:
+    """``strided_slice`` picking what a ``dynamic_strided_slice`` with constant bounds picks."""
+    shape = static_shape(call.args[0].ty)
+    bounds = [arg.value.numpy() if isinstance(arg, Constant) else None for arg in call.args[1:]]
+    if shape is None or any(b is None or b.shape != (len(shape),) for b in bounds):
         return None
-    _FOLDED.setdefault(key, []).append((call, result))
-    return result
+    begin, end, strides = ([int(v) for v in b] for b in bounds)
+    static = []
+    for axis, extent in enumerate(shape):
+        picked = _picked("dynamic_strided_slice", extent, begin[axis], end[axis], strides[axis])
+        step = strides[axis]
+        start, stop = 0, 0  # an empty axis
+        if picked:
+            # Past the last picked index, written so strided_slice cannot read it as "from end".
+            start, stop = picked[0], picked[-1] + (1 if step > 0 else -1)
+            stop = stop if stop >= 0 else -extent - 1
+        if _picked("strided_slice", extent, start, stop, step) != picked:
+            return None
+        static.append((start, stop, step))
+    axes = list(range(len(shape)))
+    starts, stops, steps = ([s[k] for s in static] for k in range(3))
+    return relax.op.strided_slice(call.args[0], axes, starts, stops, steps)
 
 
 @mutator
@@ -113,13 +176,25 @@ class _Canonicalizer(PyExprMutator):
         value = self.visit_expr(binding.value)
         if isinstance(value, (Constant, relax.ShapeExpr)):
             self.known[binding.var] = value
-        self.builder_.emit_normalized(relax.VarBinding(binding.var, value))
+        var = binding.var
+        if not tvm_ffi.structural_equal(var.ty, value.ty):
+            # A rewrite made the type more precise (a static shape): later uses see the new var.
+            var = self.with_type(var, value.ty)
+            self.set_var_remap(binding.var, var)
+        self.builder_.emit_normalized(relax.VarBinding(var, value))
 
     def visit_var_(self, var: relax.Var) -> relax.Expr:  # noqa: D102
-        return self.known.get(var, var)
+        return self._use(var)
 
     def visit_dataflow_var_(self, var: relax.DataflowVar) -> relax.Expr:  # noqa: D102
-        return self.known.get(var, var)
+        return self._use(var)
+
+    def _use(self, var: relax.Var) -> relax.Expr:
+        """A use of ``var``: its known value, the var that replaced it, or itself."""
+        if var in self.known:
+            return self.known[var]
+        remapped = self.get_var_remap(var)
+        return var if remapped is None else remapped
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102 (visitor protocol)
         call = super().visit_call_(call)
@@ -134,6 +209,10 @@ class _Canonicalizer(PyExprMutator):
         if name == "relax.broadcast_to":
             if static_shape(call.args[0].ty) == static_shape(call.ty) is not None:
                 return call.args[0]
+        if name == "relax.dynamic_strided_slice":
+            static = _static_slice(call)
+            if static is not None:
+                return self.builder_.normalize(static)
         if name not in _NEVER_FOLD and all(_constant_or_shape(arg) for arg in call.args):
             if _is_index_arithmetic(call):
                 folded = _fold(call)
@@ -152,6 +231,8 @@ class _Canonicalizer(PyExprMutator):
             if shape is None:
                 return call
             arg_types.append((tuple(shape), str(arg.ty.dtype)))
+        if len(arg_types) != 2:  # maximum / minimum are binary (ONNX Pad lowers to unary ones)
+            return call
         for op_name in _ELEMENTWISE_PRIMFUNCS:
             reference = _legalized(op_name, tuple(arg_types))
             if reference is None:

@@ -15,8 +15,10 @@ from .checks import logger as checks_logger
 from .config import NPUConfig
 from .partition import partition_for_npu
 
-# Relax calls that are plumbing, not compute a user would expect on the NPU.
-_PLUMBING_OPS = frozenset({"relax.call_dps_packed", "relax.call_tir", "relax.call_packed"})
+# Relax calls that are plumbing (the NPU functions' calls), not compute a user would expect on
+# the NPU. A call_tir is compute: a frontend's own TIR function, counted by its name.
+_PLUMBING_OPS = frozenset({"relax.call_dps_packed", "relax.call_packed"})
+_CALL_TIR = "relax.call_tir"
 
 
 @dataclass
@@ -29,6 +31,11 @@ class PartitionReport:
     reasons: dict[str, set[str]] = field(default_factory=dict)
 
     def cpu_reason(self, op: str) -> str:
+        if op.startswith(_CALL_TIR + "("):
+            return (
+                f"the frontend emitted TIR function {op[len(_CALL_TIR) + 1 : -1]} as call_tir; "
+                "only call_tir of TVM's own maximum / minimum becomes an NPU op"
+            )
         found = self.reasons.get(op.removeprefix("relax."))
         return "; ".join(sorted(found)) if found else f"no example_npu pattern for {op}"
 
@@ -62,7 +69,9 @@ def _count_ops(expr: relax.Expr) -> Counter:
 
     def visit(node: object) -> None:
         if isinstance(node, relax.Call) and isinstance(node.op, tvm.ir.Op):
-            if node.op.name not in _PLUMBING_OPS:
+            if node.op.name == _CALL_TIR and isinstance(node.args[0], tvm.ir.GlobalVar):
+                counts[f"{_CALL_TIR}({node.args[0].name_hint})"] += 1
+            elif node.op.name not in _PLUMBING_OPS:
                 counts[node.op.name] += 1
 
     relax.analysis.post_order_visit(expr, visit)

@@ -125,3 +125,120 @@ def test_identity_broadcast_and_dead_bindings_disappear():
             out = bb.emit_output(relax.op.nn.relu(y))
         bb.emit_func_output(out)
     assert _ops(canonicalize(bb.get())) == {"relax.nn.relu"}
+
+
+def _chunk_model(opset: int) -> bytes:
+    """torch's legacy ONNX exporter on x.chunk(2, 1): Slice bounds computed from Shape, which
+    from_onnx imports as dynamic_strided_slice of unknown shape (TVM cannot build it)."""
+    import io
+    import warnings
+
+    import torch
+
+    class Chunk(torch.nn.Module):
+        def forward(self, x):
+            a, b = x.chunk(2, dim=1)
+            return torch.cat([torch.relu(b), a * 2.0], dim=1)
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Chunk(),
+            (torch.zeros(1, 6, 3, 4),),
+            buffer,
+            dynamo=False,
+            opset_version=opset,
+            input_names=["x"],
+        )
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_legacy_onnx_chunk_becomes_a_static_slice_on_the_npu(opset):
+    import onnxruntime
+
+    model = _chunk_model(opset)
+    mod = from_onnx(onnx.load_from_string(model), shape_dict={"x": [1, 6, 3, 4]})
+    assert "relax.dynamic_strided_slice" in _ops(mod)
+    canonical = canonicalize(mod)
+    assert "relax.dynamic_strided_slice" not in _ops(canonical)
+    assert canonical["main"].ret_ty.shape is not None  # the static shapes came back
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops and len(report.npu_functions) == 1, report.table()
+    x = np.random.default_rng(0).standard_normal((1, 6, 3, 4)).astype("float32")
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(run(partitioned, x), expected)
+    np.testing.assert_array_equal(run(canonical, x), expected)
+
+
+_SLICE_BOUNDS = [
+    ([0, 1], [2, 5], [1, 2]),
+    ([-3, -1], [100, -7], [1, -1]),
+    ([4, 5], [-100, 0], [-2, -3]),
+    ([-10, 2], [2**62, 2], [1, 1]),  # an empty axis
+    ([1, 0], [-1, -1], [3, 4]),
+]
+
+
+@pytest.mark.parametrize("begin, end, strides", _SLICE_BOUNDS)
+def test_dynamic_strided_slice_with_constant_bounds_picks_what_tvm_picks(begin, end, strides):
+    x = relax.Var("x", relax.TensorType((5, 6), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            bounds = [relax.const(np.array(v), "int64") for v in (begin, end, strides)]
+            out = bb.emit_output(relax.op.dynamic_strided_slice(x, *bounds))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    canonical = canonicalize(mod)
+    assert _ops(canonical) == {"relax.strided_slice"}
+    data = np.arange(30, dtype="float32").reshape(5, 6)
+    np.testing.assert_array_equal(run(canonical, data), run(mod, data))
+
+
+def test_single_element_constant_arithmetic_is_folded_as_tvm_computes_it():
+    """The legacy exporter's attention scale: sqrt(1 / sqrt(d)) on a (1,) float tensor."""
+    x = relax.Var("x", relax.TensorType((2, 8), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            root = bb.emit(relax.op.sqrt(relax.const(np.array([8.0], "float32"))))
+            scale = bb.emit(
+                relax.op.sqrt(relax.op.divide(relax.const(np.array([1.0], "float32")), root))
+            )
+            out = bb.emit_output(relax.op.multiply(x, scale))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    canonical = canonicalize(mod)
+    assert _ops(canonical) == {"relax.multiply"}
+    data = np.random.default_rng(1).standard_normal((2, 8)).astype("float32")
+    np.testing.assert_array_equal(run(canonical, data), run(mod, data))
+
+
+def test_a_unary_call_tir_is_left_alone_and_named_in_the_report():
+    """ONNX Pad(reflect) imports as call_tir(mirror_pad) with one argument: it stays a CPU call
+    (the binary maximum / minimum check must not trip on it) and the report names it."""
+    import onnxruntime
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Pad", ["r", "pads"], ["p"], mode="reflect"),
+            helper.make_node("Relu", ["p"], ["y"]),
+        ],
+        "reflect",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])],
+        [helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    partitioned, report = partition_with_report(from_onnx(model))
+    assert report.cpu_ops == {"relax.call_tir(mirror_pad)": 1}, report.table()
+    assert "mirror_pad as call_tir" in report.cpu_reason("relax.call_tir(mirror_pad)")
+    x = np.random.default_rng(2).standard_normal((1, 2, 4, 4)).astype("float32")
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_array_equal(run(partitioned, x), session.run(None, {"x": x})[0])
