@@ -100,32 +100,47 @@ def check_strided_slice(call: relax.Call) -> Verdict:
 
 
 def check_take(call: relax.Call) -> Verdict:
-    """take with one constant index: a slice of one row along the axis (a view)."""
+    """take with constant indices that step evenly through the axis: a strided box (a view).
+
+    A scalar index is one row; an index tensor such as an exported ``as_strided``'s gather
+    (``arange`` reshaped) is the box begin + step * k, reshaped to the index's shape."""
     indices = call.args[1]
     shape = tensor_shape(call.args[0])
-    if not isinstance(indices, Constant) or indices.value.numpy().ndim != 0:
-        return reject("take: only a constant scalar index is a slice the NPU reads as a view")
+    if not isinstance(indices, Constant) or indices.value.numpy().dtype.kind not in "iu":
+        return reject("take: only constant indices are a slice the NPU reads as a view")
     if shape is None:
         return reject("take: unknown input shape")
-    if take_index(call) is None:
+    rows = take_rows(call)
+    if rows is None:
+        values = indices.value.numpy().reshape(-1)
+        shown = ", ".join(str(int(v)) for v in values[:6]) + (", ..." if values.size > 6 else "")
         return reject(
-            f"take: index {int(indices.value.numpy())} is outside axis {int(call.attrs.axis)} of "
-            f"{shape} (mode fast reads out of bounds in TVM's build)"
+            f"take: indices [{shown}] are not evenly increasing rows inside axis "
+            f"{int(call.attrs.axis)} of {shape} (the NPU reads a strided box; mode fast reads "
+            "out of bounds in TVM's build)"
         )
-    return check_data_movement(call, [call, call.args[0]])  # the index is an attribute
+    return check_data_movement(call, [call, call.args[0]])  # the indices are an attribute
 
 
-def take_index(call: relax.Call) -> int | None:
-    """The row a constant-index take reads, by its mode (fast: in range only; wrap; clip)."""
+def take_rows(call: relax.Call) -> tuple[int, int, int] | None:
+    """(first row, step, count) of a constant-index take, by its mode (fast: in range only;
+    wrap; clip), when the rows step evenly upwards (step >= 1; one row has step 1); else None."""
     shape = tensor_shape(call.args[0])
     extent = shape[int(call.attrs.axis) % len(shape)]
-    index = int(call.args[1].value.numpy())
+    values = call.args[1].value.numpy().astype("int64").reshape(-1)
     mode = str(call.attrs.mode)
     if mode == "wrap":
-        return index % extent
-    if mode == "clip":
-        return min(max(index, 0), extent - 1)
-    return index if 0 <= index < extent else None
+        values = values % extent
+    elif mode == "clip":
+        values = np.clip(values, 0, extent - 1)
+    elif values.size and (values.min() < 0 or values.max() >= extent):
+        return None
+    if values.size == 0:
+        return None
+    step = int(values[1] - values[0]) if values.size > 1 else 1
+    if step < 1 or not np.array_equal(values, values[0] + step * np.arange(values.size)):
+        return None
+    return int(values[0]), step, int(values.size)
 
 
 def _float_compute(call: relax.Call) -> Verdict:

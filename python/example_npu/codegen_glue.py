@@ -3,8 +3,8 @@
 The NPU graph has one node per tensor, so several Relax forms map onto a few NPU ops:
 
 * ``reshape``, ``flatten``, ``squeeze`` and ``expand_dims`` are one ``reshape`` (a view);
-* ``split``, ``strided_slice`` and ``take`` with a constant scalar index are ``strided_slice``
-  boxes (views; ``take`` adds a ``reshape`` dropping the taken axis);
+* ``split``, ``strided_slice`` and ``take`` with constant, evenly increasing indices are
+  ``strided_slice`` boxes (views; ``take`` adds a ``reshape`` to the indices' shape);
 * ``adaptive_avg_pool2d`` with an output size that divides the input is ``nn.avg_pool2d`` with
   window = stride = input / output; ``max_pool1d`` / ``avg_pool1d`` are 2-D pooling over a
   height-1 view of the input;
@@ -23,7 +23,7 @@ from typing import Any
 
 from tvm import relax
 
-from .checks_glue import int_values, take_index
+from .checks_glue import int_values, take_rows
 
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
 
@@ -88,12 +88,10 @@ def _strided_slice(e: _Emitter, x: int) -> int:
 def _take(e: _Emitter, x: int) -> int:
     shape, dtype = _input_shape(e.builder, e.call.args[0])
     axis = int(e.call.attrs.axis) % len(shape)
-    index = take_index(e.call)
-    begin = [0] * len(shape)
-    begin[axis] = index
-    row = list(shape)
-    row[axis] = 1
-    box = e.shaped("strided_slice", [x], row, dtype, {"begin": begin, "step": [1] * len(shape)})
+    first, step, count = take_rows(e.call)
+    begin, steps, rows = [0] * len(shape), [1] * len(shape), list(shape)
+    begin[axis], steps[axis], rows[axis] = first, step, count
+    box = e.shaped("strided_slice", [x], rows, dtype, {"begin": begin, "step": steps})
     return e.node("reshape", [box], e.call.ty)
 
 
