@@ -282,6 +282,14 @@ def _glue_probes() -> list[Probe]:
             lambda bb, v, dtype: op.take(v["x"], relax.const(1, "int64"), axis=1),
         ),
         Probe(
+            "take",
+            "constant indices stepping evenly (as_strided)",
+            vector,
+            lambda bb, v, dtype: op.take(
+                v["x"], relax.const(np.arange(0, 4, 2).reshape(1, 2), "int64"), axis=1
+            ),
+        ),
+        Probe(
             "broadcast_to",
             "stride-0 view",
             (("x", (1, 3, 1)),),
@@ -382,6 +390,16 @@ def probes() -> list[Probe]:
         Probe("gelu_tanh", "-", vector, _single(relax.op.nn.gelu_tanh, "x")),
         Probe("sigmoid", "-", vector, _single(relax.op.sigmoid, "x")),
         Probe("tanh", "-", vector, _single(relax.op.tanh, "x")),
+        *[
+            Probe(name, "-", vector, _single(getattr(relax.op, name), "x"))
+            for name in ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
+        ],
+        Probe(
+            "power",
+            "broadcast exponent",
+            (("a", (2, 3, 4)), ("b", (4,))),
+            _single(relax.op.power, "a", "b"),
+        ),
         *_glue_probes(),
     ]
     for name in ("add", "subtract", "multiply", "divide"):

@@ -229,6 +229,11 @@ def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> 
     return PatternRow(name, build, (("root", check),), requires)
 
 
+# Elementwise math of the vector / activation units, as the C library computes it (TVM's build
+# calls the same sqrtf, expf, logf, erff): decomposed layer norms (power, sqrt), erf GELUs,
+# ELU / Mish (exp, log), RMSNorm (rsqrt) of imported models.
+_UNARY_MATH = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
+
 _DATA_MOVEMENT = (
     "reshape",
     "flatten",
@@ -274,6 +279,11 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("gelu_tanh", _unary("relax.nn.gelu_tanh"), checks.check_elementwise, "relax.nn.gelu_tanh"),
     _row("sigmoid", _unary("relax.sigmoid"), checks.check_elementwise, "relax.sigmoid"),
     _row("tanh", _unary("relax.tanh"), checks.check_elementwise, "relax.tanh"),
+    *[
+        _row(op, _unary(f"relax.{op}"), checks.check_elementwise, f"relax.{op}")
+        for op in _UNARY_MATH
+    ],
+    _row("power", _binary("relax.power"), checks.check_elementwise, "relax.power"),
     _row("softmax", _unary("relax.nn.softmax"), checks.check_softmax),
     PatternRow(
         "safe_softmax",

@@ -18,6 +18,14 @@ bool IsElementwise(OpKind op) {
     case OpKind::kTanh:
     case OpKind::kGelu:
     case OpKind::kGeluTanh:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kErf:
+    case OpKind::kAbs:
+    case OpKind::kNegative:
+    case OpKind::kPower:
     case OpKind::kBatchNorm:
       return true;
     default:

@@ -185,6 +185,12 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
     case OpKind::kTanh:
     case OpKind::kGelu:
     case OpKind::kGeluTanh:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kErf:
+    case OpKind::kPower:
       compute.engine = Engine::kActivation;
       break;
     default:

@@ -15,7 +15,7 @@ constexpr std::array<std::pair<DType, const char*>, 6> kDTypeNames = {{
     {DType::kInt64, "int64"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 30> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 38> kOpNames = {{
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
     {OpKind::kReshape, "reshape"},
@@ -46,6 +46,14 @@ constexpr std::array<std::pair<OpKind, const char*>, 30> kOpNames = {{
     {OpKind::kBroadcastTo, "broadcast_to"},
     {OpKind::kMean, "mean"},
     {OpKind::kLayerNorm, "nn.layer_norm"},
+    {OpKind::kSqrt, "sqrt"},
+    {OpKind::kRsqrt, "rsqrt"},
+    {OpKind::kExp, "exp"},
+    {OpKind::kLog, "log"},
+    {OpKind::kErf, "erf"},
+    {OpKind::kAbs, "abs"},
+    {OpKind::kNegative, "negative"},
+    {OpKind::kPower, "power"},
 }};
 
 }  // namespace

@@ -60,6 +60,14 @@ enum class OpKind {
   kBroadcastTo,
   kMean,
   kLayerNorm,
+  kSqrt,
+  kRsqrt,
+  kExp,
+  kLog,
+  kErf,
+  kAbs,
+  kNegative,
+  kPower,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */

@@ -173,6 +173,7 @@ size_t ExpectedArity(OpKind op) {
   switch (op) {
     case OpKind::kMaximum:
     case OpKind::kMinimum:
+    case OpKind::kPower:
     case OpKind::kMatmul:
     case OpKind::kConv1d:
     case OpKind::kConv2d:
@@ -406,6 +407,7 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kDivide:
     case OpKind::kMaximum:
     case OpKind::kMinimum:
+    case OpKind::kPower:
       return Broadcast(node, *in[0], *in[1]);
     case OpKind::kConcat:
       return InferConcat(node, in);
@@ -428,6 +430,13 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kTanh:
     case OpKind::kGelu:
     case OpKind::kGeluTanh:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kErf:
+    case OpKind::kAbs:
+    case OpKind::kNegative:
     case OpKind::kQuantize:
     case OpKind::kDequantize:
       return *in[0];

@@ -106,21 +106,38 @@ void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& 
 void Softmax(const float* input, const Shape& shape, int64_t axis, float* out,
              bool zero_masked_rows = false);
 
-enum class UnaryOp { kRelu, kClip, kSigmoid, kTanh, kGelu, kGeluTanh };
+enum class UnaryOp {
+  kRelu,
+  kClip,
+  kSigmoid,
+  kTanh,
+  kGelu,
+  kGeluTanh,
+  kSqrt,
+  kRsqrt,
+  kExp,
+  kLog,
+  kErf,
+  kAbs,
+  kNegative,
+};
 
 /*!
  * \brief Elementwise activation. kClip clamps to [clip_min, clip_max]; kGelu is the erf form
  * 0.5 x (1 + erf(x / sqrt 2)); kGeluTanh is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * kSqrt, kExp, kLog and kErf are the C library's sqrtf / expf / logf / erff, which TVM's LLVM
+ * build calls too (bit for bit, NaN and infinities included); kRsqrt is 1 / sqrtf(x), as TVM
+ * lowers rsqrt.
  */
 void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min = 0.0f,
            float clip_max = 0.0f);
 
-enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum };
+enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum, kPower };
 
 /*!
  * \brief Elementwise binary op with numpy broadcasting of lhs_shape and rhs_shape to out_shape.
  * kMaximum is a > b ? a : b and kMinimum a < b ? a : b, as TVM's LLVM build computes them: a NaN
- * lhs gives the rhs, a NaN rhs gives NaN.
+ * lhs gives the rhs, a NaN rhs gives NaN. kPower is the C library's powf, as in TVM's build.
  */
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape);

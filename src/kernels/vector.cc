@@ -152,6 +152,40 @@ void GeluTanhRange(const float* in, float* out, int64_t n) {
   });
 }
 
+/*! \brief out[i] = f(in[i]): the C library's scalar functions, which TVM's build calls too. */
+template <typename F>
+void MapScalar(const float* __restrict__ in, float* __restrict__ out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+}
+
+void SqrtRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::sqrt(x); });
+}
+
+void RsqrtRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return 1.0f / std::sqrt(x); });
+}
+
+void ExpRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::exp(x); });
+}
+
+void LogRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::log(x); });
+}
+
+void ErfRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::erf(x); });
+}
+
+void AbsRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::fabs(x); });
+}
+
+void NegativeRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return -x; });
+}
+
 struct AddOp {
   float operator()(float a, float b) const { return a + b; }
 };
@@ -169,6 +203,9 @@ struct MaximumOp {
 };
 struct MinimumOp {
   float operator()(float a, float b) const { return a < b ? a : b; }
+};
+struct PowerOp {
+  float operator()(float a, float b) const { return std::pow(a, b); }
 };
 
 /*!
@@ -261,6 +298,8 @@ void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, in
       return BinaryRow(MaximumOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMinimum:
       return BinaryRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kPower:
+      return BinaryRow(PowerOp{}, lhs, ls, rhs, rs, out, n);
   }
 }
 
@@ -378,9 +417,31 @@ void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_
     case UnaryOp::kGeluTanh:
       range_fn = GeluTanhRange;
       break;
+    case UnaryOp::kSqrt:
+      range_fn = SqrtRange;
+      break;
+    case UnaryOp::kRsqrt:
+      range_fn = RsqrtRange;
+      break;
+    case UnaryOp::kExp:
+      range_fn = ExpRange;
+      break;
+    case UnaryOp::kLog:
+      range_fn = LogRange;
+      break;
+    case UnaryOp::kErf:
+      range_fn = ErfRange;
+      break;
+    case UnaryOp::kAbs:
+      range_fn = AbsRange;
+      break;
+    case UnaryOp::kNegative:
+      range_fn = NegativeRange;
+      break;
   }
   TVM_FFI_ICHECK(range_fn != nullptr) << "Unary: unknown op " << static_cast<int>(op);
-  const int64_t grain = op == UnaryOp::kRelu ? kCheapGrain : kTranscendentalGrain;
+  const bool cheap = op == UnaryOp::kRelu || op == UnaryOp::kAbs || op == UnaryOp::kNegative;
+  const int64_t grain = cheap ? kCheapGrain : kTranscendentalGrain;
   ParallelFor(size, grain, [&](int64_t begin, int64_t end) {
     range_fn(input + begin, out + begin, end - begin);
   });
@@ -388,7 +449,7 @@ void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_
 
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape) {
-  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kMinimum)
+  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kPower)
       << "Binary: unknown op " << static_cast<int>(op);
   const int64_t total = NumElements(out_shape);
   if (total == 0) return;

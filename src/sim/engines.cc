@@ -21,6 +21,8 @@ kernels::BinaryOp ToBinaryOp(OpKind op) {
       return kernels::BinaryOp::kMaximum;
     case OpKind::kMinimum:
       return kernels::BinaryOp::kMinimum;
+    case OpKind::kPower:
+      return kernels::BinaryOp::kPower;
     default:
       return kernels::BinaryOp::kAdd;
   }
@@ -38,6 +40,20 @@ kernels::UnaryOp ToUnaryOp(OpKind op) {
       return kernels::UnaryOp::kGelu;
     case OpKind::kGeluTanh:
       return kernels::UnaryOp::kGeluTanh;
+    case OpKind::kSqrt:
+      return kernels::UnaryOp::kSqrt;
+    case OpKind::kRsqrt:
+      return kernels::UnaryOp::kRsqrt;
+    case OpKind::kExp:
+      return kernels::UnaryOp::kExp;
+    case OpKind::kLog:
+      return kernels::UnaryOp::kLog;
+    case OpKind::kErf:
+      return kernels::UnaryOp::kErf;
+    case OpKind::kAbs:
+      return kernels::UnaryOp::kAbs;
+    case OpKind::kNegative:
+      return kernels::UnaryOp::kNegative;
     default:
       return kernels::UnaryOp::kRelu;
   }
@@ -119,6 +135,7 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kDivide:
     case OpKind::kMaximum:
     case OpKind::kMinimum:
+    case OpKind::kPower:
       kernels::Binary(ToBinaryOp(op), in[0].data, *in[0].shape, in[1].data, *in[1].shape, out,
                       out_shape);
       return;
@@ -132,6 +149,13 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kTanh:
     case OpKind::kGelu:
     case OpKind::kGeluTanh:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kErf:
+    case OpKind::kAbs:
+    case OpKind::kNegative:
       kernels::Unary(ToUnaryOp(op), in[0].data, out, size);
       return;
     case OpKind::kQuantize: {

@@ -99,8 +99,88 @@ double NaiveUnary(UnaryOp op, double x, double lo, double hi) {
       return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
     case UnaryOp::kGeluTanh:
       return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+    case UnaryOp::kSqrt:
+      return std::sqrt(x);
+    case UnaryOp::kRsqrt:
+      return 1.0 / std::sqrt(x);
+    case UnaryOp::kExp:
+      return std::exp(x);
+    case UnaryOp::kLog:
+      return std::log(x);
+    case UnaryOp::kErf:
+      return std::erf(x);
+    case UnaryOp::kAbs:
+      return std::fabs(x);
+    case UnaryOp::kNegative:
+      return -x;
   }
   return 0.0;
+}
+
+const std::vector<std::pair<UnaryOp, std::string>> kMathOps = {
+    {UnaryOp::kSqrt, "sqrt"}, {UnaryOp::kRsqrt, "rsqrt"}, {UnaryOp::kExp, "exp"},
+    {UnaryOp::kLog, "log"},   {UnaryOp::kErf, "erf"},     {UnaryOp::kAbs, "abs"},
+    {UnaryOp::kNegative, "negative"},
+};
+
+TEST(UnaryTest, MathOpsMatchDefinitionsOnTheirDomain) {
+  std::mt19937 rng(44);
+  const std::vector<float> positive = RandomVector(5000, &rng, 1e-3f, 20.0f);  // > one chunk
+  const std::vector<float> any = RandomVector(5000, &rng, -20.0f, 20.0f);
+  for (const auto& [op, name] : kMathOps) {
+    const bool needs_positive = op == UnaryOp::kSqrt || op == UnaryOp::kRsqrt || op == UnaryOp::kLog;
+    const std::vector<float>& input = needs_positive ? positive : any;
+    std::vector<float> out(input.size(), -123.0f);
+    Unary(op, input.data(), out.data(), static_cast<int64_t>(input.size()));
+    std::vector<double> expected(input.size());
+    for (size_t i = 0; i < input.size(); ++i) expected[i] = NaiveUnary(op, input[i], 0, 0);
+    ExpectAllClose(out, expected, name, 1e-6, 0.0);
+  }
+}
+
+TEST(UnaryTest, MathOpsAreTheCLibrarysFunctionsOnSpecialValues) {
+  // TVM's LLVM build calls sqrtf / expf / logf / erff (rsqrt as 1 / sqrtf): the same bits,
+  // NaN and infinities included, for any input.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> in = {nan,    inf,    -inf,  0.0f,   -0.0f, 1e-40f, -1e-40f, 1e30f,
+                                 -1e30f, 88.8f,  -104.f, 1.0f,  -1.0f, 4.0f,   -4.0f,   0.5f};
+  for (const auto& [op, name] : kMathOps) {
+    std::vector<float> out(in.size());
+    Unary(op, in.data(), out.data(), static_cast<int64_t>(in.size()));
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float x = in[i];
+      float expected = 0.0f;
+      switch (op) {
+        case UnaryOp::kSqrt:
+          expected = std::sqrt(x);
+          break;
+        case UnaryOp::kRsqrt:
+          expected = 1.0f / std::sqrt(x);
+          break;
+        case UnaryOp::kExp:
+          expected = std::exp(x);
+          break;
+        case UnaryOp::kLog:
+          expected = std::log(x);
+          break;
+        case UnaryOp::kErf:
+          expected = std::erf(x);
+          break;
+        case UnaryOp::kAbs:
+          expected = std::fabs(x);
+          break;
+        default:
+          expected = -x;
+      }
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(out[i])) << name << "(" << x << ")";
+      } else {
+        EXPECT_EQ(std::signbit(out[i]), std::signbit(expected)) << name << "(" << x << ")";
+        EXPECT_EQ(out[i], expected) << name << "(" << x << ")";
+      }
+    }
+  }
 }
 
 TEST(UnaryTest, AllOpsMatchDefinitions) {
@@ -172,6 +252,10 @@ double NaiveBinary(BinaryOp op, double a, double b) {
       return a * b;
     case BinaryOp::kDivide:
       return a / b;
+    case BinaryOp::kPower:
+      return std::pow(a, b);
+    default:
+      break;
   }
   return 0.0;
 }
@@ -220,13 +304,16 @@ TEST(BinaryTest, BroadcastingShapes) {
       {{16, 1}, {16, 16}},
   };
   const std::vector<BinaryOp> ops = {BinaryOp::kAdd, BinaryOp::kSubtract, BinaryOp::kMultiply,
-                                     BinaryOp::kDivide};
+                                     BinaryOp::kDivide, BinaryOp::kPower};
   for (const auto& [lhs_shape, rhs_shape] : cases) {
     const Shape out_shape = BroadcastShape(lhs_shape, rhs_shape);
-    const std::vector<float> lhs = RandomVector(NumElements(lhs_shape), &rng, -2.0f, 2.0f);
+    const std::vector<float> signed_lhs = RandomVector(NumElements(lhs_shape), &rng, -2.0f, 2.0f);
+    std::vector<float> positive_lhs = signed_lhs;  // power's base: a real result
+    for (float& x : positive_lhs) x = std::fabs(x) + 0.1f;
     // Divisors are kept away from zero so the relative tolerance stays meaningful.
     const std::vector<float> rhs = RandomVector(NumElements(rhs_shape), &rng, 0.5f, 2.0f);
     for (BinaryOp op : ops) {
+      const std::vector<float>& lhs = op == BinaryOp::kPower ? positive_lhs : signed_lhs;
       std::vector<float> out(NumElements(out_shape), -123.0f);
       Binary(op, lhs.data(), lhs_shape, rhs.data(), rhs_shape, out.data(), out_shape);
       std::vector<double> expected(out.size());

@@ -127,6 +127,14 @@ TABLE_OPS = frozenset(
         "relax.nn.layer_norm",
         "relax.nn.max_pool1d",
         "relax.nn.avg_pool1d",
+        "relax.sqrt",
+        "relax.rsqrt",
+        "relax.exp",
+        "relax.log",
+        "relax.erf",
+        "relax.abs",
+        "relax.negative",
+        "relax.power",
     }
 )
 
@@ -893,6 +901,13 @@ def _movement(rng: np.random.Generator, name: str, shape: tuple[int, ...]):
         mode = _pick(rng, ("fast", "wrap", "clip"))
         extent = shape[axis] if mode == "fast" else 2 * shape[axis]
         index = int(rng.integers(0 if mode == "fast" else -extent, extent))
+        if _coin(rng):  # evenly stepping indices in a tensor: an exported as_strided's gather
+            step = int(rng.integers(1, 3))
+            rows = np.arange(index % shape[axis], shape[axis], step)
+            indices = rows.reshape((1, -1) if _coin(rng) else (-1,))
+            return f"take({indices.tolist()}, axis={axis})", lambda bb, x: op.take(
+                x, relax.const(indices, "int64"), axis=axis
+            )
         return f"take({index}, axis={axis}, mode={mode})", lambda bb, x: op.take(
             x, relax.const(index, "int64"), axis=axis, mode=mode
         )
@@ -1011,6 +1026,34 @@ def gen_maxmin(rng, dtype):
     )
 
 
+MATH_OPS = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative", "power")
+
+
+def gen_math(rng, dtype):
+    """Elementwise math on its domain (positive inputs for sqrt / rsqrt / log, a positive base
+    for power), alone or after an add that broadcasts, so it also joins a chain."""
+    data = _Data(rng, dtype)
+    name = _pick(rng, MATH_OPS)
+    shape = tuple(int(v) for v in rng.integers(1, 6, size=int(rng.integers(1, 5))))
+    positive = name in ("sqrt", "rsqrt", "log", "power")
+    values = _data(rng, shape, dtype, 3.0)
+    x = data.add("x", np.abs(values) + 0.25 if positive else values, True)
+    exponent = data.add("e", _data(rng, shape[-1:], dtype), False) if name == "power" else None
+    after_add = _coin(rng)
+    bias = data.add("b", np.abs(_data(rng, shape[-1:], dtype)), False) if after_add else None
+
+    def body(bb, env, dt):
+        value = env[x] if bias is None else bb.emit(relax.op.add(env[x], env[bias]))
+        if name == "power":
+            return relax.op.power(value, env[exponent])
+        return getattr(relax.op, name)(value)
+
+    return data.case(
+        description=f"{name} x{shape}" + (" after a broadcast add" if after_add else ""),
+        body=body,
+    )
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -1040,6 +1083,7 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family("reduce", gen_reduce, {"float32": 24, "float64": 1}),
     Family("maxmin", gen_maxmin, {"float32": 10, "float16": 2, "float64": 1}),
+    Family("math", gen_math, {"float32": 16, "float16": 4, "float64": 1}),
 )
 FAMILY_BY_NAME = {family.name: family for family in FAMILIES}
 
