@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -70,6 +71,36 @@ TensorView InsertUnitDim(TensorView view, size_t position) {
   return view;
 }
 
+/*!
+ * \brief `view` (in the output's dims `full`) with its first `count` dims read as one dim at
+ * position count - 1, unit dims before it; nullopt unless they index memory as one run (or are
+ * all unit) and each non-unit one spans the whole of `full` there.
+ */
+std::optional<TensorView> MergeLeadingDims(const TensorView& view, const Shape& full,
+                                           size_t count) {
+  TensorView merged = view;
+  int64_t extent = 1, stride = 0;
+  std::optional<size_t> previous;
+  for (size_t d = 0; d < count; ++d) {
+    if (view.shape[d] == 1) continue;
+    if (view.shape[d] != full[d]) return std::nullopt;  // broadcast along part of the run
+    if (previous && view.strides[*previous] != view.strides[d] * view.shape[d]) {
+      return std::nullopt;
+    }
+    previous = d;
+    extent *= view.shape[d];
+    stride = view.strides[d];
+  }
+  if (previous && extent != kernels::NumElements(Shape(full.begin(), full.begin() + count))) {
+    return std::nullopt;  // unit in some dim where the output is not: a broadcast, not a run
+  }
+  for (size_t d = 0; d < count; ++d) {
+    merged.shape[d] = d + 1 == count ? extent : 1;
+    merged.strides[d] = d + 1 == count ? stride : 0;
+  }
+  return merged;
+}
+
 class MatmulRule : public GroupTiler {
  public:
   MatmulRule(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
@@ -82,6 +113,10 @@ class MatmulRule : public GroupTiler {
     out_ =
         Lift(TensorView{-1, Anchor().shape, std::vector<int64_t>(Anchor().shape.size(), 0)}).shape;
     rank_ = out_.size();
+    merge_rows_ = CanMergeBatchIntoRows();
+    if (merge_rows_) {
+      out_ = MergeLeadingDims(TensorView{-1, out_, Shape(rank_, 0)}, out_, rank_ - 1)->shape;
+    }
     m_ = out_[rank_ - 2];
     n_ = out_[rank_ - 1];
     k_ = lhs_vector_ ? a[0] : a.back();
@@ -91,6 +126,7 @@ class MatmulRule : public GroupTiler {
     TensorView lifted = view;
     if (lhs_vector_) lifted = InsertUnitDim(lifted, lifted.shape.size() - (rhs_vector_ ? 0 : 1));
     if (rhs_vector_) lifted = InsertUnitDim(lifted, lifted.shape.size());
+    if (merge_rows_) lifted = *MergeLeadingDims(lifted, full_out_, rank_ - 1);
     return lifted;
   }
 
@@ -203,7 +239,43 @@ class MatmulRule : public GroupTiler {
     const size_t pad = rank_ - view.shape.size();
     view.shape.insert(view.shape.begin(), pad, 1);
     view.strides.insert(view.strides.begin(), pad, 0);
+    if (merge_rows_ && index == 0) {
+      Shape rows = full_out_;
+      rows[rank_ - 1] = view.shape[rank_ - 1];  // the lhs has K columns where the output has N
+      view = *MergeLeadingDims(view, rows, rank_ - 1);
+    }
     return view;
+  }
+
+  /*!
+   * \brief A batched matmul whose rhs is the same for every batch ([B, M, K] x [K, N], as ONNX
+   * exports a Linear over a sequence) is one [B*M, K] x [K, N] matmul when the lhs rows, the
+   * output and every fused side operand step through their batch and row dims as one run: the
+   * weight then streams once per row tile, not once per batch.
+   */
+  bool CanMergeBatchIntoRows() {
+    if (lhs_vector_ || rhs_vector_ || rank_ < 3) return false;
+    full_out_ = out_;
+    if (kernels::NumElements(Shape(out_.begin(), out_.end() - 2)) == 1) return false;
+    const TensorView rhs = OperandMatrix(1);
+    for (size_t d = 0; d + 2 < rank_; ++d) {
+      if (rhs.shape[d] != 1) return false;
+    }
+    const TensorView lhs = OperandMatrix(0);
+    Shape lhs_rows = out_;
+    lhs_rows[rank_ - 1] = lhs.shape[rank_ - 1];  // K columns where the output has N
+    if (!MergeLeadingDims(lhs, lhs_rows, rank_ - 1)) return false;
+    std::vector<TensorView> views;
+    views.push_back(Lift(layout_.ViewOf(graph_, group_.output())));
+    for (int64_t id : group_.chain) {
+      const Node& node = graph_.nodes[id];
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        if (!IsMember(node.inputs[k])) views.push_back(OperandView(node, k, rank_));
+      }
+    }
+    return std::all_of(views.begin(), views.end(), [&](const TensorView& view) {
+      return MergeLeadingDims(view, out_, rank_ - 1).has_value();
+    });
   }
 
   /*!
@@ -221,6 +293,8 @@ class MatmulRule : public GroupTiler {
 
   bool lhs_vector_ = false;
   bool rhs_vector_ = false;
+  bool merge_rows_ = false;  // batch dims read as more rows (CanMergeBatchIntoRows)
+  Shape full_out_;           // the output's lifted shape before merging
   Shape out_;
   size_t rank_ = 2;
   int64_t m_ = 1, n_ = 1, k_ = 1;
