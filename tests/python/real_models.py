@@ -415,13 +415,18 @@ def import_torch(module: object, data: np.ndarray) -> tvm.IRModule:
     return from_exported_program(exported, keep_params_as_input=False)
 
 
-def export_onnx(module: object, data: np.ndarray) -> bytes:
-    """torch.onnx.export(dynamo=True) to an in-memory ONNX model."""
+def export_onnx(module: object, data: np.ndarray, opset: int | None = None) -> bytes:
+    """torch.onnx.export to an in-memory ONNX model: the dynamo exporter (``opset`` None), or
+    the legacy TorchScript exporter (``dynamo=False``) at ``opset``."""
     torch, _ = _nn()
-    program = torch.onnx.export(
-        module, (torch.from_numpy(data),), dynamo=True, input_names=["input"], verbose=False
-    )
     buffer = io.BytesIO()
+    args = (torch.from_numpy(data),)
+    if opset is not None:
+        torch.onnx.export(
+            module, args, buffer, dynamo=False, opset_version=opset, input_names=["input"]
+        )
+        return buffer.getvalue()
+    program = torch.onnx.export(module, args, dynamo=True, input_names=["input"], verbose=False)
     program.save(buffer)
     return buffer.getvalue()
 

@@ -1,0 +1,53 @@
+"""torchvision's architectures (zoo_models.py, shrunk) and the variants users bring, through the
+import paths whose idioms they exercise: torch.export, the dynamo ONNX exporter and the legacy
+(TorchScript) exporter at opsets 13, 14 and 17.
+
+Each must run whole on the NPU (one NPU function per CNN, at most three per transformer, no op
+left on the CPU) and match PyTorch / onnxruntime within 1e-4. The full-size networks are
+measured by benchmarks/zoo_models_table.py. Regressions guarded here: the legacy exporter's
+``chunk`` (Slice bounds from Shape: dynamic_strided_slice), its decomposed LayerNorm (Pow, Sqrt)
+and erf GELU, its attention scale (Sqrt of a (1,) constant), the dynamo exporter's
+``as_strided`` (a Gather with a constant index tensor), and batched Linear layers over a
+sequence (one taller matmul on the NPU).
+"""
+
+from __future__ import annotations
+
+import time
+
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import pytest
+import tvm
+import zoo_models
+from example_npu.report import partition_with_report
+from tvm import relax
+
+TOLERANCE = 1e-4
+CASES = [(model.name, path) for model in zoo_models.SMALL for path in model.paths]
+
+
+def run(mod: tvm.IRModule, data: np.ndarray) -> np.ndarray:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(data))
+    return out.numpy() if hasattr(out, "numpy") else out[0].numpy()
+
+
+@pytest.mark.parametrize("name, path", CASES, ids=[f"{name}-{path}" for name, path in CASES])
+def test_zoo_model_runs_whole_on_the_npu(name, path, summary_line):
+    model = zoo_models.SMALL_BY_NAME[name]
+    start = time.perf_counter()
+    mod, data, reference = zoo_models.import_model(model, path)
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, f"ops left on the CPU:\n{report.table()}"
+    assert 1 <= len(report.npu_functions) <= model.max_npu_functions, report.table()
+    assert report.npu_ops["relax.matmul"] + report.npu_ops["relax.nn.conv2d"] > 0
+    out = run(partitioned, data)
+    assert out.shape == reference.shape
+    error = float(np.max(np.abs(out - reference)))
+    assert error <= TOLERANCE, f"max |NPU - {path} reference| = {error:.3g}"
+    summary_line(
+        f"zoo model {name} ({path}, {'x'.join(map(str, model.input_shape))}): "
+        f"{len(report.npu_functions)} NPU function(s), {sum(report.npu_ops.values())} ops, "
+        f"max |diff| {error:.2g} [{time.perf_counter() - start:.1f} s]"
+    )
