@@ -29,10 +29,14 @@ void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int6
                     : BoxCopy(tensor_type, *remote_strides, dma.tile.dtype, tile_strides, extent);
 }
 
-/*! \brief Identifies a box loaded in one tile order: tensor, begin, extent, order. */
+/*!
+ * \brief Identifies a box loaded in one tile order: tensor, the view's offset and strides (two
+ * slices of one tensor are different views with equal boxes), begin, extent, order.
+ */
 std::vector<int64_t> BoxKey(const DmaCommand& dma) {
-  std::vector<int64_t> key = {dma.view.tensor};
-  for (const std::vector<int64_t>* part : {&dma.box.begin, &dma.box.extent, &dma.box.tile_order}) {
+  std::vector<int64_t> key = {dma.view.tensor, dma.view.offset};
+  for (const std::vector<int64_t>* part :
+       {&dma.view.strides, &dma.box.begin, &dma.box.extent, &dma.box.tile_order}) {
     key.insert(key.end(), part->begin(), part->end());
   }
   return key;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/executor.h"
@@ -92,6 +93,43 @@ TEST(DataMovementTest, ViewsAndCopiesForEveryDtype) {
   CheckMovement<int16_t>("int16", DLDataType{kDLInt, 16, 1});
   // float16 bit patterns are moved, never converted: integer storage checks that exactly.
   CheckMovement<uint16_t>("float16", DLDataType{kDLFloat, 16, 1});
+}
+
+/*!
+ * \brief YOLOv5's Focus (space to depth): concat of the four stride-2 slices of x (1, 3, 4, 4),
+ * views of one tensor that differ only in their offset, so their loads have equal boxes.
+ */
+template <typename T>
+void CheckSpaceToDepth(const std::string& dtype, DLDataType dl) {
+  const std::string d = "\"dtype\": \"" + dtype + "\"";
+  std::string nodes = R"({"op": "input", "name": "x", "shape": [1, 3, 4, 4], )" + d + "}";
+  const std::vector<std::pair<int, int>> phases = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+  for (const auto& [dh, dw] : phases) {
+    nodes += R"(, {"op": "strided_slice", "name": "s)" + std::to_string(dh) + std::to_string(dw) +
+             R"(", "inputs": [0], "shape": [1, 3, 2, 2], )" + d +
+             R"(, "attrs": {"begin": [0, 0, )" + std::to_string(dh) + ", " + std::to_string(dw) +
+             R"(], "step": [1, 1, 2, 2]}})";
+  }
+  nodes += R"(, {"op": "concat", "name": "cat", "inputs": [1, 2, 3, 4], "shape": [1, 12, 2, 2], )" +
+           d + R"(, "attrs": {"axis": 1}})";
+  Executor executor(ParseGraph(R"({"version": 1, "symbol": "focus", "nodes": [)" + nodes +
+                               R"(], "arg_nodes": [0], "heads": [5]})"));
+  std::vector<T> x(48), out(48);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(static_cast<int>(i) - 20);
+  std::vector<int64_t> xs = {1, 3, 4, 4}, os = {1, 12, 2, 2};
+  DLTensor in = View(&x, &xs, dl), result = View(&out, &os, dl);
+  executor.Run({&in}, {&result});
+  for (int64_t i = 0; i < 48; ++i) {  // out[0, 3k + c, h, w] = x[0, c, 2h + dh_k, 2w + dw_k]
+    const std::vector<int64_t> o = Unravel(i, os);
+    const auto [dh, dw] = phases[o[1] / 3];
+    EXPECT_EQ(out[i], x[Ravel({0, o[1] % 3, 2 * o[2] + dh, 2 * o[3] + dw}, xs)])
+        << dtype << " " << i;
+  }
+}
+
+TEST(DataMovementTest, SlicesOfOneTensorWithEqualBoxesStayApart) {
+  CheckSpaceToDepth<float>("float32", DLDataType{kDLFloat, 32, 1});
+  CheckSpaceToDepth<int8_t>("int8", DLDataType{kDLInt, 8, 1});
 }
 
 TEST(DataMovementTest, MeanAndLayerNormGroups) {
