@@ -357,8 +357,8 @@ std::string LinearOverBatches(const Shape& lhs_shape, const Shape& side_shape) {
          dims(side_shape) + R"(, "dtype": "float32"},
     {"op": "matmul", "name": "mm", "inputs": [0, 1], "shape": )" +
          dims(out) + R"(, "dtype": "float32"},
-    {"op": "add", "name": "out", "inputs": [3, 2], "shape": )" + dims(out) +
-         R"(, "dtype": "float32"}], "arg_nodes": [0], "heads": [4]})";
+    {"op": "add", "name": "out", "inputs": [3, 2], "shape": )" +
+         dims(out) + R"(, "dtype": "float32"}], "arg_nodes": [0], "heads": [4]})";
 }
 
 TEST(CompilerTest, ABatchedMatmulWithASharedWeightRunsAsOneTallerMatmul) {
@@ -379,9 +379,10 @@ TEST(CompilerTest, ABatchedMatmulWithASharedWeightRunsAsOneTallerMatmul) {
 TEST(CompilerTest, BatchedMatmulsComputeTheReferenceMergedOrNot) {
   // Merged: a per-column bias, and a side operand that steps through batches and rows as one
   // run. Not merged: a side operand broadcast across the rows of each batch.
-  for (const auto& [lhs, side] : std::vector<std::pair<Shape, Shape>>{
-           {{12, 1, 40}, {24}}, {{3, 4, 40}, {3, 4, 24}}, {{3, 4, 40}, {3, 1, 24}},
-           {{2, 3, 2, 40}, {1, 24}}}) {
+  for (const auto& [lhs, side] : std::vector<std::pair<Shape, Shape>>{{{12, 1, 40}, {24}},
+                                                                      {{3, 4, 40}, {3, 4, 24}},
+                                                                      {{3, 4, 40}, {3, 1, 24}},
+                                                                      {{2, 3, 2, 40}, {1, 24}}}) {
     Graph graph = ParseGraph(LinearOverBatches(lhs, side));
     auto inputs = RandomTensors(graph, graph.arg_nodes, 7);
     auto consts = RandomTensors(graph, graph.ConstNodes(), 8);

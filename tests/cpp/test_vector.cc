@@ -118,8 +118,8 @@ double NaiveUnary(UnaryOp op, double x, double lo, double hi) {
 }
 
 const std::vector<std::pair<UnaryOp, std::string>> kMathOps = {
-    {UnaryOp::kSqrt, "sqrt"}, {UnaryOp::kRsqrt, "rsqrt"}, {UnaryOp::kExp, "exp"},
-    {UnaryOp::kLog, "log"},   {UnaryOp::kErf, "erf"},     {UnaryOp::kAbs, "abs"},
+    {UnaryOp::kSqrt, "sqrt"},         {UnaryOp::kRsqrt, "rsqrt"}, {UnaryOp::kExp, "exp"},
+    {UnaryOp::kLog, "log"},           {UnaryOp::kErf, "erf"},     {UnaryOp::kAbs, "abs"},
     {UnaryOp::kNegative, "negative"},
 };
 
@@ -128,7 +128,8 @@ TEST(UnaryTest, MathOpsMatchDefinitionsOnTheirDomain) {
   const std::vector<float> positive = RandomVector(5000, &rng, 1e-3f, 20.0f);  // > one chunk
   const std::vector<float> any = RandomVector(5000, &rng, -20.0f, 20.0f);
   for (const auto& [op, name] : kMathOps) {
-    const bool needs_positive = op == UnaryOp::kSqrt || op == UnaryOp::kRsqrt || op == UnaryOp::kLog;
+    const bool needs_positive =
+        op == UnaryOp::kSqrt || op == UnaryOp::kRsqrt || op == UnaryOp::kLog;
     const std::vector<float>& input = needs_positive ? positive : any;
     std::vector<float> out(input.size(), -123.0f);
     Unary(op, input.data(), out.data(), static_cast<int64_t>(input.size()));
@@ -143,8 +144,8 @@ TEST(UnaryTest, MathOpsAreTheCLibrarysFunctionsOnSpecialValues) {
   // NaN and infinities included, for any input.
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> in = {nan,    inf,    -inf,  0.0f,   -0.0f, 1e-40f, -1e-40f, 1e30f,
-                                 -1e30f, 88.8f,  -104.f, 1.0f,  -1.0f, 4.0f,   -4.0f,   0.5f};
+  const std::vector<float> in = {nan,    inf,   -inf,   0.0f, -0.0f, 1e-40f, -1e-40f, 1e30f,
+                                 -1e30f, 88.8f, -104.f, 1.0f, -1.0f, 4.0f,   -4.0f,   0.5f};
   for (const auto& [op, name] : kMathOps) {
     std::vector<float> out(in.size());
     Unary(op, in.data(), out.data(), static_cast<int64_t>(in.size()));
