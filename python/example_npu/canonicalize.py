@@ -104,39 +104,57 @@ def _fold(call: relax.Call) -> Constant | None:
     return result
 
 
+# What TVM raises when it cannot build or evaluate a call: the call is then left as it is.
+_TVM_FAILURES = (RuntimeError, ValueError, TypeError)
+
+
 def _evaluate(call: relax.Call) -> Constant | None:
-    """``call`` (constant arguments only) computed by TVM's FoldConstant, or None."""
+    """``call`` (constant arguments only) computed by TVM's FoldConstant or, for what it leaves
+    (``arange`` has no tensor arguments), by TVM's CPU build; None if TVM cannot."""
     bb = relax.BlockBuilder()
     with bb.function("main", []):
         with bb.dataflow():
             out = bb.emit_output(call)
         bb.emit_func_output(out)
-    body = relax.transform.FoldConstant()(bb.get())["main"].body
-    result = body.body
-    for block in body.blocks:
-        for binding in block.bindings:
-            if binding.var.same_as(result):
-                result = binding.value
-    return result if isinstance(result, Constant) else None
+    mod = bb.get()
+    try:
+        body = relax.transform.FoldConstant()(mod)["main"].body
+        result = body.body
+        for block in body.blocks:
+            for binding in block.bindings:
+                if binding.var.same_as(result):
+                    result = binding.value
+        if isinstance(result, Constant) or static_shape(call.ty) is None:
+            return result if isinstance(result, Constant) else None
+        vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+        return relax.const(vm["main"]().numpy(), str(call.ty.dtype))
+    except _TVM_FAILURES:
+        return None
 
 
 @lru_cache(maxsize=1024)
-def _picked(op_name: str, extent: int, begin: int, end: int, stride: int) -> tuple[int, ...]:
-    """The indices of ``arange(extent)`` a one-axis slice picks in TVM's CPU build."""
+def _picked(op_name: str, extent: int, begin: int, end: int, stride: int) -> tuple[int, ...] | None:
+    """The indices of ``arange(extent)`` a one-axis slice picks in TVM's CPU build (None if
+    TVM cannot build the slice, as with stride 0)."""
+    if stride == 0:
+        return None
     indices = relax.const(np.arange(extent), "int64")
-    if op_name == "dynamic_strided_slice":
-        bounds = [relax.const(np.array([v]), "int64") for v in (begin, end, stride)]
-        call = relax.op.dynamic_strided_slice(indices, *bounds)
-    else:
-        call = relax.op.strided_slice(indices, [0], [begin], [end], [stride])
-    bb = relax.BlockBuilder()
-    with bb.function("main", []):
-        with bb.dataflow():
-            out = bb.emit_output(call)
-        bb.emit_func_output(out)
-    # FoldConstant leaves results of unknown shape alone, so this one is built and run.
-    vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
-    return tuple(int(v) for v in vm["main"]().numpy())
+    try:
+        if op_name == "dynamic_strided_slice":
+            bounds = [relax.const(np.array([v]), "int64") for v in (begin, end, stride)]
+            call = relax.op.dynamic_strided_slice(indices, *bounds)
+        else:
+            call = relax.op.strided_slice(indices, [0], [begin], [end], [stride])
+        bb = relax.BlockBuilder()
+        with bb.function("main", []):
+            with bb.dataflow():
+                out = bb.emit_output(call)
+            bb.emit_func_output(out)
+        # FoldConstant leaves results of unknown shape alone, so this one is built and run.
+        vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
+        return tuple(int(v) for v in vm["main"]().numpy())
+    except _TVM_FAILURES:
+        return None
 
 
 def _static_slice(call: relax.Call) -> relax.Expr | None:
@@ -149,6 +167,8 @@ def _static_slice(call: relax.Call) -> relax.Expr | None:
     static = []
     for axis, extent in enumerate(shape):
         picked = _picked("dynamic_strided_slice", extent, begin[axis], end[axis], strides[axis])
+        if picked is None:
+            return None
         step = strides[axis]
         start, stop = 0, 0  # an empty axis
         if picked:

@@ -99,48 +99,63 @@ def check_strided_slice(call: relax.Call) -> Verdict:
     return check_data_movement(call)
 
 
-def check_take(call: relax.Call) -> Verdict:
-    """take with constant indices that step evenly through the axis: a strided box (a view).
+# A take whose rows fall into more runs than this stays on the CPU (each run is one DMA box).
+TAKE_MAX_RUNS = 16
 
-    A scalar index is one row; an index tensor such as an exported ``as_strided``'s gather
-    (``arange`` reshaped) is the box begin + step * k, reshaped to the index's shape."""
+
+def check_take(call: relax.Call) -> Verdict:
+    """take with constant indices: each run of rows stepping evenly upwards is a strided box.
+
+    One run is a view (a scalar index, or an exported ``as_strided``'s gather: ``arange``
+    reshaped); several runs (reflection padding's [1, 0, 1, 2, ..., n-1, n-2], a permutation)
+    are DMA copies of the boxes into their slices of the output, as a ``concat``."""
     indices = call.args[1]
     shape = tensor_shape(call.args[0])
     if not isinstance(indices, Constant) or indices.value.numpy().dtype.kind not in "iu":
-        return reject("take: only constant indices are a slice the NPU reads as a view")
+        return reject("take: only constant indices are rows the NPU can copy")
     if shape is None:
         return reject("take: unknown input shape")
-    rows = take_rows(call)
-    if rows is None:
-        values = indices.value.numpy().reshape(-1)
-        shown = ", ".join(str(int(v)) for v in values[:6]) + (", ..." if values.size > 6 else "")
+    runs = take_runs(call)
+    axis = int(call.attrs.axis)
+    if runs is None:
         return reject(
-            f"take: indices [{shown}] are not evenly increasing rows inside axis "
-            f"{int(call.attrs.axis)} of {shape} (the NPU reads a strided box; mode fast reads "
-            "out of bounds in TVM's build)"
+            f"take: indices outside axis {axis} of {shape} (mode fast reads out of bounds in "
+            "TVM's build)"
+        )
+    if len(runs) > TAKE_MAX_RUNS:
+        return reject(
+            f"take: the indices fall into {len(runs)} runs of evenly stepping rows of axis {axis} "
+            f"(at most {TAKE_MAX_RUNS} DMA boxes)"
         )
     return check_data_movement(call, [call, call.args[0]])  # the indices are an attribute
 
 
-def take_rows(call: relax.Call) -> tuple[int, int, int] | None:
-    """(first row, step, count) of a constant-index take, by its mode (fast: in range only;
-    wrap; clip), when the rows step evenly upwards (step >= 1; one row has step 1); else None."""
+def take_runs(call: relax.Call) -> list[tuple[int, int, int]] | None:
+    """The rows of a constant-index take as runs (first row, step >= 1, count), after its mode
+    (fast: in range only, else None; wrap; clip); each run is as long as the rows allow."""
     shape = tensor_shape(call.args[0])
     extent = shape[int(call.attrs.axis) % len(shape)]
-    values = call.args[1].value.numpy().astype("int64").reshape(-1)
+    values = [int(v) for v in call.args[1].value.numpy().astype("int64").reshape(-1)]
     mode = str(call.attrs.mode)
     if mode == "wrap":
-        values = values % extent
+        values = [v % extent for v in values]
     elif mode == "clip":
-        values = np.clip(values, 0, extent - 1)
-    elif values.size and (values.min() < 0 or values.max() >= extent):
+        values = [min(max(v, 0), extent - 1) for v in values]
+    elif any(v < 0 or v >= extent for v in values):
         return None
-    if values.size == 0:
-        return None
-    step = int(values[1] - values[0]) if values.size > 1 else 1
-    if step < 1 or not np.array_equal(values, values[0] + step * np.arange(values.size)):
-        return None
-    return int(values[0]), step, int(values.size)
+    runs: list[tuple[int, int, int]] = []
+    k = 0
+    while k < len(values):
+        step = values[k + 1] - values[k] if k + 1 < len(values) else 1
+        count = 1
+        if step >= 1:
+            while k + count < len(values) and values[k + count] - values[k] == step * count:
+                count += 1
+        else:
+            step = 1  # a single row
+        runs.append((values[k], step, count))
+        k += count
+    return runs
 
 
 def _float_compute(call: relax.Call) -> Verdict:

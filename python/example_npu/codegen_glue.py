@@ -3,8 +3,9 @@
 The NPU graph has one node per tensor, so several Relax forms map onto a few NPU ops:
 
 * ``reshape``, ``flatten``, ``squeeze`` and ``expand_dims`` are one ``reshape`` (a view);
-* ``split``, ``strided_slice`` and ``take`` with constant, evenly increasing indices are
-  ``strided_slice`` boxes (views; ``take`` adds a ``reshape`` to the indices' shape);
+* ``split``, ``strided_slice`` and ``take`` with constant indices are ``strided_slice`` boxes
+  (views); a ``take`` has one box per run of evenly stepping rows, ``concat``-ed when there
+  are several, and a ``reshape`` to the indices' shape;
 * ``adaptive_avg_pool2d`` with an output size that divides the input is ``nn.avg_pool2d`` with
   window = stride = input / output; ``max_pool1d`` / ``avg_pool1d`` are 2-D pooling over a
   height-1 view of the input;
@@ -23,7 +24,7 @@ from typing import Any
 
 from tvm import relax
 
-from .checks_glue import int_values, take_rows
+from .checks_glue import int_values, take_runs
 
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
 
@@ -88,11 +89,18 @@ def _strided_slice(e: _Emitter, x: int) -> int:
 def _take(e: _Emitter, x: int) -> int:
     shape, dtype = _input_shape(e.builder, e.call.args[0])
     axis = int(e.call.attrs.axis) % len(shape)
-    first, step, count = take_rows(e.call)
-    begin, steps, rows = [0] * len(shape), [1] * len(shape), list(shape)
-    begin[axis], steps[axis], rows[axis] = first, step, count
-    box = e.shaped("strided_slice", [x], rows, dtype, {"begin": begin, "step": steps})
-    return e.node("reshape", [box], e.call.ty)
+    runs = take_runs(e.call)
+    boxes = []
+    for first, step, count in runs:
+        begin, steps, rows = [0] * len(shape), [1] * len(shape), list(shape)
+        begin[axis], steps[axis], rows[axis] = first, step, count
+        boxes.append(e.shaped("strided_slice", [x], rows, dtype, {"begin": begin, "step": steps}))
+    taken = boxes[0]
+    if len(boxes) > 1:
+        rows = list(shape)
+        rows[axis] = sum(count for _, _, count in runs)
+        taken = e.shaped("concat", boxes, rows, dtype, {"axis": axis})
+    return e.node("reshape", [taken], e.call.ty)
 
 
 def _split(e: _Emitter, x: int) -> tuple:

@@ -292,23 +292,44 @@ def test_take_with_evenly_increasing_constant_indices_is_a_strided_view(indices,
     offloaded_and_compared(module({"x": (shape, dtype)}, body), [data(shape, dtype)])
 
 
+# Other constant indices: one DMA box per run of evenly stepping rows, copied into its slice
+# (reflection padding's [1, 0, 1, 2, 3, 2], a permutation, repeated rows).
+_GATHER_INDICES = [
+    np.array([1, 0, 1, 2, 3, 2]),
+    np.array([2, 0, 3, 1]),
+    np.array([[1, 1], [1, 3]]),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16"])
+@pytest.mark.parametrize("indices", _GATHER_INDICES, ids=["reflect", "permutation", "repeats"])
+def test_take_with_other_constant_indices_copies_each_run_of_rows(indices, dtype):
+    shape = (3, 4, 5)
+
+    def body(bb, v):
+        taken = bb.emit(relax.op.take(v["x"], relax.const(indices, "int64"), axis=1))
+        return relax.op.reshape(taken, (-1,))
+
+    offloaded_and_compared(module({"x": (shape, dtype)}, body), [data(shape, dtype)])
+
+
 @pytest.mark.parametrize(
     "indices, reason",
     [
-        (np.array([2, 0, 1]), "not evenly increasing"),
-        (np.array([1, 1]), "not evenly increasing"),
-        (np.array([0, 9]), "not evenly increasing"),
+        (np.array([0, 99]), "indices outside axis 1"),
+        (np.random.default_rng(0).permutation(40), "runs of evenly stepping rows"),
     ],
+    ids=["out of range", "too many runs"],
 )
-def test_take_with_other_constant_indices_stays_on_the_cpu(indices, reason):
+def test_take_with_unreadable_constant_indices_stays_on_the_cpu(indices, reason):
     mod = module(
-        {"x": ((4, 3), "float32")},
+        {"x": ((4, 40), "float32")},
         lambda bb, v: relax.op.take(v["x"], relax.const(indices, "int64"), axis=1),
     )
     partitioned, report = partition_with_report(mod)
     assert report.cpu_ops["relax.take"] == 1 and reason in report.cpu_reason("relax.take")
-    x = data((4, 3), "float32")
-    if indices.max() < 3:  # mode fast out of range is undefined in TVM's build
+    if indices.max() < 40:  # mode fast out of range is undefined in TVM's build
+        x = data((4, 40), "float32")
         np.testing.assert_array_equal(run(partitioned, [x])[0], run(mod, [x])[0])
 
 
@@ -316,3 +337,21 @@ def test_float64_data_movement_stays_on_the_cpu():
     mod = module({"x": ((2, 6), "float64")}, lambda bb, v: relax.op.reshape(v["x"], (3, 4)))
     _, report = partition_with_report(mod)
     assert "float64 has no NPU datapath" in report.cpu_reason("relax.reshape")
+
+
+def test_slices_of_one_tensor_with_equal_boxes_stay_apart():
+    """YOLOv5's Focus: the four stride-2 slices concatenated. The slices are views of one input
+    with equal boxes and different offsets; the emulator once shared one arranged tile between
+    them (wrong numbers, no fallback)."""
+    op = relax.op
+
+    def body(bb, v):
+        phases = [(0, 0), (1, 0), (0, 1), (1, 1)]
+        parts = [
+            bb.emit(op.strided_slice(v["x"], [2, 3], [h, w], [6, 6], [2, 2])) for h, w in phases
+        ]
+        return op.concat(parts, axis=1)
+
+    for dtype in ("float32", "int8"):
+        shape = (1, 3, 6, 6)
+        offloaded_and_compared(module({"x": (shape, dtype)}, body), [data(shape, dtype)])
