@@ -51,3 +51,41 @@ def test_zoo_model_runs_whole_on_the_npu(name, path, summary_line):
         f"{len(report.npu_functions)} NPU function(s), {sum(report.npu_ops.values())} ops, "
         f"max |diff| {error:.2g} [{time.perf_counter() - start:.1f} s]"
     )
+
+
+def _partly_supported():
+    """A segmentation-style CNN with parts the NPU rightly leaves to the CPU: nearest upsampling,
+    reflect padding, a transposed conv, and an int64 argmax at the end."""
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encode = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU())
+            self.up = nn.ConvTranspose2d(8, 8, 2, 2)
+            self.head = nn.Conv2d(16, 5, 3)
+
+        def forward(self, x):
+            y = self.encode(x)
+            skip = nn.functional.interpolate(y, scale_factor=2.0, mode="nearest")
+            y = torch.cat([self.up(y), skip], 1)
+            y = self.head(nn.functional.pad(y, (1, 1, 1, 1), mode="reflect"))
+            return y.mean((2, 3)).argmax(-1)
+
+    return Decoder()
+
+
+@pytest.mark.parametrize("path", [zoo_models.TORCH, zoo_models.ONNX_DYNAMO])
+def test_a_model_the_npu_runs_only_in_part_gives_the_right_numbers_and_reasons(path):
+    model = zoo_models.ZooModel("decoder", _partly_supported, (1, 3, 16, 16), 4, (path,))
+    mod, data, reference = zoo_models.import_model(model, path)
+    partitioned, report = partition_with_report(mod)
+    assert report.npu_functions and report.cpu_ops, report.table()
+    for op in report.cpu_ops:
+        assert report.cpu_reason(op), op
+    assert "relax.image.resize2d" in report.cpu_ops
+    assert "relax.nn.conv2d_transpose" in report.cpu_ops
+    assert report.cpu_ops["relax.argmax"] == 1
+    assert report.npu_ops["relax.nn.conv2d"] == 2
+    np.testing.assert_array_equal(run(partitioned, data), reference)

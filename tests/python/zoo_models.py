@@ -728,6 +728,69 @@ def convnext(dims=(96, 192), depths=(3, 3), num_classes=1000):
     return ConvNeXt()
 
 
+def yolov5_backbone(width=32, classes=80):
+    """YOLOv5 v5.0's stem and neck idioms: Focus (space to depth: the four stride-2 slices
+    concatenated), Conv = conv + BN(eps 0.001) + SiLU, a C3 block (two 1x1 branches, a residual
+    bottleneck, concat), a strided Conv, SPPF (three chained 5x5 max pools concatenated) and a
+    1x1 detection conv per anchor set."""
+    torch, nn = _nn()
+
+    def conv(c_in, c_out, kernel=1, stride=1):
+        return nn.Sequential(
+            nn.Conv2d(c_in, c_out, kernel, stride, kernel // 2, bias=False),
+            nn.BatchNorm2d(c_out, eps=0.001),
+            nn.SiLU(),
+        )
+
+    class Focus(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = conv(12, width, 3)
+
+        def forward(self, x):
+            parts = [x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2]]
+            return self.conv(torch.cat(parts, 1))
+
+    class C3(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.cv1, self.cv2, self.cv3 = conv(c, c // 2), conv(c, c // 2), conv(c, c)
+            self.m = nn.Sequential(conv(c // 2, c // 2), conv(c // 2, c // 2, 3))
+
+        def forward(self, x):
+            y = self.cv1(x)
+            return self.cv3(torch.cat([y + self.m(y), self.cv2(x)], 1))
+
+    class SPPF(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.cv1, self.cv2 = conv(c, c // 2), conv(2 * c, c)
+            self.m = nn.MaxPool2d(5, 1, 2)
+
+        def forward(self, x):
+            x = self.cv1(x)
+            y1 = self.m(x)
+            y2 = self.m(y1)
+            return self.cv2(torch.cat([x, y1, y2, self.m(y2)], 1))
+
+    class Backbone(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(
+                Focus(),
+                conv(width, 2 * width, 3, 2),
+                C3(2 * width),
+                conv(2 * width, 4 * width, 3, 2),
+                SPPF(4 * width),
+            )
+            self.detect = nn.Conv2d(4 * width, 3 * (5 + classes), 1)
+
+        def forward(self, x):
+            return self.detect(self.body(x))
+
+    return Backbone()
+
+
 def audio_cnn(channels=(32, 64, 128), classes=35):
     """An M5-style keyword-spotting CNN: strided conv1d front end, conv1d + BatchNorm1d + ReLU +
     MaxPool1d stages, AdaptiveAvgPool1d(1), Linear."""
@@ -804,6 +867,7 @@ FULL_SIZE: tuple[ZooModel, ...] = (
         "encoder_pre_norm", lambda: transformer_encoder(True), (1, 128, 256), 3, TRANSFORMER_PATHS
     ),
     ZooModel("audio_m5", audio_cnn, (1, 1, 16000)),
+    ZooModel("yolov5_backbone", yolov5_backbone, (1, 3, 320, 320)),
 )
 FULL_SIZE_BY_NAME = {model.name: model for model in FULL_SIZE}
 
@@ -888,6 +952,12 @@ SMALL: tuple[ZooModel, ...] = (
     ),
     ZooModel(
         "audio_m5", lambda: audio_cnn((8, 16, 16), 10), (1, 1, 4000), paths=(onnx_legacy(13),)
+    ),
+    ZooModel(
+        "yolov5_backbone",
+        lambda: yolov5_backbone(8, 3),
+        SMALL_IMAGE,
+        paths=(TORCH, ONNX_DYNAMO, onnx_legacy(13)),
     ),
 )
 SMALL_BY_NAME = {model.name: model for model in SMALL}
