@@ -10,7 +10,9 @@ Every problem with the file or the shapes is a ``ModelFileError`` with a one-lin
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +147,15 @@ def _read_onnx(path: Path, given: dict[str, Sequence[int]]) -> LoadedModel:
     return _loaded(path, mod, list(declared), outputs)
 
 
+@contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """Hides torch's FutureWarning about its own deprecated tree specs, which unpickling and
+    deep-copying a loaded archive print; it is nothing the user can act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
 def _read_exported_program(path: Path, given: dict[str, Sequence[int]]) -> LoadedModel:
     torch = _require(
         "torch",
@@ -155,7 +166,8 @@ def _read_exported_program(path: Path, given: dict[str, Sequence[int]]) -> Loade
     from tvm.relax.frontend.torch import from_exported_program
 
     try:
-        program = torch.export.load(str(path))
+        with _quiet_torch():
+            program = torch.export.load(str(path))
     except Exception as error:
         raise ModelFileError(
             f"{path} is not a torch.export archive (torch.export.save): {_first_line(error)}"
@@ -170,7 +182,8 @@ def _read_exported_program(path: Path, given: dict[str, Sequence[int]]) -> Loade
         declared[name] = [dim if isinstance(dim, int) else None for dim in value.shape]
     shapes = _resolve_shapes(path, declared, given)
     try:
-        mod = from_exported_program(program)
+        with _quiet_torch():
+            mod = from_exported_program(program)
     except Exception as error:
         raise ModelFileError(
             f"TVM's PyTorch importer cannot convert {path.name}: {_first_line(error)}"
