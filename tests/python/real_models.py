@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
+from zoo_models import shufflenet_unit
 
 
 def _nn():
@@ -237,46 +238,15 @@ def squeezenet() -> object:
 
 
 def shufflenet_v2() -> object:
-    """ShuffleNetV2: channel split, a branch, concat and channel shuffle (reshape/transpose)."""
-    torch, nn = _nn()
-
-    def channel_shuffle(x, groups: int):
-        n, c, h, w = x.shape
-        x = x.view(n, groups, c // groups, h, w).transpose(1, 2).contiguous()
-        return x.view(n, c, h, w)
-
-    class Unit(nn.Module):
-        def __init__(self, c_in: int, c_out: int, stride: int):
-            super().__init__()
-            self.stride = stride
-            branch = c_out // 2
-            if stride > 1:
-                self.branch1 = nn.Sequential(
-                    *_conv_bn(nn, c_in, c_in, 3, stride, c_in),
-                    *_conv_bn(nn, c_in, branch, 1),
-                    nn.ReLU(),
-                )
-            self.branch2 = nn.Sequential(
-                *_conv_bn(nn, c_in if stride > 1 else branch, branch, 1),
-                nn.ReLU(),
-                *_conv_bn(nn, branch, branch, 3, stride, branch),
-                *_conv_bn(nn, branch, branch, 1),
-                nn.ReLU(),
-            )
-
-        def forward(self, x):
-            if self.stride == 1:
-                x1, x2 = x.chunk(2, dim=1)
-                out = torch.cat((x1, self.branch2(x2)), dim=1)
-            else:
-                out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
-            return channel_shuffle(out, 2)
+    """ShuffleNetV2: channel split, a branch, concat and channel shuffle (reshape/transpose), in
+    torchvision's units (zoo_models.shufflenet_unit)."""
+    _, nn = _nn()
 
     class ShuffleNetV2(nn.Module):
         def __init__(self):
             super().__init__()
             self.stem = nn.Sequential(*_conv_bn(nn, 3, 8, 3, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-            self.stage = nn.Sequential(Unit(8, 16, 2), Unit(16, 16, 1))
+            self.stage = nn.Sequential(shufflenet_unit(8, 16, 2), shufflenet_unit(16, 16, 1))
             self.last = nn.Sequential(*_conv_bn(nn, 16, 32, 1), nn.ReLU())
             self.fc = nn.Linear(32, 10)
 

@@ -394,8 +394,9 @@ def squeezenet1_1(fires=SQUEEZENET_1_1_FIRES, num_classes: int = 1000):
     return SqueezeNet()
 
 
-def shufflenet_v2(repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024), num_classes=1000):
-    """torchvision.models.shufflenet_v2_x1_0: chunk, branch, concat, channel shuffle."""
+def shufflenet_unit(c_in: int, c_out: int, stride: int):
+    """torchvision's ShuffleNetV2 InvertedResidual: split the channels (stride 1) or branch
+    twice (stride 2), concat, channel shuffle."""
     torch, nn = _nn()
 
     def channel_shuffle(x, groups: int):
@@ -408,7 +409,7 @@ def shufflenet_v2(repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024), num_cla
         return nn.Conv2d(c, c, 3, stride, 1, bias=False, groups=c)
 
     class InvertedResidual(nn.Module):
-        def __init__(self, c_in: int, c_out: int, stride: int):
+        def __init__(self):
             super().__init__()
             self.stride = stride
             branch = c_out // 2
@@ -441,6 +442,13 @@ def shufflenet_v2(repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024), num_cla
                 out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
             return channel_shuffle(out, 2)
 
+    return InvertedResidual()
+
+
+def shufflenet_v2(repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024), num_classes=1000):
+    """torchvision.models.shufflenet_v2_x1_0: chunk, branch, concat, channel shuffle."""
+    torch, nn = _nn()
+
     class ShuffleNetV2(nn.Module):
         def __init__(self):
             super().__init__()
@@ -453,8 +461,8 @@ def shufflenet_v2(repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024), num_cla
             stages = []
             c_in = channels[0]
             for count, c_out in zip(repeats, channels[1:-1], strict=True):
-                units = [InvertedResidual(c_in, c_out, 2)]
-                units += [InvertedResidual(c_out, c_out, 1) for _ in range(count - 1)]
+                units = [shufflenet_unit(c_in, c_out, 2)]
+                units += [shufflenet_unit(c_out, c_out, 1) for _ in range(count - 1)]
                 stages.append(nn.Sequential(*units))
                 c_in = c_out
             self.stage2, self.stage3, self.stage4 = stages
