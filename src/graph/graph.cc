@@ -188,10 +188,10 @@ BatchNormAttrs ParseBatchNormAttrs(const JsonObject& attrs) {
 }
 
 std::pair<int64_t, int64_t> IntegerRange(DType dtype, const std::string& where) {
-  if (dtype == DType::kInt8) return {-128, 127};
-  if (dtype == DType::kInt16) return {-32768, 32767};
-  TVM_FFI_THROW(ValueError) << where << ": quantized results must be int8 or int16";
-  TVM_FFI_UNREACHABLE();
+  if (!IsQuantizedDType(dtype)) {
+    TVM_FFI_THROW(ValueError) << where << ": quantized results must be int8, uint8 or int16";
+  }
+  return QuantizedRange(dtype);
 }
 
 double PositiveScale(const JsonObject& attrs, const char* key) {
@@ -200,6 +200,123 @@ double PositiveScale(const JsonObject& attrs, const char* key) {
     TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must be a positive finite scale";
   }
   return scale;
+}
+
+/*!
+ * \brief output_scale / output_zero_point and the clamp range: the dtype's, narrowed by the real
+ * bounds min_value / max_value of a fused relu or clip (quantize commutes with a clip).
+ */
+kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dtype,
+                                              const std::string& where, double* output_scale) {
+  *output_scale = PositiveScale(attrs, "output_scale");
+  kernels::QuantizedOutput out;
+  out.zero_point = attrs.Int("output_zero_point");
+  std::tie(out.min, out.max) = IntegerRange(dtype, where);
+  if (attrs.Has("min_value")) {
+    out.min = std::max(out.min, out.zero_point + kernels::RoundHalfEven(attrs.Number("min_value") /
+                                                                        *output_scale));
+  }
+  if (attrs.Has("max_value")) {
+    out.max = std::min(out.max, out.zero_point + kernels::RoundHalfEven(attrs.Number("max_value") /
+                                                                        *output_scale));
+  }
+  if (out.min > out.max) TVM_FFI_THROW(ValueError) << where << ": empty output clamp range";
+  return out;
+}
+
+/*! \brief A real rescaling factor as a fixed-point multiplier, or a ValueError naming it. */
+kernels::FixedPointMultiplier Multiplier(double real, const std::string& where) {
+  if (!(real >= std::ldexp(1.0, -31) && real < std::ldexp(1.0, 30))) {
+    TVM_FFI_THROW(ValueError) << where << ": rescaling factor " << real
+                              << " is outside [2^-31, 2^30)";
+  }
+  return kernels::QuantizeMultiplier(real);
+}
+
+QnnRequantizeAttrs ParseQnnRequantizeAttrs(const JsonObject& attrs, DType dtype,
+                                           const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const double input_scale = PositiveScale(attrs, "input_scale");
+  Multiplier(input_scale / output_scale, where);
+  return QnnRequantizeAttrs{
+      kernels::MakeRequantizeParams(input_scale, attrs.Int("input_zero_point"), output_scale, out)};
+}
+
+QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
+                                   const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const double lhs = PositiveScale(attrs, "lhs_scale"), rhs = PositiveScale(attrs, "rhs_scale");
+  const bool add = kind == OpKind::kQnnAdd;
+  if (add) {
+    Multiplier(lhs / output_scale, where);
+    Multiplier(rhs / output_scale, where);
+  } else {
+    Multiplier(lhs * rhs / output_scale, where);
+  }
+  return QnnBinaryAttrs{kernels::MakeQuantizedBinaryParams(
+      add ? kernels::QuantizedBinaryKind::kAdd : kernels::QuantizedBinaryKind::kMultiply, lhs,
+      attrs.Int("lhs_zero_point"), rhs, attrs.Int("rhs_zero_point"), output_scale, out)};
+}
+
+QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, DType dtype,
+                               const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::Pool2dParams pool = ParsePoolAttrs(attrs, kind).params;
+  const double input_scale = PositiveScale(attrs, "input_scale");
+  Multiplier(input_scale / output_scale, where);
+  Multiplier(input_scale / (output_scale * pool.pool_size[0] * pool.pool_size[1]), where);
+  return QnnPoolAttrs{kernels::MakeQuantizedPoolParams(
+      pool, input_scale, attrs.Int("input_zero_point"), output_scale, out)};
+}
+
+QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const std::vector<double> scales = attrs.Numbers("input_scales");
+  const std::vector<int64_t> zero_points = attrs.Ints("input_zero_points");
+  if (scales.size() != zero_points.size()) {
+    TVM_FFI_THROW(ValueError) << where << ": " << scales.size() << " input scales but "
+                              << zero_points.size() << " zero points";
+  }
+  QnnConcatAttrs result;
+  result.axis = attrs.Int("axis");
+  for (size_t i = 0; i < scales.size(); ++i) {
+    if (!(scales[i] > 0) || !std::isfinite(scales[i])) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("input_scales") << " must be positive and finite";
+    }
+    Multiplier(scales[i] / output_scale, where);
+    result.inputs.push_back(
+        kernels::MakeRequantizeParams(scales[i], zero_points[i], output_scale, out));
+  }
+  return result;
+}
+
+QnnLutAttrs ParseQnnLutAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
+  auto [lo, hi] = IntegerRange(dtype, where);
+  QnnLutAttrs result;
+  result.table.index_offset = attrs.Int("index_offset");
+  for (int64_t value : attrs.Ints("table")) {
+    if (value < lo || value > hi) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("table") << ": entry " << value << " is not a "
+                                << DTypeName(dtype) << " value";
+    }
+    result.table.values.push_back(static_cast<float>(value));
+  }
+  return result;
+}
+
+QnnSoftmaxAttrs ParseQnnSoftmaxAttrs(const JsonObject& attrs, DType dtype,
+                                     const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  Multiplier(1.0 / output_scale, where);
+  // The inputs are 8-bit (ValidateGraph checks): differences to the row maximum span 0..255.
+  return QnnSoftmaxAttrs{attrs.Int("axis"),
+                         kernels::MakeQuantizedSoftmaxParams(PositiveScale(attrs, "input_scale"),
+                                                             255, output_scale, out)};
 }
 
 QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
@@ -234,6 +351,14 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   for (size_t c = 0; c < q.bias.size(); ++c) {
     const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
     r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
+  }
+  if (attrs.Has("quantized_bias")) {
+    // An int32 bias already in accumulator units (scale = input scale x weight scale).
+    if (!q.bias.empty()) {
+      TVM_FFI_THROW(ValueError) << where << ": both bias and quantized_bias are given";
+    }
+    r.bias = attrs.Ints("quantized_bias");
+    q.bias.assign(r.bias.begin(), r.bias.end());
   }
   return q;
 }
@@ -282,6 +407,21 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
     case OpKind::kQnnConv2d:
     case OpKind::kQnnMatmul:
       return ParseQnnAttrs(kind, attrs, dtype, where);
+    case OpKind::kQnnRequantize:
+      return ParseQnnRequantizeAttrs(attrs, dtype, where);
+    case OpKind::kQnnAdd:
+    case OpKind::kQnnMultiply:
+      return ParseQnnBinaryAttrs(kind, attrs, dtype, where);
+    case OpKind::kQnnMaxPool2d:
+      return ParseQnnPoolAttrs(kernels::PoolKind::kMax, attrs, dtype, where);
+    case OpKind::kQnnAvgPool2d:
+      return ParseQnnPoolAttrs(kernels::PoolKind::kAvg, attrs, dtype, where);
+    case OpKind::kQnnConcat:
+      return ParseQnnConcatAttrs(attrs, dtype, where);
+    case OpKind::kQnnLut:
+      return ParseQnnLutAttrs(attrs, dtype, where);
+    case OpKind::kQnnSoftmax:
+      return ParseQnnSoftmaxAttrs(attrs, dtype, where);
     case OpKind::kPermuteDims: {
       PermuteDimsAttrs result;
       Any axes = attrs.Has("axes") ? attrs.Get("axes") : Any(nullptr);

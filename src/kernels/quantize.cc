@@ -32,17 +32,6 @@ FixedPointMultiplier QuantizeMultiplier(double real) {
 
 int64_t RoundHalfEven(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
 
-namespace {
-
-/*! \brief (value * m0 + 2^(shift-1)) >> shift, exact for any int64 value. */
-inline int64_t ScaleWide(int64_t value, int64_t m0, int64_t shift) {
-  // 128-bit product: int16 activations (and large biases) give sums beyond 32 bits.
-  const __int128 rounding = static_cast<__int128>(1) << (shift - 1);
-  return static_cast<int64_t>((static_cast<__int128>(value) * m0 + rounding) >> shift);
-}
-
-}  // namespace
-
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
                 const Requantization& r, float* out) {
   // The tile's per-channel parameters, laid out once so the row loop vectorises.
@@ -77,7 +66,7 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
       }
     } else {
       for (int64_t i = 0; i < channels; ++i) {
-        const int64_t scaled = ScaleWide(a[i] + bias[i], m0[i], shift[i]);
+        const int64_t scaled = ScaleRounded(a[i] + bias[i], FixedPointMultiplier{m0[i], shift[i]});
         o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
       }
     }

@@ -33,6 +33,13 @@ struct FixedPointMultiplier {
 /*! \brief Decomposes `real` (> 0); shift is in [1, 62] for multipliers in [2^-31, 2^30). */
 FixedPointMultiplier QuantizeMultiplier(double real);
 
+/*! \brief round_half_up(value * m.m0 * 2^-m.shift), exact (128-bit product: int16 activations
+ * give accumulators beyond 32 bits). */
+inline int64_t ScaleRounded(int64_t value, const FixedPointMultiplier& m) {
+  const __int128 product = static_cast<__int128>(value) * m.m0;
+  return static_cast<int64_t>((product + (static_cast<__int128>(1) << (m.shift - 1))) >> m.shift);
+}
+
 /*! \brief Rounds to the nearest integer, ties to even (the rounding of Relax's quantize). */
 int64_t RoundHalfEven(double value);
 

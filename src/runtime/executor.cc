@@ -73,6 +73,8 @@ DLDataType ToDLDataType(DType dtype) {
       return DLDataType{kDLFloat, 16, 1};
     case DType::kInt8:
       return DLDataType{kDLInt, 8, 1};
+    case DType::kUInt8:
+      return DLDataType{kDLUInt, 8, 1};
     case DType::kInt16:
       return DLDataType{kDLInt, 16, 1};
     case DType::kInt32:
@@ -86,11 +88,11 @@ DLDataType ToDLDataType(DType dtype) {
 Executor::Executor(Graph graph, NPUConfig config) {
   for (const Node& node : graph.nodes) {
     const bool is_float = node.dtype == DType::kFloat32 || node.dtype == DType::kFloat16;
-    const bool is_int = node.dtype == DType::kInt8 || node.dtype == DType::kInt16;
-    // Integers flow only through the quantized boundary ops (and views of such tensors).
+    const bool is_int = IsQuantizedDType(node.dtype);
+    // Integers flow only through quantize, the integer qnn ops and data movement (views,
+    // concat by DMA), which is dtype-agnostic.
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
-                        node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnMatmul ||
-                        IsDataMovement(node.op);
+                        IsQnnOp(node.op) || IsDataMovement(node.op);
     if (!is_float && !(is_int && int_ok)) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << " (" << OpKindName(node.op)
                                 << "): dtype " << DTypeName(node.dtype)

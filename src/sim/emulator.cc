@@ -106,7 +106,7 @@ void RunDma(const RunContext& ctx, int64_t command) {
   }
 }
 
-/*! \brief Widens a float16 / int8 / int16 tile to float32 (exact for the integers). */
+/*! \brief Widens a float16 / int8 / uint8 / int16 tile to float32 (exact for the integers). */
 void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* out) {
   out->resize(size);
   switch (dtype) {
@@ -115,6 +115,9 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
       return;
     case DType::kInt8:
       std::copy_n(reinterpret_cast<const int8_t*>(base), size, out->begin());
+      return;
+    case DType::kUInt8:
+      std::copy_n(base, size, out->begin());
       return;
     case DType::kInt16:
       std::copy_n(reinterpret_cast<const int16_t*>(base), size, out->begin());
