@@ -47,7 +47,7 @@ def current_config() -> NPUConfig:
 
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
-NPU_DTYPES = frozenset({"int8", "int16", "float16", "float32"})
+NPU_DTYPES = frozenset({"int8", "uint8", "int16", "float16", "float32"})
 # float16 runs on the float32 datapath with every op result rounded to float16; integers only
 # through the quantized ops (checks_qnn.py).
 EXECUTABLE_DTYPES = frozenset({"float32", "float16"})

@@ -331,18 +331,11 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   if (q.weight_scales.empty())
     TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
   kernels::Requantization& r = q.requant;
-  auto [lo, hi] = IntegerRange(dtype, where);
-  r.output_zero_point = attrs.Int("output_zero_point");
-  r.min = lo;
-  r.max = hi;
-  const std::string activation = attrs.Has("activation") ? attrs.String_("activation") : "none";
-  if (activation == "relu" || activation == "relu6") r.min = std::max(lo, r.output_zero_point);
-  if (activation == "relu6") {
-    r.max = std::min(hi, r.output_zero_point + kernels::RoundHalfEven(6.0 / q.output_scale));
-  } else if (activation != "none" && activation != "relu") {
-    TVM_FFI_THROW(ValueError) << attrs.Field("activation") << " '" << activation
-                              << "' is not none, relu or relu6";
-  }
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  r.output_zero_point = out.zero_point;
+  r.min = out.min;
+  r.max = out.max;
   for (double weight_scale : q.weight_scales) {
     if (!(weight_scale > 0)) TVM_FFI_THROW(ValueError) << where << ": weight scales must be > 0";
     r.multipliers.push_back(

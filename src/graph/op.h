@@ -171,7 +171,7 @@ struct QuantAttrs {
 
 /*!
  * \brief A quantized convolution / matmul: the QDQ chain dequantize -> op (+ bias) (+ relu /
- * relu6) -> quantize, lowered by the codegen. requant is derived from the scales at load.
+ * clip) -> quantize, lowered by the codegen. requant is derived from the scales at load.
  */
 struct QnnAttrs {
   kernels::Conv2dParams conv;  // qnn.conv2d only

@@ -9,7 +9,7 @@
  *   bias_q[c] = round_half_even(bias[c] / (x_scale * w_scale[c]))
  *   M[c]     = x_scale * w_scale[c] / y_scale = m0[c] * 2^-shift[c],  m0 in [2^30, 2^31)
  *   y_q      = clamp(y_zp + ((acc + bias_q) * m0 + 2^(shift-1)) >> shift, lo, hi)
- * i.e. one 64x32-bit product and one rounding (half up) per output; a fused relu / relu6 only
+ * i.e. one 64x32-bit product and one rounding (half up) per output; a fused relu / clip only
  * narrows [lo, hi]. quantize / dequantize follow Relax exactly: clip(round_half_even(x / s) +
  * zp) and s * (q - zp), computed in float32.
  */
@@ -48,7 +48,7 @@ struct Requantization {
   std::vector<FixedPointMultiplier> multipliers;  // one, or one per channel
   std::vector<int64_t> bias;                      // empty, or one per channel
   int64_t output_zero_point = 0;
-  int64_t min = -128;  // output clamp, including a fused relu / relu6
+  int64_t min = -128;  // output clamp, including a fused relu / clip
   int64_t max = 127;
 };
 
