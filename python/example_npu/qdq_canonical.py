@@ -296,6 +296,7 @@ class _Canonicalizer(relax.PyExprMutator):
 def canonicalize_qdq(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrites every Relax function of ``mod`` as described in the module docstring, then
     removes the bindings the rewrites left unused."""
+    mod = relax.transform.CanonicalizeBindings()(mod)  # no var-to-var aliases between ops
     mutator = _Canonicalizer(mod)
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):

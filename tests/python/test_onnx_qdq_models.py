@@ -1,0 +1,147 @@
+"""Whole CNNs quantized by onnxruntime run in integer arithmetic on the NPU.
+
+Each architecture of cnn_blocks.py is exported with torch.onnx, quantized by
+``onnxruntime.quantization.quantize_static`` (QDQ, default activation and weight types, random
+calibration data, per-channel and per-tensor weights; uint8 activations too), imported with
+``tvm.relax.frontend.onnx.from_onnx`` and partitioned with ``partition_for_npu``. Checked: every
+Conv / Gemm / MatMul of the ONNX graph is an integer ``qnn`` op on the NPU, nothing that computes
+stays on the CPU, and every output element is within one quantization step of onnxruntime's own
+output for the same quantized model (the fraction that differs at all is printed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import cnn_blocks
+import example_npu
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tvm
+from example_npu.report import partition_with_report
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+
+CALIBRATION_SAMPLES = 8
+EVALUATION_SAMPLES = 16
+# Shape-only ops between quantized ops that run as dtype-agnostic views once issue 10's view ops
+# land; until then they are the only ops allowed to stay on the CPU.
+PENDING_VIEW_OPS = {"relax.reshape", "relax.permute_dims", "relax.split", "relax.mean"}
+MISMATCHES: dict[str, float] = {}
+
+
+class RandomCalibration(CalibrationDataReader):
+    def __init__(self, seed: int):
+        rng = np.random.default_rng(seed)
+        self.batches = iter(
+            {"x": rng.standard_normal(cnn_blocks.INPUT_SHAPE).astype("float32")}
+            for _ in range(CALIBRATION_SAMPLES)
+        )
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+@pytest.fixture(scope="module")
+def float_models(tmp_path_factory):
+    """name -> exported float ONNX path (exported once per module)."""
+    directory = tmp_path_factory.mktemp("onnx")
+    paths = {}
+    for name in cnn_blocks.MODELS:
+        paths[name] = str(directory / f"{name}.onnx")
+        cnn_blocks.export_onnx(cnn_blocks.build(name), paths[name])
+    return paths
+
+
+def quantized(float_path: str, per_channel: bool, activation_type=None) -> str:
+    options = {} if activation_type is None else {"activation_type": activation_type}
+    path = float_path.replace(".onnx", f"_q{int(per_channel)}{len(options)}.onnx")
+    quantize_static(
+        float_path,
+        path,
+        RandomCalibration(seed=1),
+        quant_format=QuantFormat.QDQ,
+        per_channel=per_channel,
+        **options,
+    )
+    return path
+
+
+def npu_graph_ops(mod: tvm.IRModule) -> Counter:
+    return Counter(
+        node["op"]
+        for module in mod.attrs["external_mods"]
+        for node in json.loads(module.inspect_source())["nodes"]
+    )
+
+
+def output_scale(model: onnx.ModelProto) -> float:
+    """The scale of the last DequantizeLinear before the graph output (through float glue ops
+    such as SqueezeNet's final ReduceMean + Flatten)."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    node = producers[model.graph.output[0].name]
+    while node.op_type != "DequantizeLinear":
+        node = producers[node.input[0]]
+    init = {t.name: t for t in model.graph.initializer}
+    return float(onnx.numpy_helper.to_array(init[node.input[1]]))
+
+
+def compare_with_onnxruntime(path: str, mod: tvm.IRModule) -> tuple[float, float]:
+    """(largest difference in output steps, fraction of output elements that differ)."""
+    vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    step = output_scale(onnx.load(path))
+    rng = np.random.default_rng(7)
+    steps = []
+    for _ in range(EVALUATION_SAMPLES):
+        x = rng.standard_normal(cnn_blocks.INPUT_SHAPE).astype("float32")
+        expected = session.run(None, {"x": x})[0]
+        actual = vm["main"](tvm.runtime.tensor(x)).numpy()
+        steps.append(np.abs(actual.astype(np.float64) - expected) / step)
+    steps = np.concatenate([s.ravel() for s in steps])
+    return float(steps.max()), float(np.mean(steps > 0.5))
+
+
+CASES = [(name, pc) for name in cnn_blocks.MODELS for pc in (True, False)]
+
+
+@pytest.mark.parametrize("name,per_channel", CASES)
+def test_onnxruntime_quantized_model_runs_integer_on_the_npu(float_models, name, per_channel):
+    path = quantized(float_models[name], per_channel)
+    model = onnx.load(path)
+    mod = from_onnx(model, keep_params_in_input=False)
+    offloaded, report = partition_with_report(mod)
+    ops = npu_graph_ops(offloaded)
+    onnx_ops = Counter(node.op_type for node in model.graph.node)
+    linear = onnx_ops["Conv"] + onnx_ops["Gemm"] + onnx_ops["MatMul"]
+    assert ops["qnn.conv2d"] + ops["qnn.matmul"] == linear, (ops, onnx_ops)
+    assert not {"nn.conv2d", "matmul", "add", "multiply"} & set(ops), ops
+    on_cpu = {op for op, count in report.cpu_ops.items() if count}
+    assert on_cpu <= PENDING_VIEW_OPS, report.table()
+    worst, fraction = compare_with_onnxruntime(path, offloaded)
+    assert worst <= 1.0 + 1e-6, f"{name}: {worst} quantization steps from onnxruntime"
+    MISMATCHES[f"{name} {'per-channel' if per_channel else 'per-tensor'}"] = fraction
+
+
+@pytest.mark.parametrize("name", ["resnet18", "efficientnet"])
+def test_uint8_activations(float_models, name):
+    """onnxruntime's QUInt8 activations (zero points near 128) run the same way."""
+    path = quantized(float_models[name], True, QuantType.QUInt8)
+    mod = from_onnx(onnx.load(path), keep_params_in_input=False)
+    offloaded = example_npu.partition_for_npu(mod)
+    assert npu_graph_ops(offloaded)["qnn.conv2d"] > 0
+    worst, fraction = compare_with_onnxruntime(path, offloaded)
+    assert worst <= 1.0 + 1e-6
+    MISMATCHES[f"{name} uint8"] = fraction
+
+
+def test_mismatch_fractions_are_reported(summary_line):
+    """The fraction of output elements that differ from onnxruntime at all (by one step)."""
+    assert len(MISMATCHES) == len(CASES) + 2, "run with the model cases above"
+    for label, fraction in MISMATCHES.items():
+        summary_line(f"onnxruntime QDQ {label}: {fraction:.2%} of outputs one step off")
+    assert max(MISMATCHES.values()) < 0.05
