@@ -132,8 +132,17 @@ class _Island:
         self.lookup = lookup
         self.source: relax.Var | None = None
         self.grid: np.ndarray | None = None  # the 256 inputs, in take's index order
+        self.memo: dict[Any, np.ndarray] = {}
 
     def evaluate(self, expr: Any) -> np.ndarray | None:
+        if expr in self.memo:
+            return self.memo[expr]
+        result = self._evaluate(expr)
+        if result is not None:
+            self.memo[expr] = result
+        return result
+
+    def _evaluate(self, expr: Any) -> np.ndarray | None:
         if isinstance(expr, relax.Var):
             value = self.lookup(expr)
             return None if value is None else self.evaluate(value)
@@ -142,35 +151,67 @@ class _Island:
             return _f32(constant.reshape(-1)[0]) if constant.size == 1 else None
         if not isinstance(expr, relax.Call) or not isinstance(expr.op, tvm.ir.Op):
             return None
-        if _is_call(expr, "relax.dequantize"):
-            return self._dequantize(expr)
-        args = [self.evaluate(arg) for arg in expr.args]
         name = expr.op.name
-        if name == "relax.quantize" and args[0] is not None:
+        if name == "relax.dequantize":
+            return self._dequantize(expr)
+        if name == "relax.take":
+            return self._lookup(expr)
+        if (
+            name not in _UNARY
+            and name not in _BINARY
+            and name not in ("relax.clip", "relax.quantize")
+        ):
+            return None  # not elementwise: the island ends here (its args are never visited)
+        args = [self.evaluate(arg) for arg in expr.args]
+        if any(arg is None for arg in args):
+            return None
+        if name == "relax.quantize":
             params = _scalar_params(expr)
             return None if params is None else quantize_values(args[0], *params, _dtype(expr))
-        if name == "relax.clip" and all(a is not None for a in args):
+        if name == "relax.clip":
             return np.clip(args[0], args[1], args[2])
-        if name in _UNARY and args[0] is not None:
+        if name in _UNARY:
             return _UNARY[name](args[0])
-        if name in _BINARY and all(a is not None for a in args):
-            return _f32(_BINARY[name](args[0], args[1]))
-        return None
+        return _f32(_BINARY[name](args[0], args[1]))
 
-    def _dequantize(self, call: relax.Call) -> np.ndarray | None:
-        data, params = call.args[0], _scalar_params(call)
-        if params is None or not isinstance(data, relax.Var) or _dtype(data) not in _TABLE_DTYPES:
-            return None
+    def _is_source(self, data: Any) -> bool:
+        """Whether data is the island's one 8-bit input (the first one seen becomes it)."""
+        if not isinstance(data, relax.Var) or _dtype(data) not in _TABLE_DTYPES:
+            return False
         if self.source is None:
             self.source = data
             grid = np.arange(256)
             if _dtype(data) == "int8":
                 grid = np.where(grid >= 128, grid - 256, grid)  # take's wrap order
             self.grid = grid
-        elif not data.same_as(self.source):
-            return None  # a second tensor: not a function of one input
+        return data.same_as(self.source)  # a second tensor: not a function of one input
+
+    def _dequantize(self, call: relax.Call) -> np.ndarray | None:
+        """Of integers computed from the input (an inner quantize or table), else of the input."""
+        params = _scalar_params(call)
+        if params is None:
+            return None
+        data = call.args[0]
+        value = self.lookup(data) if isinstance(data, relax.Var) else None
+        integers = None
+        if _is_call(value, "relax.take", "relax.quantize"):
+            saved = (self.source, self.grid, dict(self.memo))
+            integers = self.evaluate(value)
+            if integers is None:  # not a function of one input: data itself is the input
+                self.source, self.grid, self.memo = saved
+        if integers is None and self._is_source(data):
+            integers = self.grid
+        if integers is None:
+            return None
         scale, zero_point = params
-        return np.float32(scale) * _f32(self.grid - zero_point)
+        return np.float32(scale) * _f32(integers - zero_point)
+
+    def _lookup(self, call: relax.Call) -> np.ndarray | None:
+        """An inner table of the same input (an activation tabulated already)."""
+        table = _constant(call.args[0])
+        if table is None or table.shape != (256,) or not self._is_source(call.args[1]):
+            return None
+        return _f32(table)
 
 
 @relax.expr_functor.mutator
@@ -185,6 +226,10 @@ class _Canonicalizer(relax.PyExprMutator):
         while isinstance(value, relax.Var) and self.lookup_binding(value) is not None:
             value = self.lookup_binding(value)
         return value
+
+    def _emit(self, expr: relax.Expr) -> relax.Expr:
+        """A binding for expr, unless it already is a variable."""
+        return expr if isinstance(expr, relax.Var) else self.builder_.emit(expr)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         call = super().visit_call_(call)
@@ -218,14 +263,14 @@ class _Canonicalizer(relax.PyExprMutator):
         """quantize(data) with scalar params, rewritten by rules 2 and 3 where they apply."""
         value = self._binding(data)
         if _is_call(value, *_SHAPE_OPS) and _dtype(value.args[0]) == "float32":
-            inner = self.builder_.emit(self._quantize(value.args[0], params, dtype, None))
+            inner = self._emit(self._quantize(value.args[0], params, dtype, None))
             return relax.Call(value.op, [inner, *value.args[1:]], value.attrs, value.ty_args)
         if isinstance(value, relax.TupleGetItem):
             split = self._binding(value.tuple_value)
             if _is_call(split, "relax.split") and _dtype(split.args[0]) == "float32":
                 key = (split.args[0], params, dtype)
                 if key not in self._splits:
-                    inner = self.builder_.emit(self._quantize(split.args[0], params, dtype, None))
+                    inner = self._emit(self._quantize(split.args[0], params, dtype, None))
                     self._splits[key] = self.builder_.emit(
                         relax.Call(split.op, [inner], split.attrs, split.ty_args)
                     )
@@ -265,7 +310,7 @@ class _Canonicalizer(relax.PyExprMutator):
                 groups.append(chunk[0])
                 continue
             joined = self.builder_.emit(relax.op.concat(chunk, axis=int(concat.attrs.axis)))
-            quantized = self.builder_.emit(self._quantize(joined, params, dtype, None))
+            quantized = self._emit(self._quantize(joined, params, dtype, None))
             groups.append(
                 self.builder_.emit(relax.op.dequantize(quantized, scale_const, zero_const))
             )
