@@ -346,4 +346,7 @@ def canonicalize_qdq(mod: tvm.IRModule) -> tvm.IRModule:
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
             mutator.builder_.update_func(gvar, mutator.visit_expr(func))
-    return relax.transform.DeadCodeElimination()(mutator.builder_.get())
+    entries = [
+        gvar.name_hint for gvar, func in mod.functions.items() if isinstance(func, relax.Function)
+    ]
+    return relax.transform.DeadCodeElimination(entries)(mutator.builder_.get())
