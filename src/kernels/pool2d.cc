@@ -260,7 +260,19 @@ QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double inp
 
 void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
                      const QuantizedPoolParams& params) {
-  TVM_FFI_ICHECK(params.pool.layout == DataLayout::kNHWC) << "QuantizedPool2d runs on NHWC tiles";
+  if (params.pool.layout == DataLayout::kNCHW) {
+    // The engine pools NHWC tiles; whole NCHW tensors (untiled reference runs) go through it.
+    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2};
+    std::vector<float> in_nhwc(NumElements(in_shape)), out_nhwc(NumElements(out_shape));
+    Transpose(input, in_shape, to_nhwc, in_nhwc.data());
+    QuantizedPoolParams nhwc = params;
+    nhwc.pool.layout = DataLayout::kNHWC;
+    const Shape out_nhwc_shape = {out_shape[0], out_shape[2], out_shape[3], out_shape[1]};
+    QuantizedPool2d(in_nhwc.data(), {in_shape[0], in_shape[2], in_shape[3], in_shape[1]},
+                    out_nhwc.data(), out_nhwc_shape, nhwc);
+    Transpose(out_nhwc.data(), out_nhwc_shape, to_nchw, out);
+    return;
+  }
   const std::pair<AxisPlan, AxisPlan> plans = PlanWindows(in_shape, out_shape, params.pool);
   const AxisPlan& ph = plans.first;
   const AxisPlan& pw = plans.second;

@@ -91,7 +91,8 @@ QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double inp
                                             int64_t input_zero_point, double output_scale,
                                             const QuantizedOutput& out);
 
-/*! \brief Integer max / average pooling of an NHWC tile (TVM's window semantics, pool2d.cc). */
+/*! \brief Integer max / average pooling (TVM's window semantics, pool2d.cc); the engine runs
+ * NHWC tiles, NCHW tensors are transposed around it. */
 void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
                      const QuantizedPoolParams& params);
 
