@@ -263,7 +263,7 @@ def cnn_reference():
 
 # Relative L2 error of the quantized model (TVM's CPU build) against the float one on a batch
 # not used for calibration. Measured: 1.5% (int8, per channel), 2.1% (int8, per tensor),
-# 1.7% (percentile), 0.7% (int16 activations; the weights stay int8). Bounds: about 2x that.
+# 1.4% (percentile), 0.7% (int16 activations; the weights stay int8). Bounds: about 2x that.
 @pytest.mark.parametrize(
     "options, bound",
     [
