@@ -31,15 +31,37 @@ def _calls_by_op(func: relax.Function) -> dict[str, list[relax.Call]]:
     return calls
 
 
-def _scalar(builder: Any, expr: Any, env: dict[Any, Any]) -> float:
-    return float(_values(builder, expr, env).reshape(-1)[0])
+# An attribute value the NPU reads from a call argument at run time, {"arg": <input node id>}:
+# FuseOpsByPattern(bind_constants=False) passes the quantization constants as arguments
+# (src/graph/runtime_params.h binds them).
+RuntimeParam = dict
 
 
-def _values(builder: Any, expr: Any, env: dict[Any, Any]) -> np.ndarray:
+def _values(builder: Any, expr: Any, env: dict[Any, Any]) -> np.ndarray | RuntimeParam:
     constant = builder.constant_of(expr, env)
-    if constant is None:
-        raise ValueError(f"{builder.symbol}: quantization parameter is not a constant")
-    return constant.value.numpy()
+    if constant is not None:
+        return constant.value.numpy()
+    return {"arg": builder.eval_tensor(expr, env, "")}
+
+
+def _floats(builder: Any, expr: Any, env: dict[Any, Any]) -> list[float] | RuntimeParam:
+    values = _values(builder, expr, env)
+    return values if isinstance(values, dict) else [float(v) for v in values.reshape(-1)]
+
+
+def _ints(builder: Any, expr: Any, env: dict[Any, Any]) -> list[int] | RuntimeParam:
+    values = _values(builder, expr, env)
+    return values if isinstance(values, dict) else [int(v) for v in values.reshape(-1)]
+
+
+def _scalar(builder: Any, expr: Any, env: dict[Any, Any]) -> float | RuntimeParam:
+    values = _floats(builder, expr, env)
+    return values if isinstance(values, dict) else values[0]
+
+
+def _scalar_int(builder: Any, expr: Any, env: dict[Any, Any]) -> int | RuntimeParam:
+    values = _ints(builder, expr, env)
+    return values if isinstance(values, dict) else values[0]
 
 
 def _clamp(calls: dict[str, list[relax.Call]]) -> dict[str, float]:
@@ -55,29 +77,14 @@ def _clamp(calls: dict[str, list[relax.Call]]) -> dict[str, float]:
 def _quant_params(builder: Any, call: relax.Call, env: dict[Any, Any], prefix: str) -> dict:
     return {
         f"{prefix}_scale": _scalar(builder, call.args[1], env),
-        f"{prefix}_zero_point": int(_scalar(builder, call.args[2], env)),
+        f"{prefix}_zero_point": _scalar_int(builder, call.args[2], env),
     }
 
 
-def _integer_bias(builder: Any, bias_dq: relax.Call, env: dict, scales: tuple) -> list[int]:
-    """An int32 bias under dequantize, in accumulator units (input scale x weight scale).
-
-    onnxruntime stores it with exactly that scale (as float32), so the integers pass through;
-    another scale is rescaled and rounded once.
-    """
-    x_scale, weight_scales = scales
-    values = _values(builder, bias_dq.args[0], env).astype("int64").reshape(-1)
-    bias_scales = _values(builder, bias_dq.args[1], env).astype("float32").reshape(-1)
-    accumulator_scales = (np.float32(x_scale) * weight_scales.astype("float32")).reshape(-1)
-    result = []
-    for c, value in enumerate(values):
-        bias_scale = bias_scales[c if bias_scales.size > 1 else 0]
-        acc_scale = accumulator_scales[c if accumulator_scales.size > 1 else 0]
-        if bias_scale == acc_scale:
-            result.append(int(value))
-        else:
-            result.append(int(np.rint(float(bias_scale) * int(value) / float(acc_scale))))
-    return result
+def quantization_attrs(builder: Any, call: relax.Call, env: dict[Any, Any]) -> dict:
+    """scale / zero_point of a standalone quantize or dequantize (constants or call arguments)."""
+    params = _quant_params(builder, call, env, "x")
+    return {"scale": params["x_scale"], "zero_point": params["x_zero_point"]}
 
 
 def lower_qnn_composite(
@@ -99,18 +106,15 @@ def lower_qnn_composite(
     quantize = calls["quantize"][0]
     conv = calls.get("nn.conv2d", [None])[0]
     producer = conv if conv is not None else calls["matmul"][0]
-    weight_scales = _values(builder, w_dq.args[1], env).astype("float64").reshape(-1)
     attrs: dict[str, Any] = {}
     if conv is not None:
         attrs = {
             k: v for k, v in _attrs_to_dict(conv.attrs).items() if k not in _FLOAT_ATTRS_DROPPED
         }
     attrs.update(
-        input_scale=_scalar(builder, x_dq.args[1], env),
-        input_zero_point=int(_scalar(builder, x_dq.args[2], env)),
-        weight_scales=[float(s) for s in weight_scales],
-        output_scale=_scalar(builder, quantize.args[1], env),
-        output_zero_point=int(_scalar(builder, quantize.args[2], env)),
+        **_quant_params(builder, x_dq, env, "input"),
+        weight_scales=_floats(builder, w_dq.args[1], env),
+        **_quant_params(builder, quantize, env, "output"),
         **_clamp(calls),
     )
     if "add" in calls:
@@ -118,12 +122,11 @@ def lower_qnn_composite(
         bias_expr = next(a for a in add.args if not _is_bound_to(func, a, producer))
         bias_expr = _unwrap_reshape(func, bias_expr)
         bias_dq = _binding_value(func, bias_expr) if isinstance(bias_expr, relax.Var) else None
-        if isinstance(bias_dq, relax.Call):  # dequantize(int32 constant)
-            attrs["quantized_bias"] = _integer_bias(
-                builder, bias_dq, env, (attrs["input_scale"], weight_scales)
-            )
+        if isinstance(bias_dq, relax.Call):  # onnxruntime's dequantize(int32 constant)
+            attrs["int32_bias"] = _ints(builder, bias_dq.args[0], env)
+            attrs["int32_bias_scales"] = _floats(builder, bias_dq.args[1], env)
         else:
-            attrs["bias"] = [float(b) for b in _values(builder, bias_expr, env).reshape(-1)]
+            attrs["bias"] = _floats(builder, bias_expr, env)
     activation_input = builder.eval_tensor(x_dq.args[0], env, composite)
     weight_input = builder.eval_tensor(w_dq.args[0], env, composite)
     if "permute_dims" in calls:  # the Linear form: the int8 weight is read transposed
@@ -196,11 +199,9 @@ def _node(
 
 
 def _lookup_table(builder: Any, take: relax.Call, env: dict[Any, Any]) -> dict:
-    """The table reordered to start at the input dtype's minimum (take indexes it mod 256)."""
-    table = _values(builder, take.args[0], env).astype("int64")
-    if str(take.args[1].ty.dtype) == "int8":
-        return {"table": [int(v) for v in np.roll(table, 128)], "index_offset": -128}
-    return {"table": [int(v) for v in table], "index_offset": 0}
+    """The table as take indexes it (x mod 256) and the input dtype's minimum."""
+    offset = -128 if str(take.args[1].ty.dtype) == "int8" else 0
+    return {"table": _ints(builder, take.args[0], env), "index_offset": offset}
 
 
 def _lower_island(
@@ -244,7 +245,7 @@ def _lower_island(
     elif op_name == "concat":
         attrs["axis"] = int(glue.attrs.axis)
         attrs["input_scales"] = [_scalar(builder, d.args[1], env) for d in operands]
-        attrs["input_zero_points"] = [int(_scalar(builder, d.args[2], env)) for d in operands]
+        attrs["input_zero_points"] = [_scalar_int(builder, d.args[2], env) for d in operands]
     elif glue is not None:
         attrs.update(_quant_params(builder, operands[0], env, "input"))
         if name == "softmax":

@@ -13,6 +13,8 @@
 #include <tuple>
 #include <utility>
 
+#include "graph/runtime_params.h"
+
 namespace example_npu {
 namespace {
 
@@ -60,7 +62,11 @@ class JsonObject {
   std::vector<int64_t> Ints(const char* key) const { return AsInts(Get(key), Field(key)); }
 
   std::vector<double> Numbers(const char* key) const {
-    auto array = Get(key).try_cast<json::Array>();
+    Any value = Get(key);
+    // A runtime parameter bound from a one-element tensor arrives as a bare number.
+    if (auto one = value.try_cast<double>()) return {*one};
+    if (value.type_index() == tvm::ffi::TypeIndex::kTVMFFIInt) return {Number(key)};
+    auto array = value.try_cast<json::Array>();
     if (!array.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a list of numbers";
     std::vector<double> result;
     for (size_t i = 0; i < array->size(); ++i) {
@@ -83,6 +89,7 @@ class JsonObject {
   }
 
   static std::vector<int64_t> AsInts(const Any& value, const std::string& what) {
+    if (value.type_index() == tvm::ffi::TypeIndex::kTVMFFIInt) return {value.cast<int64_t>()};
     auto array = value.try_cast<json::Array>();
     if (!array.has_value()) TVM_FFI_THROW(ValueError) << what << " must be a list of integers";
     std::vector<int64_t> result;
@@ -294,11 +301,15 @@ QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const s
   return result;
 }
 
+/*! \brief table is indexed as Relax's take(table, x, mode="wrap") indexes it: by x mod 256. */
 QnnLutAttrs ParseQnnLutAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
   auto [lo, hi] = IntegerRange(dtype, where);
   QnnLutAttrs result;
   result.table.index_offset = attrs.Int("index_offset");
-  for (int64_t value : attrs.Ints("table")) {
+  const std::vector<int64_t> table = attrs.Ints("table");
+  const int64_t size = static_cast<int64_t>(table.size());
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t value = table[((result.table.index_offset + i) % size + size) % size];
     if (value < lo || value > hi) {
       TVM_FFI_THROW(ValueError) << attrs.Field("table") << ": entry " << value << " is not a "
                                 << DTypeName(dtype) << " value";
@@ -345,12 +356,26 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
     const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
     r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
   }
-  if (attrs.Has("quantized_bias")) {
-    // An int32 bias already in accumulator units (scale = input scale x weight scale).
-    if (!q.bias.empty()) {
-      TVM_FFI_THROW(ValueError) << where << ": both bias and quantized_bias are given";
+  if (attrs.Has("int32_bias")) {
+    // onnxruntime's int32 bias, dequantized with int32_bias_scales: stored in accumulator units
+    // when its scale is the float32 product input scale x weight scale, else rescaled once.
+    if (!q.bias.empty()) TVM_FFI_THROW(ValueError) << where << ": both bias and int32_bias given";
+    const std::vector<int64_t> values = attrs.Ints("int32_bias");
+    const std::vector<double> scales = attrs.Numbers("int32_bias_scales");
+    if (scales.size() != 1 && scales.size() != values.size()) {
+      TVM_FFI_THROW(ValueError) << where << ": " << scales.size() << " bias scales for "
+                                << values.size() << " biases";
     }
-    r.bias = attrs.Ints("quantized_bias");
+    for (size_t c = 0; c < values.size(); ++c) {
+      const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
+      const double bias_scale = scales[scales.size() > 1 ? c : 0];
+      const float accumulator_scale =
+          static_cast<float>(q.input_scale) * static_cast<float>(weight_scale);
+      r.bias.push_back(static_cast<float>(bias_scale) == accumulator_scale
+                           ? values[c]
+                           : kernels::RoundHalfEven(bias_scale * static_cast<double>(values[c]) /
+                                                    (q.input_scale * weight_scale)));
+    }
     q.bias.assign(r.bias.begin(), r.bias.end());
   }
   return q;
@@ -478,6 +503,13 @@ std::vector<int64_t> Graph::ConstNodes() const {
 }
 
 Graph ParseGraph(const std::string& json_text) {
+  const std::vector<int64_t> params = RuntimeParamInputs(json_text);
+  if (!params.empty()) {
+    Graph graph = ParseGraph(BindPlaceholderParams(json_text));
+    graph.runtime_param_inputs = params;
+    graph.unbound_json = json_text;
+    return graph;
+  }
   String error;
   json::Value value = json::Parse(json_text, &error);
   if (!error.empty()) TVM_FFI_THROW(ValueError) << "NPU graph is not valid JSON: " << error;

@@ -204,8 +204,8 @@ struct QnnConcatAttrs {
   std::vector<kernels::RequantizeParams> inputs;
 };
 
-/*! \brief qnn.lut: out = table[x - index_offset], the table built by the codegen from the float
- * function between dequantize and quantize. */
+/*! \brief qnn.lut: out = table[x - index_offset], the table canonicalize_qdq evaluates from the
+ * float function between dequantize and quantize (given in take's x mod 256 order). */
 struct QnnLutAttrs {
   kernels::LookupTable table;
 };

@@ -5,8 +5,10 @@
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/executor.h"
@@ -131,6 +133,54 @@ TEST(QuantizedGraphTest, RejectsTablesThatDoNotMatchTheInputType) {
   } catch (const tvm::ffi::Error& err) {
     EXPECT_EQ(err.kind(), "ValueError");
     EXPECT_NE(std::string(err.message()).find("256-entry table"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace example_npu
+
+namespace example_npu {
+namespace {
+
+// qnn.requantize whose scales and zero points are call arguments ({"arg": node id}).
+const char* kRuntimeParams = R"({"version": 1, "symbol": "rp", "nodes": [
+  {"op": "input", "name": "x", "shape": [2, 5], "dtype": "int8"},
+  {"op": "input", "name": "s", "shape": [], "dtype": "float32"},
+  {"op": "input", "name": "z", "shape": [], "dtype": "int8"},
+  {"op": "qnn.requantize", "name": "r", "inputs": [0], "shape": [2, 5], "dtype": "int8",
+   "attrs": {"input_scale": {"arg": 1}, "input_zero_point": {"arg": 2},
+             "output_scale": 0.5, "output_zero_point": 0}}],
+  "arg_nodes": [0, 1, 2], "heads": [3]})";
+
+TEST(RuntimeParamsTest, QuantizationParametersBindAtRunTime) {
+  const Graph graph = ParseGraph(kRuntimeParams);
+  EXPECT_EQ(graph.runtime_param_inputs, (std::vector<int64_t>{1, 2}));
+  Executor executor(ParseGraph(kRuntimeParams));
+  std::vector<int8_t> x = {-10, -3, 0, 1, 2, 3, 4, 5, 100, 127}, y(10);
+  std::vector<int64_t> x_shape = {2, 5}, scalar = {};
+  auto tensor = [](void* data, std::vector<int64_t>* shape, DLDataType dtype) {
+    DLTensor t{};
+    t.data = data;
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(shape->size());
+    t.dtype = dtype;
+    t.shape = shape->data();
+    return t;
+  };
+  for (const auto& [scale, zero_point] : {std::pair<float, int8_t>{1.0f, 0}, {0.25f, 2}}) {
+    float s = scale;
+    int8_t z = zero_point;
+    DLTensor tx = tensor(x.data(), &x_shape, {kDLInt, 8, 1});
+    DLTensor ts = tensor(&s, &scalar, {kDLFloat, 32, 1});
+    DLTensor tz = tensor(&z, &scalar, {kDLInt, 8, 1});
+    DLTensor ty = tensor(y.data(), &x_shape, {kDLInt, 8, 1});
+    executor.Run({&tx, &ts, &tz}, {&ty});
+    for (size_t i = 0; i < x.size(); ++i) {
+      // (x - z) * s / 0.5, rounded half up: exact for these values except the halves.
+      const double real = (x[i] - z) * static_cast<double>(scale) / 0.5;
+      const double expected = std::clamp(std::floor(real + 0.5), -128.0, 127.0);
+      EXPECT_EQ(y[i], expected) << "scale " << scale << " element " << i;
+    }
   }
 }
 

@@ -24,7 +24,9 @@ import tvm
 from example_npu.report import partition_with_report
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 from tvm import relax
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.frontend.onnx import from_onnx
+from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
 CALIBRATION_SAMPLES = 8
 EVALUATION_SAMPLES = 16
@@ -137,6 +139,29 @@ def test_uint8_activations(float_models, name):
     worst, fraction = compare_with_onnxruntime(path, offloaded)
     assert worst <= 1.0 + 1e-6
     MISMATCHES[f"{name} uint8"] = fraction
+
+
+def spec_flow(mod: tvm.IRModule) -> tvm.IRModule:
+    """The specification's flow with bind_constants=False: one NPU call per composite, every
+    constant (scales and zero points too) a call argument."""
+    patterns = get_patterns_with_prefix("example_npu")
+    mod = FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=True)(mod)
+    return RunCodegen()(MergeCompositeFunctions()(mod))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "efficientnet", "shufflenet"])
+def test_spec_flow_without_bound_constants(float_models, name):
+    """After canonicalize_qdq every Conv / Gemm is an integer op whose quantization parameters
+    the NPU binds at run time; without it, the shared-dequantize chains run as separate ops. Both
+    compute what onnxruntime does, and neither fails in codegen."""
+    path = quantized(float_models[name], True)
+    mod = from_onnx(onnx.load(path), keep_params_in_input=False)
+    canonical = spec_flow(example_npu.canonicalize_qdq(mod))
+    ops = npu_graph_ops(canonical)
+    assert ops["qnn.conv2d"] > 0 and not {"nn.conv2d", "matmul"} & set(ops), ops
+    for offloaded in (canonical, spec_flow(mod)):
+        worst, _ = compare_with_onnxruntime(path, offloaded)
+        assert worst <= 1.0 + 1e-6
 
 
 def test_mismatch_fractions_are_reported(summary_line):

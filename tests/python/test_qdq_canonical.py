@@ -127,7 +127,7 @@ def test_int32_bias_through_dequantize_is_the_accumulator_bias(kind):
     ]
     assert len(nodes) == 1, nodes
     bias_q = int32_bias_values(bias, x_params[0], scales)
-    assert nodes[0]["attrs"]["quantized_bias"] == [int(b) for b in bias_q]
+    assert nodes[0]["attrs"]["int32_bias"] == [int(b) for b in bias_q]
     x = rng.integers(-128, 128, x_shape).astype("int8")
     if kind == "conv2d":
         acc = conv_accumulators(x, 5, weight, (1, 1), (0, 0, 0, 0), (1, 1), 1)
@@ -196,3 +196,39 @@ def test_unsupported_quantization_falls_back_with_a_reason(caplog):
     assert "per-axis activation quantization is not supported" in caplog.text
     values = np.random.default_rng(5).integers(-128, 128, (1, 4, 3, 3)).astype("int8")
     np.testing.assert_array_equal(run(offloaded, [values]), run(model, [values]))
+
+
+@pytest.mark.parametrize("kind", ["conv2d", "dense"])
+def test_spec_flow_without_bound_constants_runs_the_integer_op(kind):
+    """FuseOpsByPattern(bind_constants=False) passes scales, zero points and the int32 bias as
+    call arguments: the NPU binds them at run time and computes the same integers."""
+    rng = np.random.default_rng(6)
+    x_shape, weight = ((1, 3, 8, 8), (4, 3, 3, 3)) if kind == "conv2d" else ((5, 12), (4, 12))
+    weight = rng.integers(-127, 128, weight).astype("int8")
+    scales = rng.uniform(0.005, 0.02, 4).astype("float32")
+    bias = rng.uniform(-1, 1, 4).astype("float32")
+    model = qdq_module(
+        kind, x_shape, weight, scales, (0.05, 2), (0.1, -4), bias, "relu", int32_bias=True
+    )
+    offloaded = spec_flow(model, bind_constants=False)
+    assert [op for op in npu_ops(offloaded) if op.startswith("qnn.")] == [
+        "qnn.conv2d" if kind == "conv2d" else "qnn.matmul"
+    ]
+    x = rng.integers(-128, 128, x_shape).astype("int8")
+    np.testing.assert_array_equal(
+        run(offloaded, [x]), run(example_npu.partition_for_npu(model), [x])
+    )
+
+
+def test_spec_flow_without_bound_constants_on_a_residual_block():
+    model = residual_block()
+    values = np.random.default_rng(7).integers(-128, 128, (1, 4, 6, 6)).astype("int8")
+    canonical = spec_flow(example_npu.canonicalize_qdq(model), bind_constants=False)
+    assert sorted(op for op in npu_ops(canonical) if op.startswith("qnn.")) == [
+        "qnn.add",
+        "qnn.conv2d",
+    ]
+    expected = run(example_npu.partition_for_npu(model), [values])
+    np.testing.assert_array_equal(run(canonical, [values]), expected)
+    raw = spec_flow(model, bind_constants=False)  # shared dequantize: separate ops, still right
+    assert np.abs(run(raw, [values]).astype(int) - expected.astype(int)).max() <= 1
