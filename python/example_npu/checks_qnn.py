@@ -90,36 +90,31 @@ def _out_channels(annotated: Mapping[str, Any]) -> tuple[int, int]:
     return weight[-1], len(weight) - 1
 
 
-def _check_weight(annotated: Mapping[str, Any]) -> Verdict:
-    w_dq = annotated["w_dq"]
-    weight, scale, zero_point = (_const_values(arg) for arg in w_dq.args)
-    if weight is None or str(weight.dtype) != "int8":
-        return reject("quantized weight must be an int8 constant")
+def _check_symmetric_constant(call: relax.Call, dtype: str, what: str, channels: int) -> Verdict:
+    """dequantize(`dtype` constant, positive float32 scales (one or per channel), zero point 0)."""
+    values, scale, zero_point = (_const_values(arg) for arg in call.args)
+    if values is None or str(values.dtype) != dtype:
+        return reject(f"a quantized {what} must be an {dtype} constant")
     if scale is None or zero_point is None or str(scale.dtype) != "float32":
-        return reject("weight scale (float32) and zero point must be constants")
+        return reject(f"{what} scale (float32) and zero point must be constants")
     if np.any(zero_point != 0):
-        return reject("weights must be symmetric (zero point 0)")
-    channels, axis = _out_channels(annotated)
+        return reject(f"{what}s must be symmetric (zero point 0)")
     if scale.size not in (1, channels):
-        return reject(f"{scale.size} weight scales for {channels} output channels")
-    if scale.size > 1 and int(w_dq.attrs.axis) % weight.ndim != axis:
-        return reject(f"per-channel weight scales on axis {int(w_dq.attrs.axis)}, not {axis}")
+        return reject(f"{scale.size} {what} scales for {channels} output channels")
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-        return reject("weight scales must be positive")
+        return reject(f"{what} scales must be positive and finite")
     return ACCEPT
 
 
-def _check_int32_bias(call: relax.Call, channels: int) -> Verdict:
-    """dequantize(int32 constant, scale, 0): onnxruntime's bias in accumulator units."""
-    bias, scale, zero_point = (_const_values(arg) for arg in call.args)
-    if bias is None or str(bias.dtype) != "int32":
-        return reject("a dequantized bias must be an int32 constant")
-    if scale is None or zero_point is None or str(scale.dtype) != "float32":
-        return reject("bias scale (float32) and zero point must be constants")
-    if np.any(zero_point != 0):
-        return reject("an int32 bias needs zero point 0")
-    if scale.size not in (1, channels) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-        return reject(f"{scale.size} bias scales for {channels} channels (positive, finite)")
+def _check_weight(annotated: Mapping[str, Any]) -> Verdict:
+    w_dq = annotated["w_dq"]
+    channels, axis = _out_channels(annotated)
+    verdict = _check_symmetric_constant(w_dq, "int8", "weight", channels)
+    if not verdict:
+        return verdict
+    scale, ndim = _const_values(w_dq.args[1]), len(_shape(w_dq))
+    if scale.size > 1 and int(w_dq.attrs.axis) % ndim != axis:
+        return reject(f"per-channel weight scales on axis {int(w_dq.attrs.axis)}, not {axis}")
     return ACCEPT
 
 
@@ -129,8 +124,8 @@ def _check_bias(annotated: Mapping[str, Any]) -> Verdict:
         return reject("add: the bias broadcast grows the result")
     channels, _ = _out_channels(annotated)
     bias_expr = annotated["bias"]
-    if isinstance(bias_expr, relax.Call):
-        verdict = _check_int32_bias(bias_expr, channels)
+    if isinstance(bias_expr, relax.Call):  # onnxruntime's int32 bias in accumulator units
+        verdict = _check_symmetric_constant(bias_expr, "int32", "bias", channels)
         if not verdict:
             return verdict
         bias = _const_values(bias_expr.args[0])

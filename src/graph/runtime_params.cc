@@ -105,8 +105,15 @@ Any AsJson(const std::vector<double>& values, bool integer) {
 }  // namespace
 
 std::vector<int64_t> RuntimeParamInputs(const std::string& json_text) {
+  // Malformed graphs have none; ParseGraph then names what is wrong with them.
+  String error;
+  json::Value value = json::Parse(json_text, &error);
+  auto root = error.empty() ? value.try_cast<json::Object>() : std::nullopt;
+  auto nodes = root.has_value() ? root->Get(String("nodes")) : std::nullopt;
+  auto list = nodes.has_value() ? nodes->try_cast<json::Array>() : std::nullopt;
+  if (!list.has_value()) return {};
   std::vector<int64_t> ids;
-  SubstituteNodes(Nodes(ParseRoot(json_text)), [&](int64_t id) -> Any {
+  SubstituteNodes(*list, [&](int64_t id) -> Any {
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     return nullptr;
   });

@@ -20,7 +20,8 @@
 
 namespace example_npu {
 
-/*! \brief The input node ids referenced by {"arg": id} attributes, in first-use order. */
+/*! \brief The input node ids referenced by {"arg": id} attributes, in first-use order (none
+ * for text that is not a graph object with a node list). */
 std::vector<int64_t> RuntimeParamInputs(const std::string& json_text);
 
 /*! \brief The values of one referenced input node: its elements, read as doubles. */

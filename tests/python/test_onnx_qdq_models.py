@@ -11,7 +11,6 @@ output for the same quantized model (the fraction that differs at all is printed
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import cnn_blocks
@@ -23,6 +22,7 @@ import pytest
 import tvm
 from example_npu.report import partition_with_report
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from spec_models import npu_ops
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.frontend.onnx import from_onnx
@@ -74,11 +74,7 @@ def quantized(float_path: str, per_channel: bool, activation_type=None) -> str:
 
 
 def npu_graph_ops(mod: tvm.IRModule) -> Counter:
-    return Counter(
-        node["op"]
-        for module in mod.attrs["external_mods"]
-        for node in json.loads(module.inspect_source())["nodes"]
-    )
+    return Counter(npu_ops(mod))
 
 
 def output_scale(model: onnx.ModelProto) -> float:

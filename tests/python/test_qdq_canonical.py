@@ -4,7 +4,6 @@ and the quantization parameters that keep falling back to the CPU with a reason.
 
 from __future__ import annotations
 
-import json
 import logging
 
 import example_npu
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 import tvm
 from qdq_models import int32_bias_values, qdq_module, requantize_reference
-from spec_models import external_symbols, run
+from spec_models import external_symbols, npu_nodes, npu_ops, run
 from test_quantized import conv_accumulators
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
@@ -53,15 +52,6 @@ def residual_block() -> tvm.IRModule:
             out = q(bb, bb.emit(relax.op.nn.relu(total)), 0.1, -128, output=True)
         bb.emit_func_output(out)
     return bb.get()
-
-
-def npu_ops(mod) -> list[str]:
-    return [
-        node["op"]
-        for module in mod.attrs["external_mods"]
-        for node in json.loads(module.inspect_source())["nodes"]
-        if node["op"] not in ("input", "const")
-    ]
 
 
 def spec_flow(mod: tvm.IRModule, bind_constants: bool) -> tvm.IRModule:
@@ -119,12 +109,7 @@ def test_int32_bias_through_dequantize_is_the_accumulator_bias(kind):
         kind, x_shape, weight, scales, x_params, y_params, bias=bias, int32_bias=True
     )
     offloaded = example_npu.partition_for_npu(model)
-    nodes = [
-        node
-        for module in offloaded.attrs["external_mods"]
-        for node in json.loads(module.inspect_source())["nodes"]
-        if node["op"].startswith("qnn.")
-    ]
+    nodes = [node for node in npu_nodes(offloaded) if node["op"].startswith("qnn.")]
     assert len(nodes) == 1, nodes
     bias_q = int32_bias_values(bias, x_params[0], scales)
     assert nodes[0]["attrs"]["int32_bias"] == [int(b) for b in bias_q]

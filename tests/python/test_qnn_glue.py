@@ -8,7 +8,6 @@ with qnn_reference.py bit for bit and with TVM's CPU build of the float QDQ grap
 
 from __future__ import annotations
 
-import json
 import os
 
 import example_npu
@@ -17,7 +16,7 @@ import pytest
 import qnn_reference as ref
 import tvm
 from example_npu import NPUConfig
-from spec_models import run
+from spec_models import npu_ops, run
 from tvm import relax
 
 SEED = int(os.environ.get("EXAMPLE_NPU_SEED", "20261202"))
@@ -176,15 +175,6 @@ def random_case(kind: str, rng: np.random.Generator, large: bool = False) -> dic
         "expected": expected,
         "label": f"{kind} {dtype} x{x_params} out{out} act={act} shape={shape}",
     }
-
-
-def npu_ops(mod) -> list[str]:
-    return [
-        node["op"]
-        for module in mod.attrs["external_mods"]
-        for node in json.loads(module.inspect_source())["nodes"]
-        if node["op"] not in ("input", "const")
-    ]
 
 
 CASES = [(kind, i) for kind in KINDS for i in range(CASES_PER_KIND)]

@@ -7,7 +7,6 @@ conv2d / matmul, then the optional float bias add and relu / clip(0, 6), then on
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 
@@ -17,6 +16,7 @@ import pytest
 import tvm
 from example_npu.quantize.calibrate import _RangeObserver
 from example_npu.quantize.scheme import activation_params, weight_params
+from spec_models import npu_ops
 from tvm import relax
 
 BATCH = 2
@@ -426,11 +426,7 @@ def test_int8_accuracy_on_digits(summary_line):
     ]
     dtypes = Counter(str(c.args[0].ty.dtype) for c in constants)
     assert dtypes == {"int8": 3, "int32": 3}
-    nodes = Counter(
-        node["op"]
-        for module in example_npu.partition_for_npu(qmod).attrs["external_mods"]
-        for node in json.loads(module.inspect_source())["nodes"]
-    )
+    nodes = Counter(npu_ops(example_npu.partition_for_npu(qmod)))
     assert nodes["qnn.conv2d"] == 2 and nodes["qnn.matmul"] == 1 and nodes["qnn.max_pool2d"] == 1
     assert not {"nn.conv2d", "matmul", "nn.max_pool2d"} & set(nodes)
 
@@ -497,11 +493,7 @@ def test_quantized_cnn_runs_integer_on_the_npu(exported_cnns, name, summary_line
     activations as tables) too. Relative output error against float32 on random inputs."""
     mod, calibration = exported_cnns[name]
     offloaded = example_npu.partition_for_npu(example_npu.quantize_model(mod, calibration))
-    nodes = Counter(
-        node["op"]
-        for module in offloaded.attrs["external_mods"]
-        for node in json.loads(module.inspect_source())["nodes"]
-    )
+    nodes = Counter(npu_ops(offloaded))
     layers = len(calls(mod, "nn.conv2d")) + len(calls(mod, "matmul"))
     assert nodes["qnn.conv2d"] + nodes["qnn.matmul"] == layers, nodes
     assert not {"nn.conv2d", "matmul", "add", "multiply", "nn.max_pool2d"} & set(nodes), nodes
