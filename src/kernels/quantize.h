@@ -60,12 +60,15 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
                 const Requantization& requant, float* out);
 
 /*!
- * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. int8 activations
- * run on the integer dot-product unit when the build has one (HasInt8DotProduct()): lhs + 128 as
- * uint8 times rhs with int32 sums, minus (128 + zero point) times rhs's column sums. int16
- * activations (and int8 without it) run a portable loop with int32 products and int64 sums.
+ * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. 8-bit
+ * activations run on the integer dot-product unit when the build has one (HasInt8DotProduct()):
+ * lhs as uint8 (int8 + 128, uint8 as it is) times rhs with int32 sums, minus (128 + zero point,
+ * or the uint8 zero point) times rhs's column sums. int16 activations (and 8-bit without it) run
+ * a portable loop with int32 products and int64 sums.
  */
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
+void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
                      int64_t k, int64_t n, int64_t* acc, bool accumulate);
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
                      int64_t k, int64_t n, int64_t* acc, bool accumulate);
@@ -76,6 +79,9 @@ void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* r
  * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul.
  */
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
+void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
                      const Shape& out_shape, const Conv2dParams& params, bool accumulate);
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,

@@ -146,8 +146,9 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   }
   const TileRef& x = compute.inputs[0];
   const TileRef& w = compute.inputs[1];
-  TVM_FFI_ICHECK(w.dtype == DType::kInt8 && (x.dtype == DType::kInt8 || x.dtype == DType::kInt16))
-      << "quantized " << OpKindName(node.op) << " takes int8 / int16 activations, int8 weights";
+  TVM_FFI_ICHECK(w.dtype == DType::kInt8 && IsQuantizedDType(x.dtype))
+      << "quantized " << OpKindName(node.op)
+      << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
@@ -159,10 +160,15 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                                compute.accumulate);
     }
   };
-  if (x.dtype == DType::kInt8) {
-    run(reinterpret_cast<const int8_t*>(inputs[0]));
-  } else {
-    run(reinterpret_cast<const int16_t*>(inputs[0]));
+  switch (x.dtype) {
+    case DType::kInt8:
+      run(reinterpret_cast<const int8_t*>(inputs[0]));
+      return;
+    case DType::kUInt8:
+      run(inputs[0]);
+      return;
+    default:
+      run(reinterpret_cast<const int16_t*>(inputs[0]));
   }
 }
 
