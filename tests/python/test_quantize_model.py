@@ -16,6 +16,7 @@ import pytest
 import tvm
 from example_npu.quantize.calibrate import _RangeObserver
 from example_npu.quantize.scheme import activation_params, weight_params
+from example_npu.report import partition_with_report
 from spec_models import npu_ops
 from tvm import relax
 
@@ -482,28 +483,50 @@ def test_batch_norm_is_folded_before_calibration(exported_cnns):
     assert not calls(example_npu.quantize_model(mod, calibration), "nn.batch_norm")
 
 
+def output_step(mod: tvm.IRModule) -> float:
+    """The scale of the dequantize that produces main's first output."""
+    values = bindings(mod)
+    out = values.get(mod["main"].body.body, mod["main"].body.body)
+    first = out.fields[0] if isinstance(out, relax.Tuple) else out
+    dequantize = values[first]
+    assert dequantize.op.name == "relax.dequantize", dequantize
+    return float(dequantize.args[1].value.numpy())
+
+
 @pytest.mark.filterwarnings("ignore:.*LeafSpec:FutureWarning")
 @pytest.mark.parametrize(
     "name",
     ["resnet18", "mobilenet_v2", "mobilenet_v3", "efficientnet", "squeezenet", "shufflenet"],
 )
 def test_quantized_cnn_runs_integer_on_the_npu(exported_cnns, name, summary_line):
-    """quantize_model emits onnxruntime's QDQ form, so the same lowering serves it: every
-    conv / matmul is an integer qnn op and the glue between them (pooling, add, mul, concat,
-    activations as tables) too. Relative output error against float32 on random inputs."""
+    """quantize_model emits onnxruntime's QDQ form, so the same lowering serves it: the whole
+    model is one NPU function, every conv / matmul is an integer qnn op and the glue between
+    them (pooling, add, mul, concat, activations as tables) too. Output within one quantization
+    step of TVM's CPU build of the same quantized module; relative output error against float32
+    on random inputs."""
     mod, calibration = exported_cnns[name]
-    offloaded = example_npu.partition_for_npu(example_npu.quantize_model(mod, calibration))
+    quantized = example_npu.quantize_model(mod, calibration)
+    offloaded, report = partition_with_report(quantized)
+    assert len(report.npu_functions) == 1, report.table()
+    assert not +report.cpu_ops, report.table()
     nodes = Counter(npu_ops(offloaded))
     layers = len(calls(mod, "nn.conv2d")) + len(calls(mod, "matmul"))
     assert nodes["qnn.conv2d"] + nodes["qnn.matmul"] == layers, nodes
     assert not {"nn.conv2d", "matmul", "add", "multiply", "nn.max_pool2d"} & set(nodes), nodes
     rng = np.random.default_rng(1)
-    errors = []
-    reference, npu = first_output(mod), first_output(offloaded)
+    errors, steps = [], []
+    reference, cpu, npu = first_output(mod), first_output(quantized), first_output(offloaded)
+    step = output_step(quantized)
     for _ in range(4):
         x = rng.standard_normal(calibration[0].shape).astype("float32")
         want, got = reference(x), npu(x)
         errors.append(np.linalg.norm(got - want) / np.linalg.norm(want))
+        steps.append(np.abs(got.astype(np.float64) - cpu(x)).ravel() / step)
     error = float(np.mean(errors))
-    summary_line(f"quantize_model {name}: relative output error vs float32 {error:.2%} (NPU)")
+    steps = np.concatenate(steps)
+    summary_line(
+        f"quantize_model {name}: relative output error vs float32 {error:.2%} (NPU); "
+        f"{np.mean(steps > 0.5):.2%} of outputs one step from TVM's CPU build"
+    )
+    assert steps.max() <= 1.0 + 1e-6
     assert error < 0.03
