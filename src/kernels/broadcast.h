@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 namespace example_npu {
 namespace kernels {
@@ -55,6 +56,26 @@ void ForEachBroadcastRow(const BroadcastPlan& plan, int64_t row_begin, int64_t r
       rhs_off -= plan.rhs_strides[d] * plan.dims[d];
       index[d] = 0;
     }
+  }
+}
+
+/*!
+ * \brief out[0:n] = op(lhs[i * ls], rhs[i * rs]) with the stride pattern hoisted out, so the
+ * common cases (both contiguous, one operand a broadcast scalar) vectorise.
+ */
+template <typename Op>
+EXAMPLE_NPU_INLINE void BroadcastRow(const Op& op, const float* lhs, int64_t ls, const float* rhs,
+                                     int64_t rs, float* out, int64_t n) {
+  if (ls == 1 && rs == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], rhs[i]);
+  } else if (ls == 1 && rs == 0) {
+    const float b = rhs[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], b);
+  } else if (ls == 0 && rs == 1) {
+    const float a = lhs[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a, rhs[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i * ls], rhs[i * rs]);
   }
 }
 

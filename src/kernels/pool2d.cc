@@ -193,47 +193,68 @@ std::pair<AxisPlan, AxisPlan> PlanWindows(const Shape& in_shape, const Shape& ou
                    p.padding[3])};
 }
 
-/*! \brief NHWC rows [begin, end) of (n, oh) of integer pooling (quantized_ops.h). */
+/*!
+ * \brief NHWC rows [begin, end) of (n, oh) of integer pooling (quantized_ops.h). kNarrow: every
+ * window sum stays below 2^31 in magnitude, so the rescaling runs in 64 bits (and vectorises).
+ */
+template <bool kIsMax, bool kNarrow>
 void QuantizedPoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
                          int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
                          const QuantizedPoolParams& q) {
   const Pool2dParams& p = q.pool;
-  const bool is_max = p.kind == PoolKind::kMax;
   const int64_t out_h = static_cast<int64_t>(ph.start.size());
   const int64_t out_w = static_cast<int64_t>(pw.start.size());
-  std::vector<int64_t> acc(channels);
+  std::vector<int64_t> acc_buffer(channels);
+  int64_t* __restrict__ acc = acc_buffer.data();
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / out_h;
     const int64_t oh = r % out_h;
     for (int64_t ow = 0; ow < out_w; ++ow) {
-      std::fill(acc.begin(), acc.end(), is_max ? std::numeric_limits<int64_t>::min() : 0);
+      std::fill(acc, acc + channels, kIsMax ? std::numeric_limits<int64_t>::min() : 0);
       for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
         const int64_t ih = ph.start[oh] + kh * p.dilation[0];
         for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
           const int64_t iw = pw.start[ow] + kw * p.dilation[1];
-          const float* in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
+          const float* __restrict__ in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
           for (int64_t c = 0; c < channels; ++c) {
             const int64_t v = static_cast<int64_t>(in_px[c]) - q.input_zero_point;
-            acc[c] = is_max ? std::max(acc[c], v) : acc[c] + v;
+            acc[c] = kIsMax ? std::max(acc[c], v) : acc[c] + v;
           }
         }
       }
-      const bool empty = ph.tap_lo[oh] >= ph.tap_hi[oh] || pw.tap_lo[ow] >= pw.tap_hi[ow];
-      const int64_t taps = is_max ? 0
+      float* __restrict__ out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
+      if (kIsMax && (ph.tap_lo[oh] >= ph.tap_hi[oh] || pw.tap_lo[ow] >= pw.tap_hi[ow])) {
+        // A max window with no input tap is the lowest value, as padding is in TVM.
+        std::fill(out_px, out_px + channels, static_cast<float>(q.out.min));
+        continue;
+      }
+      const int64_t taps = kIsMax ? 0
                            : p.count_include_pad
                                ? ph.padded_taps[oh] * pw.padded_taps[ow]
                                : std::max<int64_t>(1, (ph.tap_hi[oh] - ph.tap_lo[oh]) *
                                                           (pw.tap_hi[ow] - pw.tap_lo[ow]));
-      const FixedPointMultiplier& m = q.multipliers[taps];
-      float* out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
+      const FixedPointMultiplier m = q.multipliers[taps];
       for (int64_t c = 0; c < channels; ++c) {
-        // A max window with no input tap is the lowest value, as padding is in TVM.
-        const int64_t y = is_max && empty ? q.out.min
-                                          : std::clamp(q.out.zero_point + ScaleRounded(acc[c], m),
-                                                       q.out.min, q.out.max);
-        out_px[c] = static_cast<float>(y);
+        const int64_t scaled = kNarrow ? ScaleRoundedNarrow(acc[c], m) : ScaleRounded(acc[c], m);
+        out_px[c] = static_cast<float>(std::clamp(q.out.zero_point + scaled, q.out.min, q.out.max));
       }
     }
+  }
+}
+
+/*! \brief Instantiates QuantizedPoolPixels for the pooling kind and the window's sum bound. */
+void QuantizedPoolRows(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
+                       int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
+                       const QuantizedPoolParams& q) {
+  // Inputs and zero points are 16-bit at most: |x - zp| < 2^17 per tap.
+  const int64_t window = q.pool.pool_size[0] * q.pool.pool_size[1];
+  const bool narrow = window < (int64_t{1} << 14);
+  if (q.pool.kind == PoolKind::kMax) {
+    QuantizedPoolPixels<true, true>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
+  } else if (narrow) {
+    QuantizedPoolPixels<false, true>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
+  } else {
+    QuantizedPoolPixels<false, false>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
   }
 }
 
@@ -281,8 +302,8 @@ void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, cons
       std::max<int64_t>(out_w * channels * params.pool.pool_size[0] * params.pool.pool_size[1], 1);
   ParallelFor(in_shape[0] * out_h, std::max<int64_t>(1, (1 << 16) / row_work),
               [&](int64_t begin, int64_t end) {
-                QuantizedPoolPixels(input, out, begin, end, in_shape[1], in_shape[2], channels, ph,
-                                    pw, params);
+                QuantizedPoolRows(input, out, begin, end, in_shape[1], in_shape[2], channels, ph, pw,
+                                  params);
               });
 }
 

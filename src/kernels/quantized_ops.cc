@@ -28,52 +28,45 @@ inline __int128 Shifted(__int128 value, int64_t bits) {
   return value * (static_cast<__int128>(1) << bits);
 }
 
-/*! \brief round_half_up(value / 2^shift) of a 128-bit value. */
-inline int64_t RoundShift(__int128 value, int64_t shift) {
-  return static_cast<int64_t>((value + (static_cast<__int128>(1) << (shift - 1))) >> shift);
-}
-
+/*!
+ * \brief The add's exact sum in 64 bits. For the operand order QuantizedBinary picks (lhs shift
+ * sa <= rhs shift sb) and d = sb - sa, with A = (a - za) * m0a and B = (b - zb) * m0b:
+ *   round_half_up((A * 2^d + B) / 2^sb) = round_half_up((A + floor(B / 2^d)) / 2^sa),
+ * because writing B = q * 2^d + r (0 <= r < 2^d), the fraction r / 2^d stays below the rounding
+ * bit 2^(sa - 1) of the integer A + q (sa >= 1). |A|, |B| < 2^48 for 16-bit operands.
+ */
 struct AddOp {
-  const QuantizedBinaryParams& p;
-  int64_t common_shift;
-  int64_t operator()(int64_t a, int64_t b) const {
-    const __int128 lhs = static_cast<__int128>(a - p.lhs_zero_point) * p.lhs.m0;
-    const __int128 rhs = static_cast<__int128>(b - p.rhs_zero_point) * p.rhs.m0;
-    return RoundShift(
-        Shifted(lhs, common_shift - p.lhs.shift) + Shifted(rhs, common_shift - p.rhs.shift),
-        common_shift);
+  int64_t lhs_zero_point, lhs_m0, rhs_zero_point, rhs_m0, rhs_shift, shift;
+  QuantizedOutput out;
+
+  float operator()(float a, float b) const {
+    const int64_t lhs = (static_cast<int64_t>(a) - lhs_zero_point) * lhs_m0;
+    const int64_t rhs = ((static_cast<int64_t>(b) - rhs_zero_point) * rhs_m0) >> rhs_shift;
+    const int64_t sum = (lhs + rhs + (int64_t{1} << (shift - 1))) >> shift;
+    return static_cast<float>(Clamp(sum, out));
   }
 };
 
 struct MultiplyOp {
   const QuantizedBinaryParams& p;
-  int64_t operator()(int64_t a, int64_t b) const {
-    return ScaleRounded((a - p.lhs_zero_point) * (b - p.rhs_zero_point), p.lhs);
+  float operator()(float a, float b) const {
+    const int64_t product = (static_cast<int64_t>(a) - p.lhs_zero_point) *
+                            (static_cast<int64_t>(b) - p.rhs_zero_point);
+    return static_cast<float>(Clamp(ScaleRounded(product, p.lhs), p.out));
   }
 };
 
 template <typename Op>
-void BinaryRow(const Op& op, const QuantizedOutput& out_q, const float* lhs, int64_t ls,
-               const float* rhs, int64_t rs, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t a = static_cast<int64_t>(lhs[i * ls]);
-    const int64_t b = static_cast<int64_t>(rhs[i * rs]);
-    out[i] = static_cast<float>(Clamp(op(a, b), out_q));
-  }
-}
-
-template <typename Op>
 void BinaryAll(const Op& op, const float* lhs, const Shape& lhs_shape, const float* rhs,
-               const Shape& rhs_shape, float* out, const Shape& out_shape,
-               const QuantizedOutput& out_q) {
+               const Shape& rhs_shape, float* out, const Shape& out_shape) {
   const BroadcastPlan plan = MakeBroadcastPlan(lhs_shape, rhs_shape, out_shape);
   const size_t rank = plan.dims.size();
   const int64_t inner = plan.dims.back();
   const int64_t rows = NumElements(out_shape) / inner;
   ParallelFor(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
     ForEachBroadcastRow(plan, begin, end, [&](int64_t row, int64_t lhs_off, int64_t rhs_off) {
-      BinaryRow(op, out_q, lhs + lhs_off, plan.lhs_strides[rank - 1], rhs + rhs_off,
-                plan.rhs_strides[rank - 1], out + row * inner, inner);
+      BroadcastRow(op, lhs + lhs_off, plan.lhs_strides[rank - 1], rhs + rhs_off,
+                   plan.rhs_strides[rank - 1], out + row * inner, inner);
     });
   });
 }
@@ -99,8 +92,9 @@ bool IsIdentity(const RequantizeParams& p, int64_t lo, int64_t hi) {
 void Requantize(const float* x, int64_t size, const RequantizeParams& p, float* out) {
   ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
+      // |x - zp| < 2^17 for 16-bit inputs.
       const int64_t value = static_cast<int64_t>(x[i]) - p.input_zero_point;
-      out[i] = static_cast<float>(Clamp(ScaleRounded(value, p.multiplier), p.out));
+      out[i] = static_cast<float>(Clamp(ScaleRoundedNarrow(value, p.multiplier), p.out));
     }
   });
 }
@@ -148,11 +142,18 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
                      const Shape& rhs_shape, float* out, const Shape& out_shape,
                      const QuantizedBinaryParams& p) {
   if (NumElements(out_shape) == 0) return;
-  if (p.kind == QuantizedBinaryKind::kAdd) {
-    const AddOp op{p, std::max(p.lhs.shift, p.rhs.shift)};
-    BinaryAll(op, lhs, lhs_shape, rhs, rhs_shape, out, out_shape, p.out);
-  } else {
-    BinaryAll(MultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape, p.out);
+  if (p.kind == QuantizedBinaryKind::kMultiply) {
+    BinaryAll(MultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+    return;
+  }
+  if (p.lhs.shift <= p.rhs.shift) {
+    const AddOp op{p.lhs_zero_point, p.lhs.m0, p.rhs_zero_point, p.rhs.m0,
+                   p.rhs.shift - p.lhs.shift, p.lhs.shift, p.out};
+    BinaryAll(op, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+  } else {  // the same sum with the operands swapped
+    const AddOp op{p.rhs_zero_point, p.rhs.m0, p.lhs_zero_point, p.lhs.m0,
+                   p.lhs.shift - p.rhs.shift, p.rhs.shift, p.out};
+    BinaryAll(op, rhs, rhs_shape, lhs, lhs_shape, out, out_shape);
   }
 }
 

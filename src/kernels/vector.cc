@@ -172,39 +172,22 @@ struct MinimumOp {
   float operator()(float a, float b) const { return a < b ? a : b; }
 };
 
-/*! \brief out[0:n] = op(lhs[i * ls], rhs[i * rs]) with the stride pattern hoisted out. */
-template <typename Op>
-EXAMPLE_NPU_INLINE void BinaryRow(Op op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
-                                  float* out, int64_t n) {
-  if (ls == 1 && rs == 1) {
-    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], rhs[i]);
-  } else if (ls == 1 && rs == 0) {
-    const float b = rhs[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], b);
-  } else if (ls == 0 && rs == 1) {
-    const float a = lhs[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a, rhs[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i * ls], rhs[i * rs]);
-  }
-}
-
 /*! \brief Dispatches on the op once per row, not per element. */
 void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
                  float* out, int64_t n) {
   switch (op) {
     case BinaryOp::kAdd:
-      return BinaryRow(AddOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(AddOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kSubtract:
-      return BinaryRow(SubtractOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(SubtractOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMultiply:
-      return BinaryRow(MultiplyOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(MultiplyOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kDivide:
-      return BinaryRow(DivideOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(DivideOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMaximum:
-      return BinaryRow(MaximumOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(MaximumOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMinimum:
-      return BinaryRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
   }
 }
 

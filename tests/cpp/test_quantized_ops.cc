@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -64,27 +65,72 @@ TEST(QuantizedOpsTest, RequantizeMatchesTheExactProductAndTheRealScale) {
       IsIdentity(MakeRequantizeParams(0.1, 4, 0.1, QuantizedOutput{4, 4, 127}), -128, 127));
 }
 
+/*! \brief The add of two operands by the definition: a common denominator 2^62, both terms exact,
+ * one rounding. */
+int64_t AddReference(int64_t a, int64_t b, const QuantizedBinaryParams& p) {
+  const __int128 num = static_cast<__int128>(a - p.lhs_zero_point) * p.lhs.m0 *
+                           (static_cast<__int128>(1) << (62 - p.lhs.shift)) +
+                       static_cast<__int128>(b - p.rhs_zero_point) * p.rhs.m0 *
+                           (static_cast<__int128>(1) << (62 - p.rhs.shift));
+  return ClampOut(DivRound(num, static_cast<__int128>(1) << 62), p.out);
+}
+
 TEST(QuantizedOpsTest, AddRoundsTheExactSumOnceWithBroadcasting) {
   std::mt19937 rng(2);
-  const QuantizedOutput out{-7, -128, 127};
-  const QuantizedBinaryParams p =
-      MakeQuantizedBinaryParams(QuantizedBinaryKind::kAdd, 0.031, 11, 0.0042, -20, 0.04, out);
-  const Shape a_shape{2, 3, 4, 5}, b_shape{3, 1, 5}, out_shape{2, 3, 4, 5};
-  const std::vector<float> a = RandomInts(NumElements(a_shape), -128, 127, &rng);
-  const std::vector<float> b = RandomInts(NumElements(b_shape), -128, 127, &rng);
-  std::vector<float> y(NumElements(out_shape));
-  QuantizedBinary(a.data(), a_shape, b.data(), b_shape, y.data(), out_shape, p);
-  for (int64_t i = 0; i < NumElements(out_shape); ++i) {
-    const auto idx = Unravel(i, out_shape);
-    const int64_t av = static_cast<int64_t>(a[i]) - 11;
-    const int64_t bv = static_cast<int64_t>(b[Ravel({idx[1], 0, idx[3]}, b_shape)]) + 20;
-    // Common denominator 2^62: both terms exact.
-    const __int128 num =
-        static_cast<__int128>(av) * p.lhs.m0 * (static_cast<__int128>(1) << (62 - p.lhs.shift)) +
-        static_cast<__int128>(bv) * p.rhs.m0 * (static_cast<__int128>(1) << (62 - p.rhs.shift));
-    ASSERT_EQ(y[i], ClampOut(DivRound(num, static_cast<__int128>(1) << 62), out)) << i;
-    const double real = -7 + (0.031 * av + 0.0042 * bv) / 0.04;
-    if (real > -127 && real < 126) EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-6) << i;
+  struct Case {
+    double lhs_scale, rhs_scale, out_scale;
+    int lo, hi;  // the operands' dtype range
+    QuantizedOutput out;
+  };
+  const std::vector<Case> cases = {
+      {0.031, 0.0042, 0.04, -128, 127, {-7, -128, 127}},
+      {0.5, 0.25, 1.0, -128, 127, {0, -128, 127}},  // exact halves and quarters: ties round up
+      {0.125, 0.5, 1.0, -128, 127, {0, -128, 127}},
+      {0.0042, 0.031, 0.04, -128, 127, {-7, -128, 127}},  // the larger shift on the left
+      {1e-6, 0.5, 0.3, 0, 255, {128, 0, 255}},            // scales 2^19 apart, uint8
+      {0.5, 3e-7, 0.01, 0, 255, {3, 0, 255}},
+      {0.013, 0.013, 0.013, -32768, 32767, {0, -32768, 32767}},  // int16 extremes
+      {2.0, 1e-4, 1e-3, -32768, 32767, {-5, -32768, 32767}},
+  };
+  // Contiguous, broadcast row, broadcast scalar on either side.
+  const std::vector<std::array<Shape, 2>> shapes = {
+      {Shape{2, 3, 4, 5}, Shape{3, 1, 5}},
+      {Shape{2, 3, 4, 5}, Shape{2, 3, 4, 5}},
+      {Shape{1}, Shape{2, 3, 4, 5}},
+      {Shape{2, 3, 4, 5}, Shape{2, 3, 4, 1}},
+  };
+  for (const Case& c : cases) {
+    std::uniform_int_distribution<int> zero_point(c.lo, c.hi);
+    const int64_t za = zero_point(rng), zb = zero_point(rng);
+    const QuantizedBinaryParams p = MakeQuantizedBinaryParams(
+        QuantizedBinaryKind::kAdd, c.lhs_scale, za, c.rhs_scale, zb, c.out_scale, c.out);
+    for (const auto& [a_shape, b_shape] : shapes) {
+      const Shape out_shape{2, 3, 4, 5};
+      const std::vector<float> a = RandomInts(NumElements(a_shape), c.lo, c.hi, &rng);
+      const std::vector<float> b = RandomInts(NumElements(b_shape), c.lo, c.hi, &rng);
+      std::vector<float> y(NumElements(out_shape));
+      QuantizedBinary(a.data(), a_shape, b.data(), b_shape, y.data(), out_shape, p);
+      for (int64_t i = 0; i < NumElements(out_shape); ++i) {
+        const auto idx = Unravel(i, out_shape);
+        auto at = [&](const std::vector<float>& v, const Shape& s) {
+          std::vector<int64_t> pos(s.size());
+          for (size_t d = 0; d < s.size(); ++d) {
+            pos[d] = s[d] == 1 ? 0 : idx[idx.size() - s.size() + d];
+          }
+          return static_cast<int64_t>(v[Ravel(pos, s)]);
+        };
+        const int64_t av = at(a, a_shape), bv = at(b, b_shape);
+        ASSERT_EQ(y[i], AddReference(av, bv, p)) << "scales " << c.lhs_scale << ", " << c.rhs_scale;
+        const double ta = c.lhs_scale * (av - za) / c.out_scale;
+        const double tb = c.rhs_scale * (bv - zb) / c.out_scale;
+        const double real = c.out.zero_point + ta + tb;
+        // Half a step plus each multiplier's relative error (< 2^-30).
+        if (real > c.out.min + 1 && real < c.out.max - 1) {
+          EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-9 * (std::abs(ta) + std::abs(tb)) + 1e-9)
+              << i;
+        }
+      }
+    }
   }
 }
 
