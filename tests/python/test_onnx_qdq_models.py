@@ -12,6 +12,7 @@ printed).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import cnn_blocks
@@ -57,9 +58,13 @@ def float_models(tmp_path_factory):
     return paths
 
 
-def quantized(float_path: str, per_channel: bool, activation_type=None) -> str:
-    options = {} if activation_type is None else {"activation_type": activation_type}
-    suffix = "" if activation_type is None else f"_{activation_type.name}"
+def quantized(float_path: str, per_channel: bool, activation_type=None, weight_type=None) -> str:
+    options = {}
+    if activation_type is not None:
+        options["activation_type"] = activation_type
+    if weight_type is not None:
+        options["weight_type"] = weight_type
+    suffix = "".join(f"_{key[0]}{value.name}" for key, value in options.items())
     path = float_path.replace(".onnx", f"_q{int(per_channel)}{suffix}.onnx")
     quantize_static(
         float_path,
@@ -74,6 +79,18 @@ def quantized(float_path: str, per_channel: bool, activation_type=None) -> str:
 
 def npu_graph_ops(mod: tvm.IRModule) -> Counter:
     return Counter(npu_ops(mod))
+
+
+def cpu_ops(mod: tvm.IRModule) -> set[str]:
+    """The Relax ops main still calls itself (on the CPU)."""
+    found = set()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            found.add(expr.op.name)
+
+    relax.analysis.post_order_visit(mod["main"].body, visit)
+    return found
 
 
 def output_scale(model: onnx.ModelProto) -> float:
@@ -156,11 +173,29 @@ def test_spec_flow_without_bound_constants(float_models, name):
     path = quantized(float_models[name], True)
     mod = from_onnx(onnx.load(path), keep_params_in_input=False)
     canonical = spec_flow(example_npu.canonicalize_qdq(mod))
+    # Identical composites share one NPU function, so count where the convs are not: neither
+    # float on the NPU nor left on the CPU.
     ops = npu_graph_ops(canonical)
     assert ops["qnn.conv2d"] > 0 and not {"nn.conv2d", "matmul"} & set(ops), ops
+    assert not {"relax.nn.conv2d", "relax.matmul"} & cpu_ops(canonical)
     for offloaded in (canonical, spec_flow(mod)):
         worst, _ = compare_with_onnxruntime(path, offloaded)
         assert worst <= 1.0 + 1e-6
+
+
+def test_asymmetric_uint8_weights_fall_back_with_a_reason(float_models, caplog):
+    """onnxruntime's QUInt8 weights have zero points the integer datapath does not take: those
+    convs stay float ops (on the NPU, between dequantize and quantize) with the reason logged,
+    and the model still computes what onnxruntime does."""
+    path = quantized(float_models["resnet18"], False, QuantType.QUInt8, QuantType.QUInt8)
+    mod = from_onnx(onnx.load(path), keep_params_in_input=False)
+    with caplog.at_level(logging.INFO, logger="example_npu"):
+        offloaded = example_npu.partition_for_npu(mod)
+    assert "a quantized weight must be an int8 constant" in caplog.text
+    ops = npu_graph_ops(offloaded)
+    assert ops["nn.conv2d"] > 0 and "qnn.conv2d" not in ops, ops
+    worst, _ = compare_with_onnxruntime(path, offloaded)
+    assert worst <= 1.0 + 1e-6
 
 
 def test_mismatch_fractions_are_reported(summary_line):
