@@ -21,8 +21,8 @@ from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
 
-from .patterns import PREFIX
 from .canonicalize import canonicalize
+from .patterns import PREFIX
 from .report import partition_with_report
 
 DTYPES = ("float32", "float16", "int8", "uint8", "int16", "float64")
