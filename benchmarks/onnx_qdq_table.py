@@ -8,8 +8,9 @@ distance from onnxruntime's in output quantization steps (largest, and the fract
 at all) and as relative L2 error; beside it, how often TVM's CPU build of the same QDQ graph
 differs from onnxruntime.
 
-Models: the six test-size CNNs of tests/python/cnn_blocks.py and benchmarks/bench_models.py's
-full-size ResNet-18 (224x224, random weights, 4 random calibration images).
+Models: the six CNNs of tests/python/real_models.py (as tests/python/test_onnx_qdq_models.py
+quantizes them) and benchmarks/bench_models.py's full-size ResNet-18 (224x224, random weights,
+4 random calibration images).
 
     python benchmarks/onnx_qdq_table.py [--samples N] [--only SUBSTRING]
 """
@@ -22,104 +23,49 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 
 import bench_models  # noqa: E402
-import cnn_blocks  # noqa: E402
 import onnx  # noqa: E402
 import torch  # noqa: E402
-import tvm  # noqa: E402
 from example_npu.report import partition_with_report  # noqa: E402
-from onnxruntime.quantization import (  # noqa: E402
-    CalibrationDataReader,
-    QuantFormat,
-    QuantType,
-    quantize_static,
-)
+from onnxruntime.quantization import QuantType  # noqa: E402
 from spec_models import npu_ops  # noqa: E402
-from test_onnx_qdq_models import output_scale  # noqa: E402
-from tvm import relax  # noqa: E402
+from test_onnx_qdq_models import CNNS, compare_with_onnxruntime, export_float, quantized  # noqa: E402
 from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
 
+FULL_SIZE = "ResNet-18 224x224"
+# (label, activation type (None: onnxruntime's default, int8), per-channel weights)
 QUANTIZATIONS = (
-    ("int8, per-channel", QuantType.QInt8, True),
-    ("int8, per-tensor", QuantType.QInt8, False),
+    ("int8, per-channel", None, True),
+    ("int8, per-tensor", None, False),
     ("uint8, per-channel", QuantType.QUInt8, True),
 )
 
 
-FULL_SIZE = "ResNet-18 224x224"
+def export_full_size(directory: Path) -> str:
+    path = str(directory / "resnet18_224.onnx")
+    model = bench_models.randomized(bench_models.ResNet18())
+    example = torch.zeros(1, 3, 224, 224)
+    torch.onnx.export(model, (example,), path, dynamo=False, opset_version=17)
+    return path
 
 
-class Calibration(CalibrationDataReader):
-    """Random inputs: 8 for the test-size models (as the tests), 4 at full size (as
-    bench_models)."""
-
-    def __init__(self, name: str, shape: tuple[int, ...]):
-        rng = np.random.default_rng(1)
-        count = 4 if shape[-1] > 64 else 8
-        self.batches = iter(
-            [{name: rng.standard_normal(shape).astype("float32")} for _ in range(count)]
-        )
-
-    def get_next(self):
-        return next(self.batches, None)
-
-
-def export_model(name: str, directory: Path) -> tuple[Path, tuple[int, ...]]:
-    """The float ONNX file of `name` and its input shape."""
-    path = directory / f"{name.replace(' ', '_')}.onnx"
-    if name == FULL_SIZE:
-        shape = (1, 3, 224, 224)
-        model = bench_models.randomized(bench_models.ResNet18())
-        torch.onnx.export(model, (torch.zeros(shape),), str(path), dynamo=False, opset_version=17)
-        return path, shape
-    cnn_blocks.export_onnx(cnn_blocks.build(name), str(path))
-    return path, cnn_blocks.INPUT_SHAPE
-
-
-def row(
-    name: str, float_path: Path, shape, label: str, activations, per_channel: bool, samples: int
-) -> str:
-    input_name = onnx.load(str(float_path)).graph.input[0].name
-    path = float_path.with_name(f"{float_path.stem}_{activations.name}_{int(per_channel)}.onnx")
-    quantize_static(
-        str(float_path),
-        str(path),
-        Calibration(input_name, shape),
-        quant_format=QuantFormat.QDQ,
-        per_channel=per_channel,
-        activation_type=activations,
-        weight_type=QuantType.QInt8,
-    )
-    model = onnx.load(str(path))
+def row(name: str, float_path: str, label: str, activations, per_channel: bool, samples: int):
+    calibration = 4 if name == FULL_SIZE else 8
+    path = quantized(float_path, per_channel, activations, calibration_samples=calibration)
+    model = onnx.load(path)
     mod = from_onnx(model, keep_params_in_input=False)
     offloaded, report = partition_with_report(mod)
     ops = Counter(npu_ops(offloaded))
     linear = sum(node.op_type in ("Conv", "Gemm", "MatMul") for node in model.graph.node)
-    session = bench_models.ort_session(path)
-    npu, cpu = (
-        relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu())["main"] for m in (offloaded, mod)
-    )
-    step = output_scale(model)
-    rng = np.random.default_rng(7)
-    npu_steps, cpu_steps, relative = [], [], []
-    for _ in range(samples):
-        x = rng.standard_normal(shape).astype("float32")
-        want = session.run(None, {input_name: x})[0].astype(np.float64)
-        got = npu(tvm.runtime.tensor(x)).numpy()
-        npu_steps.append(np.abs(got - want).ravel() / step)
-        cpu_steps.append(np.abs(cpu(tvm.runtime.tensor(x)).numpy() - want).ravel() / step)
-        relative.append(np.linalg.norm(got - want) / np.linalg.norm(want))
-    npu_all, cpu_all = np.concatenate(npu_steps), np.concatenate(cpu_steps)
+    npu = compare_with_onnxruntime(path, offloaded, samples)
+    cpu = compare_with_onnxruntime(path, mod, samples)
     return (
         f"| {name} | {label} | {len(report.npu_functions)} | {sum(report.cpu_ops.values())} "
-        f"| {ops['qnn.conv2d'] + ops['qnn.matmul']} / {linear} | {npu_all.max():.0f} "
-        f"| {np.mean(npu_all > 0.5):.2%} | {np.mean(relative):.2%} "
-        f"| {np.mean(cpu_all > 0.5):.2%} |"
+        f"| {ops['qnn.conv2d'] + ops['qnn.matmul']} / {linear} | {npu.max_steps:.0f} "
+        f"| {npu.fraction:.2%} | {npu.relative:.2%} | {cpu.fraction:.2%} |"
     )
 
 
@@ -135,12 +81,12 @@ def main() -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in (*cnn_blocks.MODELS, FULL_SIZE):
+        for name in (*CNNS, FULL_SIZE):
             if args.only and args.only not in name:
                 continue
-            path, shape = export_model(name, Path(tmp))
+            path = export_full_size(Path(tmp)) if name == FULL_SIZE else export_float(name, tmp)
             for label, activations, per_channel in QUANTIZATIONS:
-                print(row(name, path, shape, label, activations, per_channel, args.samples))
+                print(row(name, path, label, activations, per_channel, args.samples), flush=True)
     return 0
 
 

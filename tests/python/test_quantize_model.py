@@ -451,29 +451,28 @@ def first_output(mod: tvm.IRModule):
     return lambda data: vm["main"](tvm.runtime.tensor(data))[0].numpy()
 
 
+CNNS = ("resnet", "mobilenet_v2", "mobilenet_v3", "efficientnet", "squeezenet", "shufflenet_v2")
+
+
 @pytest.fixture(scope="module")
 def exported_cnns():
-    """name -> (float Relax module, 8 random calibration batches) for cnn_blocks' models."""
-    import cnn_blocks
-    import torch
-    from tvm.relax.frontend.torch import from_exported_program
+    """name -> (float Relax module, 8 random calibration batches) for real_models' CNNs."""
+    import real_models
 
     rng = np.random.default_rng(0)
     result = {}
-    for name in cnn_blocks.MODELS:
-        example = torch.zeros(cnn_blocks.INPUT_SHAPE)
-        program = torch.export.export(cnn_blocks.build(name), (example,))
-        calibration = [
-            rng.standard_normal(cnn_blocks.INPUT_SHAPE).astype("float32") for _ in range(8)
-        ]
-        result[name] = (from_exported_program(program), calibration)
+    for name in CNNS:
+        model = real_models.MODELS_BY_NAME[name]
+        module, data = real_models.instantiate(model)
+        calibration = [rng.standard_normal(model.input_shape).astype("float32") for _ in range(8)]
+        result[name] = (real_models.import_torch(module, data), calibration)
     return result
 
 
 def test_batch_norm_is_folded_before_calibration(exported_cnns):
     from example_npu.quantize.fold import fold_batch_norm
 
-    mod, calibration = exported_cnns["resnet18"]
+    mod, calibration = exported_cnns["resnet"]
     assert calls(mod, "nn.batch_norm")
     folded = fold_batch_norm(mod)
     assert not calls(folded, "nn.batch_norm")
@@ -494,10 +493,7 @@ def output_step(mod: tvm.IRModule) -> float:
 
 
 @pytest.mark.filterwarnings("ignore:.*LeafSpec:FutureWarning")
-@pytest.mark.parametrize(
-    "name",
-    ["resnet18", "mobilenet_v2", "mobilenet_v3", "efficientnet", "squeezenet", "shufflenet"],
-)
+@pytest.mark.parametrize("name", CNNS)
 def test_quantized_cnn_runs_integer_on_the_npu(exported_cnns, name, summary_line):
     """quantize_model emits onnxruntime's QDQ form, so the same lowering serves it: the whole
     model is one NPU function, every conv / matmul is an integer qnn op and the glue between
