@@ -1,7 +1,8 @@
 """The glue ops on the NPU, each against TVM's CPU build of the same module.
 
 Data movement (reshape, flatten, squeeze, expand_dims, permute_dims, concat, split,
-strided_slice, take, broadcast_to) runs for float32, float16, int8, uint8 and int16 and must be exact.
+strided_slice, take, broadcast_to) runs for float32, float16, int8, uint8 and int16 and must be
+exact.
 The computing glue (mean, adaptive_avg_pool2d, layer_norm, 1-D pooling, maximum / minimum,
 clip with any bounds, silu, torch's safe softmax) is float and compared within 1e-5, with NaN
 and infinities where the op's rules for them matter.
