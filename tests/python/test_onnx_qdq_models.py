@@ -104,18 +104,42 @@ QDQ_OPS = {"quantize", "dequantize"}
 
 
 ONNX_SHAPE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Split"}
+ONNX_QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "Constant"}
 
 
-def float_chains(model: onnx.ModelProto) -> list[str]:
-    """ONNX ops that compute on another op's float result directly, with no QDQ pair between
-    them: onnxruntime computes those in float too (e.g. a HardSwish feeding a ReduceMean)."""
-    producers = {out: node.op_type for node in model.graph.node for out in node.output}
-    quantized_edges = {None, "DequantizeLinear", "QuantizeLinear", "Constant"}
+def float_ops(model: onnx.ModelProto) -> list[str]:
+    """ONNX ops that onnxruntime itself computes in float: some data input is not a
+    DequantizeLinear result, or some consumer of the result is not a QuantizeLinear (shape ops
+    between are looked through; constant parameters such as ReduceMean's axes count as
+    quantized). E.g. a HardSwish feeding a ReduceMean, or a ReduceMean that is the output."""
+    nodes = model.graph.node
+    producers = {out: node for node in nodes for out in node.output}
+    consumers: dict[str, list] = {}
+    for node in nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    outputs = {value.name for value in model.graph.output}
+
+    def source(name: str) -> str | None:
+        node = producers.get(name)
+        while node is not None and node.op_type in ONNX_SHAPE_OPS:
+            node = producers.get(node.input[0])
+        return None if node is None else node.op_type
+
+    def sinks(name: str) -> list[str]:
+        found = ["graph output"] if name in outputs else []
+        for node in consumers.get(name, []):
+            found += sinks(node.output[0]) if node.op_type in ONNX_SHAPE_OPS else [node.op_type]
+        return found
+
     return [
         node.op_type
-        for node in model.graph.node
-        if node.op_type not in quantized_edges | ONNX_SHAPE_OPS
-        and any(producers.get(name) not in quantized_edges for name in node.input)
+        for node in nodes
+        if node.op_type not in ONNX_QDQ_OPS | ONNX_SHAPE_OPS
+        and (
+            any(source(name) not in (None, "DequantizeLinear", "Constant") for name in node.input)
+            or any(sink != "QuantizeLinear" for name in node.output for sink in sinks(name))
+        )
     ]
 
 
@@ -211,7 +235,7 @@ def test_onnxruntime_quantized_model_runs_integer_on_the_npu(
         op for op in ops if not op.startswith("qnn.") and op not in DATA_MOVEMENT | QDQ_OPS
     }
     # Float arithmetic on the NPU only where the QDQ model itself computes in float.
-    assert not float_compute or float_chains(model), (float_compute, ops)
+    assert not float_compute or float_ops(model), (float_compute, ops)
     distance = compare_with_onnxruntime(path, offloaded)
     assert distance.max_steps <= 1.0 + 1e-6, f"{name}: {distance} from onnxruntime"
     MISMATCHES[_label(name, per_channel, activation_type)] = distance.fraction
