@@ -23,6 +23,7 @@ for layers, 1e-3 for models), int8 results within 1 LSB of TVM's build of the sa
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -365,9 +366,18 @@ def int8_model_row(name, onnx_path, image, rng, workdir) -> Row:
         activation_type=ortq.QuantType.QInt8,
         weight_type=ortq.QuantType.QInt8,
     )
-    mod = from_onnx(onnx.load(str(int8_path)), keep_params_in_input=False)
+    model = onnx.load(str(int8_path))
+    mod = from_onnx(model, keep_params_in_input=False)
     offloaded = example_npu.partition_for_npu(mod)
     regions = offloaded["main"].script().count("call_dps_packed")
+    npu_ops = [
+        node["op"]
+        for module in offloaded.attrs["external_mods"]
+        for node in json.loads(module.inspect_source())["nodes"]
+    ]
+    onnx_linear = sum(node.op_type in ("Conv", "Gemm", "MatMul") for node in model.graph.node)
+    qnn_linear = npu_ops.count("qnn.conv2d") + npu_ops.count("qnn.matmul")
+    assert qnn_linear == onnx_linear, f"{qnn_linear} of {onnx_linear} Conv/Gemm are qnn ops"
     npu = vm_runner(offloaded, [image])
     session = ort_session(int8_path)
 
@@ -381,7 +391,8 @@ def int8_model_row(name, onnx_path, image, rng, workdir) -> Row:
         f"{name} int8 (ORT QDQ)",
         "1x3x224x224",
         {"npu": npu, "ort": ort_call},
-        f"NPU functions: {regions}, logits {error:.2%} from ORT",
+        f"NPU functions: {regions}, qnn conv/matmul {qnn_linear} of {onnx_linear} Conv/Gemm, "
+        f"logits {error:.2%} from ORT",
     )
 
 

@@ -20,6 +20,7 @@ from .config import InvalidConfigError, NPUConfig
 from .estimate import estimate
 from .partition import partition_for_npu
 from .profile import Profile, profile
+from .qdq_canonical import canonicalize_qdq
 from .quantize import quantize_model
 from .registration import register
 from .sweep import SweepResult, config_grid, sweep
@@ -40,6 +41,7 @@ __all__ = [
     "RegistrationConflictError",
     "SweepResult",
     "Verdict",
+    "canonicalize_qdq",
     "config_grid",
     "estimate",
     "example_npu_codegen",

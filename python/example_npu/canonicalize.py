@@ -25,6 +25,11 @@ the original computes, including NaN and infinities.
   (without it TVM cannot even build the module: ``concat`` of unknown shapes).
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
+
+Then, on the result, the QDQ rewrites of :func:`example_npu.qdq_canonical.canonicalize_qdq`
+(own dequantize per consumer, quantize above shape ops, elementwise islands as tables, long
+concatenations nested). They come second because they read the ops the first stage produces
+(an ONNX ``Clip`` between dequantize and quantize is a ``maximum`` / ``minimum`` only then).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from .checks import static_shape
+from .qdq_canonical import canonicalize_qdq
 
 FOLD_MAX_ELEMENTS = 64
 # Index tensors (int64 / bool) folded up to this size: an exported as_strided's gather indices.
@@ -271,5 +277,5 @@ def canonicalize(mod: tvm.IRModule) -> tvm.IRModule:
     mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(mod.functions, attrs=mod.attrs)
     mod[mod.get_global_var("main")] = main
     mod = relax.transform.Normalize()(mod)
-    mod = relax.transform.CanonicalizeBindings()(mod)
-    return relax.transform.DeadCodeElimination(["main"])(mod)
+    # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
+    return canonicalize_qdq(mod)

@@ -47,7 +47,7 @@ def current_config() -> NPUConfig:
 
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
-NPU_DTYPES = frozenset({"int8", "int16", "float16", "float32"})
+NPU_DTYPES = frozenset({"int8", "uint8", "int16", "float16", "float32"})
 # float16 runs on the float32 datapath with every op result rounded to float16; integers only
 # through the quantized ops (checks_qnn.py).
 EXECUTABLE_DTYPES = frozenset({"float32", "float16"})
@@ -243,10 +243,15 @@ def check_no_leaking_intermediates(context: Any) -> Verdict:
     intermediate that another op reads earlier (a conv whose result feeds both the "bias" add
     of a residual and the next conv) then becomes a tuple output defined after its use, and the
     module is ill-formed (MergeCompositeFunctions fails on it). So such a match is refused and
-    its ops are matched one by one instead.
+    its ops are matched one by one instead. For a QDQ chain the usual cause is a dequantize
+    shared by two consumers, which canonicalization (run by partition_for_npu) duplicates.
     """
     if has_leaking_intermediate_variables(context):
-        return reject("an intermediate result of the matched chain is also used outside it")
+        reason = "an intermediate result of the matched chain is also used outside it"
+        root = context.annotated_expr["root"]
+        if isinstance(root, relax.Call) and root.op.name == "relax.quantize":
+            reason += " (example_npu.canonicalize_qdq gives each quantized op its own dequantize)"
+        return reject(reason)
     return ACCEPT
 
 

@@ -1,8 +1,9 @@
-"""Support checks of the quantized datapath (quantize, dequantize, QDQ-fused conv / matmul).
+"""Support checks of the quantized datapath (quantize, dequantize, QDQ chains and islands).
 
-The NPU runs per-tensor activations (int8 or int16, any zero point) and int8 symmetric weights
-(per tensor or per output channel); src/kernels/quantize.h is the arithmetic. Anything else stays
-on TVM's CPU path with the reason given here.
+The NPU runs per-tensor activations (int8, uint8 or int16, any zero point) and int8 symmetric
+weights (per tensor or per output channel), with a float32 or int32 (through ``dequantize``)
+bias; src/kernels/quantize.h and quantized_ops.h are the arithmetic. Anything else stays on TVM's
+CPU path with the reason given here.
 """
 
 from __future__ import annotations
@@ -14,10 +15,22 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .checks import ACCEPT, Verdict, check_layouts, check_static_shapes, reject, tensor_dtype
+from .checks import (
+    ACCEPT,
+    Verdict,
+    check_layouts,
+    check_pool,
+    check_softmax,
+    check_static_shapes,
+    first_failure,
+    reject,
+    tensor_dtype,
+)
 from .checks import tensor_shape as _shape
 
-ACTIVATION_DTYPES = ("int8", "int16")
+ACTIVATION_DTYPES = ("int8", "uint8", "int16")
+# Lookup tables and softmax exponent tables cover 8-bit inputs only.
+TABLE_DTYPES = ("int8", "uint8")
 
 
 def _const_values(expr: Any) -> np.ndarray | None:
@@ -48,7 +61,7 @@ def check_quantize(call: relax.Call) -> Verdict:
     if tensor_dtype(call.args[0]) != "float32":
         return reject(f"quantize: input dtype {tensor_dtype(call.args[0])} (float32 only)")
     if tensor_dtype(call) not in ACTIVATION_DTYPES:
-        return reject(f"quantize: out_dtype {tensor_dtype(call)} (int8 / int16 only)")
+        return reject(f"quantize: out_dtype {tensor_dtype(call)} (int8 / uint8 / int16 only)")
     return _scalar_params(call)
 
 
@@ -57,7 +70,9 @@ def check_dequantize(call: relax.Call) -> Verdict:
     if not verdict:
         return verdict
     if tensor_dtype(call.args[0]) not in ACTIVATION_DTYPES:
-        return reject(f"dequantize: input dtype {tensor_dtype(call.args[0])} (int8 / int16 only)")
+        return reject(
+            f"dequantize: input dtype {tensor_dtype(call.args[0])} (int8 / uint8 / int16 only)"
+        )
     if tensor_dtype(call) != "float32":
         return reject(f"dequantize: out_dtype {tensor_dtype(call)} (float32 only)")
     return _scalar_params(call)
@@ -75,22 +90,31 @@ def _out_channels(annotated: Mapping[str, Any]) -> tuple[int, int]:
     return weight[-1], len(weight) - 1
 
 
+def _check_symmetric_constant(call: relax.Call, dtype: str, what: str, channels: int) -> Verdict:
+    """dequantize(`dtype` constant, positive float32 scales (one or per channel), zero point 0)."""
+    values, scale, zero_point = (_const_values(arg) for arg in call.args)
+    if values is None or str(values.dtype) != dtype:
+        return reject(f"a quantized {what} must be an {dtype} constant")
+    if scale is None or zero_point is None or str(scale.dtype) != "float32":
+        return reject(f"{what} scale (float32) and zero point must be constants")
+    if np.any(zero_point != 0):
+        return reject(f"{what}s must be symmetric (zero point 0)")
+    if scale.size not in (1, channels):
+        return reject(f"{scale.size} {what} scales for {channels} output channels")
+    if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        return reject(f"{what} scales must be positive and finite")
+    return ACCEPT
+
+
 def _check_weight(annotated: Mapping[str, Any]) -> Verdict:
     w_dq = annotated["w_dq"]
-    weight, scale, zero_point = (_const_values(arg) for arg in w_dq.args)
-    if weight is None or str(weight.dtype) != "int8":
-        return reject("quantized weight must be an int8 constant")
-    if scale is None or zero_point is None or str(scale.dtype) != "float32":
-        return reject("weight scale (float32) and zero point must be constants")
-    if np.any(zero_point != 0):
-        return reject("weights must be symmetric (zero point 0)")
     channels, axis = _out_channels(annotated)
-    if scale.size not in (1, channels):
-        return reject(f"{scale.size} weight scales for {channels} output channels")
-    if scale.size > 1 and int(w_dq.attrs.axis) % weight.ndim != axis:
+    verdict = _check_symmetric_constant(w_dq, "int8", "weight", channels)
+    if not verdict:
+        return verdict
+    scale, ndim = _const_values(w_dq.args[1]), len(_shape(w_dq))
+    if scale.size > 1 and int(w_dq.attrs.axis) % ndim != axis:
         return reject(f"per-channel weight scales on axis {int(w_dq.attrs.axis)}, not {axis}")
-    if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-        return reject("weight scales must be positive")
     return ACCEPT
 
 
@@ -98,10 +122,17 @@ def _check_bias(annotated: Mapping[str, Any]) -> Verdict:
     add = annotated["add"]
     if _shape(add) != _shape(annotated["producer"]):
         return reject("add: the bias broadcast grows the result")
-    bias = _const_values(annotated["bias"])
-    if bias is None or str(bias.dtype) != "float32":
-        return reject("bias must be a float32 constant")
     channels, _ = _out_channels(annotated)
+    bias_expr = annotated["bias"]
+    if isinstance(bias_expr, relax.Call):  # onnxruntime's int32 bias in accumulator units
+        verdict = _check_symmetric_constant(bias_expr, "int32", "bias", channels)
+        if not verdict:
+            return verdict
+        bias = _const_values(bias_expr.args[0])
+    else:
+        bias = _const_values(bias_expr)
+        if bias is None or str(bias.dtype) != "float32":
+            return reject("bias must be a float32 constant")
     if bias.size != channels:
         return reject(f"bias of {bias.size} values for {channels} channels")
     out_rank = len(_shape(add))
@@ -147,7 +178,163 @@ def check_qnn_region(annotated: Mapping[str, Any]) -> Verdict:
     return ACCEPT
 
 
+def check_clip_bounds(call: relax.Call) -> Verdict:
+    """clip(x, lo, hi) with literal bounds, lo <= hi: a clamp of the quantized result."""
+    bounds = [getattr(arg, "value", None) for arg in call.args[1:]]
+    if any(not isinstance(bound, (int, float)) for bound in bounds):
+        return reject(f"clip: bounds {bounds} are not literals")
+    if bounds[0] > bounds[1]:
+        return reject(f"clip: empty range {bounds}")
+    return ACCEPT
+
+
 def check_quantize_of_region(call: relax.Call) -> Verdict:
     if tensor_dtype(call) not in ACTIVATION_DTYPES:
-        return reject(f"quantize: out_dtype {tensor_dtype(call)} (int8 / int16 only)")
+        return reject(f"quantize: out_dtype {tensor_dtype(call)} (int8 / uint8 / int16 only)")
     return _scalar_params(call)
+
+
+# ---- QDQ islands around the glue ops (patterns_qnn.py) ----------------------------------------
+
+_MIN_MULTIPLIER, _MAX_MULTIPLIER = 2.0**-31, 2.0**30
+
+
+def _scale(call: relax.Call) -> float:
+    return float(_const_values(call.args[1]).reshape(-1)[0])
+
+
+def _rescales_fit(name: str, *factors: float) -> Verdict:
+    """Every real rescaling factor must be representable as the NPU's fixed-point multiplier."""
+    for factor in factors:
+        if not _MIN_MULTIPLIER <= factor < _MAX_MULTIPLIER:
+            return reject(f"{name}: rescaling factor {factor:.3g} outside [2^-31, 2^30)")
+    return ACCEPT
+
+
+def _island_boundaries(annotated: Mapping[str, Any], inputs: list[str]) -> Verdict:
+    """The dequantize of every input and the output quantize: per tensor, constant, integer."""
+    for name in inputs:
+        verdict = check_dequantize(annotated[name])
+        if not verdict:
+            return verdict
+    return check_quantize_of_region(annotated["root"])
+
+
+def _activation(annotated: Mapping[str, Any]) -> Verdict:
+    activation = annotated.get("activation")
+    if activation is not None and activation.op.name == "relax.clip":
+        return check_clip_bounds(activation)
+    return ACCEPT
+
+
+def check_requantize_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize([relu | clip](dequantize(x))): a rescale with a clamp."""
+    verdict = first_failure(
+        (
+            _island_boundaries(annotated, ["x_dq"]),
+            _activation(annotated),
+            check_static_shapes(annotated["root"]),
+        )
+    )
+    if not verdict:
+        return verdict
+    return _rescales_fit("requantize", _scale(annotated["x_dq"]) / _scale(annotated["root"]))
+
+
+def check_binary_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize([relu | clip](add | multiply(dequantize(a), dequantize(b))))."""
+    op = annotated["op"]
+    verdict = first_failure(
+        (
+            _island_boundaries(annotated, ["lhs_dq", "rhs_dq"]),
+            _activation(annotated),
+            check_static_shapes(op),
+        )
+    )
+    if not verdict:
+        return verdict
+    lhs, rhs, out = (
+        _scale(annotated["lhs_dq"]),
+        _scale(annotated["rhs_dq"]),
+        _scale(annotated["root"]),
+    )
+    name = op.op.name.removeprefix("relax.")
+    if name == "add":
+        return _rescales_fit(name, lhs / out, rhs / out)
+    return _rescales_fit(name, lhs * rhs / out)
+
+
+def check_pool_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize(max_pool2d | avg_pool2d(dequantize(x))): the float op's own checks, then scales."""
+    op = annotated["op"]
+    verdict = first_failure((_island_boundaries(annotated, ["x_dq"]), check_pool(op)))
+    if not verdict:
+        return verdict
+    ratio = _scale(annotated["x_dq"]) / _scale(annotated["root"])
+    taps = int(op.attrs.pool_size[0]) * int(op.attrs.pool_size[1])
+    return _rescales_fit(op.op.name.removeprefix("relax."), ratio, ratio / taps)
+
+
+def mean_pool_layout(call: relax.Call) -> str | None:
+    """ "NCHW" / "NHWC" when mean reduces the two spatial axes of a 4-D tensor, else None."""
+    shape = _shape(call.args[0])
+    if shape is None or len(shape) != 4 or call.attrs.axis is None:
+        return None
+    axes = sorted(int(axis) % 4 for axis in call.attrs.axis)
+    return {(2, 3): "NCHW", (1, 2): "NHWC"}.get(tuple(axes))
+
+
+def check_mean_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize(mean(dequantize(x), spatial axes)): global average pooling."""
+    op = annotated["op"]
+    verdict = first_failure((_island_boundaries(annotated, ["x_dq"]), check_static_shapes(op)))
+    if not verdict:
+        return verdict
+    layout = mean_pool_layout(op)
+    if layout is None:
+        return reject("mean: only the two spatial axes of a 4-D tensor run as integer pooling")
+    shape = _shape(op.args[0])
+    taps = shape[2] * shape[3] if layout == "NCHW" else shape[1] * shape[2]
+    ratio = _scale(annotated["x_dq"]) / _scale(annotated["root"])
+    return _rescales_fit("mean", ratio, ratio / taps)
+
+
+def check_softmax_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize(softmax(dequantize(x))) with 8-bit x: integer softmax by an exponent table."""
+    verdict = first_failure(
+        (_island_boundaries(annotated, ["x_dq"]), check_softmax(annotated["op"]))
+    )
+    if not verdict:
+        return verdict
+    dtype = tensor_dtype(annotated["x_dq"].args[0])
+    if dtype not in TABLE_DTYPES:
+        return reject(f"softmax: {dtype} input (the exponent table covers 8-bit inputs)")
+    return _rescales_fit("softmax", 1.0 / _scale(annotated["root"]))
+
+
+def check_concat_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize(concat(dequantize(x_i)...)): each input requantized into its slice."""
+    names = sorted(name for name in annotated if name.startswith("dq_"))
+    verdict = first_failure(
+        (_island_boundaries(annotated, names), check_static_shapes(annotated["root"]))
+    )
+    if not verdict:
+        return verdict
+    out = _scale(annotated["root"])
+    return _rescales_fit("concat", *(_scale(annotated[name]) / out for name in names))
+
+
+def check_lookup_table(call: relax.Call) -> Verdict:
+    """take(table, x, axis=0) with a 256-entry table of x's 8-bit dtype."""
+    table = _const_values(call.args[0])
+    data = call.args[1]
+    dtype = tensor_dtype(data)
+    if dtype not in TABLE_DTYPES:
+        return reject(f"take: {dtype} indices (an 8-bit table lookup needs int8 / uint8)")
+    if table is None or table.shape != (256,) or str(table.dtype) != dtype:
+        return reject(f"take: the table must be a 256-entry {dtype} constant")
+    if call.attrs.axis is None or int(call.attrs.axis) != 0:
+        return reject("take: a table lookup takes axis 0")
+    if dtype == "int8" and str(call.attrs.mode) != "wrap":
+        return reject('take: int8 indices need mode="wrap" (negative values index from the end)')
+    return check_static_shapes(call)

@@ -20,7 +20,7 @@ from tvm import relax
 from tvm.ir.expr import Constant
 
 from .codegen_glue import SAFE_SOFTMAX_COMPOSITE, lower_glue_op, lower_safe_softmax
-from .codegen_qnn import QNN_COMPOSITE_PREFIX, lower_qnn_composite
+from .codegen_qnn import QNN_COMPOSITE_PREFIX, lower_qnn_composite, quantization_attrs
 from .config import NPUConfig
 
 CODEGEN_NAME = "example_npu"
@@ -196,11 +196,7 @@ class _GraphBuilder:
         op_name = call.op.name.removeprefix("relax.")
         attrs = _attrs_to_dict(call.attrs)
         if op_name in ("quantize", "dequantize"):
-            scale, zero_point = (self.constant_of(arg, env) for arg in call.args[1:])
-            attrs = {
-                "scale": float(scale.value.numpy().reshape(-1)[0]),
-                "zero_point": int(zero_point.value.numpy().reshape(-1)[0]),
-            }
+            attrs = quantization_attrs(self, call, env)
         tensor_args = call.args
         if op_name == "clip":
             attrs = {

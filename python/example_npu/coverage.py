@@ -21,10 +21,11 @@ from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
 
+from .canonicalize import canonicalize
 from .patterns import PREFIX
 from .report import partition_with_report
 
-DTYPES = ("float32", "float16", "int8", "int16", "float64")
+DTYPES = ("float32", "float16", "int8", "uint8", "int16", "float64")
 REGENERATE = "python -m example_npu.coverage > docs/coverage.md"
 
 # "nn.conv2d: " / "depthwise_conv2d: " at the start of a check's reason.
@@ -356,6 +357,93 @@ def _glue_probes() -> list[Probe]:
     ]
 
 
+def _island(glue: Callable[..., relax.Expr], inputs: int = 1) -> Body:
+    """dequantize each input (its own scale) -> glue -> quantize: a QDQ island of int data."""
+
+    def body(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+        names = ("x", "y", "z", "w")[:inputs]
+        values = [
+            bb.emit(relax.op.dequantize(v[n], _const(0.05 * (i + 1), "float32"), _const(2, dtype)))
+            for i, n in enumerate(names)
+        ]
+        out = glue(*values)
+        out = out if isinstance(out, relax.Var) else bb.emit(out)
+        return relax.op.quantize(out, _const(0.07, "float32"), _const(3, dtype), out_dtype=dtype)
+
+    return body
+
+
+def _island_probes() -> list[Probe]:
+    image = (("x", (1, 4, 6, 6)),)
+    pool = {"pool_size": (3, 3), "strides": (2, 2), "padding": 1}
+    rows = [
+        Probe("QDQ requantize", "dequantize -> quantize", image, _island(lambda x: x)),
+        Probe("QDQ requantize + relu", "-", image, _island(relax.op.nn.relu)),
+        Probe("QDQ requantize + clip", "clip(x, 0, 6)", image, _island(_relu6)),
+        Probe("QDQ sigmoid", "256-entry table (take)", image, _island(relax.op.sigmoid)),
+        Probe(
+            "QDQ hardswish",
+            "x * clip(x + 3, 0, 6) / 6 (ONNX import)",
+            image,
+            _island(
+                lambda x: relax.op.multiply(
+                    x, relax.op.divide(_relu6(x + _const(3, "float32")), _const(6, "float32"))
+                )
+            ),
+        ),
+        Probe(
+            "QDQ max_pool2d", "NCHW", image, _island(lambda x: relax.op.nn.max_pool2d(x, **pool))
+        ),
+        Probe(
+            "QDQ avg_pool2d", "NCHW", image, _island(lambda x: relax.op.nn.avg_pool2d(x, **pool))
+        ),
+        Probe(
+            "QDQ mean",
+            "axis=[2, 3] (global average pool)",
+            image,
+            _island(lambda x: relax.op.mean(x, axis=[2, 3], keepdims=True)),
+        ),
+        Probe("QDQ softmax", "axis=1", image, _island(lambda x: relax.op.nn.softmax(x, axis=1))),
+    ]
+    for name in ("add", "multiply"):
+        op = getattr(relax.op, name)
+        rows.append(
+            Probe(
+                f"QDQ {name}",
+                "same shape",
+                (("x", (1, 4, 6, 6)), ("y", (1, 4, 6, 6))),
+                _island(op, 2),
+            )
+        )
+        rows.append(
+            Probe(
+                f"QDQ {name} + relu",
+                "broadcast (1, C, 1, 1)",
+                (("x", (1, 4, 6, 6)), ("y", (1, 4, 1, 1))),
+                _island(lambda a, b, op=op: relax.op.nn.relu(op(a, b)), 2),
+            )
+        )
+        rows.append(
+            Probe(
+                f"QDQ {name} + clip",
+                "clip(x, 0, 6)",
+                (("x", (1, 4, 6, 6)), ("y", (1, 4, 6, 6))),
+                _island(lambda a, b, op=op: _relu6(op(a, b)), 2),
+            )
+        )
+    for count in range(2, 5):
+        names = ("x", "y", "z", "w")[:count]
+        rows.append(
+            Probe(
+                "QDQ concat",
+                f"{count} inputs, axis=1",
+                tuple((n, (1, 2 + i, 6, 6)) for i, n in enumerate(names)),
+                _island(lambda *xs: relax.op.concat(xs, axis=1), count),
+            )
+        )
+    return rows
+
+
 def probes() -> list[Probe]:
     """Every row of the table, in table order."""
     conv_io = (("x", (1, 4, 6, 6)), ("w", (8, 4, 3, 3)))
@@ -509,6 +597,7 @@ def probes() -> list[Probe]:
             ),
         ),
         *_qdq_probes(),
+        *_island_probes(),
     ]
     return rows
 
@@ -528,7 +617,7 @@ def _composites(mod: tvm.IRModule) -> list[str]:
     """The pattern names partition_for_npu's first pass forms for mod (which pattern won)."""
     fused = FuseOpsByPattern(
         get_patterns_with_prefix(PREFIX + "."), bind_constants=True, annotate_codegen=False
-    )(mod)
+    )(canonicalize(mod))
     names = []
     for _, func in fused.functions.items():
         if isinstance(func, relax.Function) and func.attrs and "Composite" in func.attrs:

@@ -94,8 +94,9 @@ def partition_for_npu(
 ) -> tvm.IRModule:
     """Offloads every supported region of ``mod["main"]`` to the NPU.
 
-    The module is first canonicalized (frontend idioms such as the ONNX importer's ``Clip``
-    lowering become the Relax ops the patterns match, see :mod:`example_npu.canonicalize`).
+    The module is first canonicalized: frontend idioms such as the ONNX importer's ``Clip``
+    lowering become the Relax ops the patterns match, and QDQ graphs take the one form the
+    integer patterns match (see :mod:`example_npu.canonicalize`).
     Adjacent supported ops are then merged into one NPU function per region (so the NPU compiler
     sees, e.g., relu -> max_pool2d -> relu as one subgraph with on-chip intermediates), codegen
     runs, and the returned module is ready for ``tvm.compile(mod, target="llvm")``. Calls the

@@ -17,7 +17,7 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, registe
 from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, is_tuple, wildcard
 from tvm.relax.transform import PatternCheckContext
 
-from . import checks, checks_glue, checks_qnn
+from . import checks, checks_glue, checks_qnn, patterns_qnn
 from .checks import Verdict
 
 PREFIX = "example_npu"
@@ -196,15 +196,30 @@ def _chain_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
     )
 
 
+def _qnn_bias() -> DFPattern:
+    """A float32 constant, or onnxruntime's int32 constant under dequantize."""
+    return is_const() | is_op("relax.dequantize")(is_const(), is_const(), is_const())
+
+
+_QNN_ACTIVATIONS = {
+    "relu": ("relax.nn.relu", 0, checks.check_elementwise),
+    "clip": ("relax.clip", 2, checks_qnn.check_clip_bounds),
+}
+
+
 def _qnn_chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
-    """quantize(activation?(add?(producer(dequantize(x), dequantize(w_const)), bias_const)))."""
+    """quantize(activation?(add?(producer(dequantize(x), dequantize(w_const)), bias)))."""
 
     def build() -> tuple[DFPattern, dict[str, DFPattern]]:
         x_q = wildcard()
         x_dq = is_op("relax.dequantize")(x_q, is_const(), is_const())
         w_dq = is_op("relax.dequantize")(is_const(), is_const(), is_const())
         annotations: dict[str, DFPattern] = {"input": x_q, "x_dq": x_dq, "w_dq": w_dq}
-        root = _producer_epilogue(producer, x_dq, w_dq, bias, activation, is_const, annotations)
+        root = _producer_epilogue(producer, x_dq, w_dq, bias, None, _qnn_bias, annotations)
+        if activation is not None:
+            op, extra_args, _ = _QNN_ACTIVATIONS[activation]
+            extra = [wildcard() for _ in range(extra_args)]
+            root = annotations["activation"] = is_op(op)(root, *extra)
         root = is_op("relax.quantize")(root, is_const(), is_const())
         annotations["root"] = root
         return root, annotations
@@ -216,13 +231,20 @@ def _qnn_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
     name = "qnn_" + producer + ("_bias" if bias else "") + (f"_{activation}" if activation else "")
     call_checks: tuple[tuple[str, CallCheck], ...] = ()
     if activation is not None:
-        call_checks = (("activation", _ACTIVATIONS[activation][2]),)
+        call_checks = (("activation", _QNN_ACTIVATIONS[activation][2]),)
     return PatternRow(
         name,
         _qnn_chain(producer, bias, activation),
         call_checks,
         region_check=checks_qnn.check_qnn_region,
     )
+
+
+def _island_row(
+    name: str, build: PatternBuilder, region_check: Callable[[Mapping[str, Any]], Verdict]
+) -> PatternRow:
+    """A QDQ island around a glue op (patterns_qnn.py): one integer NPU op."""
+    return PatternRow(name, build, (), region_check=region_check)
 
 
 def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> PatternRow:
@@ -243,6 +265,41 @@ _DATA_MOVEMENT = (
     "split",
     "broadcast_to",
 )
+
+
+_QNN_GLUE_ROWS: tuple[PatternRow, ...] = (
+    _row("qnn_lut", patterns_qnn.lookup_table, checks_qnn.check_lookup_table, "relax.take"),
+    *[
+        _island_row(
+            "qnn_requantize" + (f"_{act}" if act else ""),
+            patterns_qnn.requantize(act),
+            checks_qnn.check_requantize_region,
+        )
+        for act in (None, "relu", "clip")
+    ],
+    *[
+        _island_row(
+            f"qnn_{name}" + (f"_{act}" if act else ""),
+            patterns_qnn.binary(f"relax.{name}", act),
+            checks_qnn.check_binary_region,
+        )
+        for name in ("add", "multiply")
+        for act in (None, "relu", "clip")
+    ],
+    *[
+        _island_row(f"qnn_{op}", patterns_qnn.unary(f"relax.nn.{op}"), checks_qnn.check_pool_region)
+        for op in ("max_pool2d", "avg_pool2d")
+    ],
+    _island_row("qnn_mean", patterns_qnn.unary("relax.mean"), checks_qnn.check_mean_region),
+    _island_row(
+        "qnn_softmax", patterns_qnn.unary("relax.nn.softmax"), checks_qnn.check_softmax_region
+    ),
+    *[
+        _island_row(f"qnn_concat{n}", patterns_qnn.concat(n), checks_qnn.check_concat_region)
+        for n in range(2, patterns_qnn.MAX_CONCAT_INPUTS + 1)
+    ],
+)
+
 
 PATTERN_TABLE: tuple[PatternRow, ...] = (
     # Data movement: views and DMA copies, any NPU dtype.
@@ -313,12 +370,13 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
         for producer in ("matmul", "dense")
         for act in ("relu", "gelu")
     ],
-    # Quantized QDQ chains: the whole chain is one integer op, above every float pattern.
+    # Quantized QDQ chains and islands: each is one integer op, above every float pattern.
+    *_QNN_GLUE_ROWS,
     *[
         _qnn_row(producer, bias, act)
         for producer in ("conv2d", "matmul", "dense")
         for bias in (False, True)
-        for act in (None, "relu", "relu6")
+        for act in (None, "relu", "clip")
     ],
 )
 

@@ -9,15 +9,32 @@ namespace example_npu {
 namespace {
 
 bool IsSpatialAnchor(OpKind op) {
-  return op == OpKind::kConv2d || op == OpKind::kMaxPool2d || op == OpKind::kAvgPool2d;
+  switch (op) {
+    case OpKind::kConv2d:
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMaxPool2d:
+    case OpKind::kQnnAvgPool2d:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool IsNCHW(const Node& node) {
   if (const auto* conv = std::get_if<ConvAttrs>(&node.attrs)) {
     return conv->params.data_layout == kernels::DataLayout::kNCHW;
   }
+  if (const auto* qnn_conv = std::get_if<QnnAttrs>(&node.attrs)) {
+    return node.op == OpKind::kQnnConv2d &&
+           qnn_conv->conv.data_layout == kernels::DataLayout::kNCHW;
+  }
   if (const auto* pool = std::get_if<PoolAttrs>(&node.attrs)) {
     return pool->params.layout == kernels::DataLayout::kNCHW;
+  }
+  if (const auto* qnn_pool = std::get_if<QnnPoolAttrs>(&node.attrs)) {
+    return qnn_pool->params.pool.layout == kernels::DataLayout::kNCHW;
   }
   return false;
 }

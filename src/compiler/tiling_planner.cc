@@ -178,8 +178,12 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kMean:
+    case OpKind::kQnnMaxPool2d:
+    case OpKind::kQnnAvgPool2d:
       compute.engine = Engine::kPooling;
       break;
+    case OpKind::kQnnLut:
+    case OpKind::kQnnSoftmax:
     case OpKind::kSoftmax:
     case OpKind::kSigmoid:
     case OpKind::kTanh:
@@ -243,8 +247,6 @@ void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
   scheduler->Store(current, Lift(layout_.ViewOf(graph_, group_.output())), out_box);
 }
 
-namespace {
-
 /*!
  * \brief Largest output tile (inner dims of `order` grown first, outer dims then 1) whose
  * working set fits `budget`; `fixed` dims are never split. nullopt if even the smallest tile does
@@ -280,46 +282,7 @@ std::optional<std::vector<int64_t>> ChooseOutputTile(
   return tile;
 }
 
-/*!
- * \brief Rules that tile the output only (no reduction split): the tile is chosen by
- * ChooseOutputTile over the dims in order_, inner dims first.
- */
-class OutputTiler : public GroupTiler {
- public:
-  using GroupTiler::GroupTiler;
-
- protected:
-  /*! \brief Picks tile_ for `cost`; on success fills the plan's tile fields and returns true. */
-  bool ChooseTile(const std::vector<bool>& fixed,
-                  const std::function<int64_t(const std::vector<int64_t>&)>& cost, TilePlan* plan) {
-    const Shape& full = Anchor().shape;
-    auto tile = ChooseOutputTile(full, order_, fixed, L1Budget(), cost, config_.vector_elements);
-    if (!tile.has_value()) {
-      plan->reason = std::string(OpKindName(Anchor().op)) + ": the smallest tile does not fit L1";
-      return false;
-    }
-    tile_ = *tile;
-    plan->ok = true;
-    plan->tile_shape = tile_;
-    plan->tiles = CountTiles(full, tile_);
-    return true;
-  }
-
-  /*! \brief Tiles walk the dims in their logical order (no layout change). */
-  void UseIdentityOrder(size_t rank) {
-    order_.resize(rank);
-    std::iota(order_.begin(), order_.end(), 0);
-  }
-
-  /*! \brief A DMA-only tile of the anchor's dtype, and its double-buffered L1 cost. */
-  int64_t CopyTileBytes(const std::vector<int64_t>& extent) const {
-    return AlignUp(kernels::NumElements(extent) * DTypeBytes(Anchor().dtype));
-  }
-  int64_t CopyCost(const std::vector<int64_t>& extent) const { return 2 * CopyTileBytes(extent); }
-
-  std::vector<int64_t> order_;
-  std::vector<int64_t> tile_;
-};
+namespace {
 
 /*! \brief Unary / binary / batch_norm anchors and softmax: tiles of the output, inputs projected.
  */
@@ -332,6 +295,9 @@ class ElementwiseRule : public OutputTiler {
     UseIdentityOrder(anchor.shape.size());
     std::vector<bool> fixed(anchor.shape.size(), false);
     if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
+    if (anchor.op == OpKind::kQnnSoftmax) {
+      fixed[std::get<QnnSoftmaxAttrs>(anchor.attrs).axis] = true;
+    }
     if (anchor.op == OpKind::kLayerNorm) {
       const int64_t first = std::get<LayerNormAttrs>(anchor.attrs).first_axis;
       std::fill(fixed.begin() + first, fixed.end(), true);
@@ -438,61 +404,6 @@ class CopyRule : public OutputTiler {
 };
 
 /*!
- * \brief concat on the DMA engine: every input is copied, tile by tile, into its slice of the
- * output along the axis (what an NPU does instead of computing anything).
- */
-class ConcatRule : public OutputTiler {
- public:
-  using OutputTiler::OutputTiler;
-
-  TilePlan Plan() override {
-    const Node& anchor = Anchor();
-    UseIdentityOrder(anchor.shape.size());
-    auto cost = [&](const std::vector<int64_t>& extent) { return CopyCost(extent); };
-    TilePlan plan;
-    plan.engine = Engine::kDma;
-    int64_t slot_bytes = 0;
-    for (int64_t input : anchor.inputs) {
-      const Shape& shape = graph_.nodes[input].shape;
-      auto tile = ChooseOutputTile(shape, order_, std::vector<bool>(shape.size(), false),
-                                   L1Budget(), cost, config_.vector_elements);
-      if (!tile.has_value()) {
-        plan.reason = "concat: the smallest tile does not fit L1";
-        return plan;
-      }
-      input_tiles_.push_back(*tile);
-      plan.tiles += CountTiles(shape, *tile);
-      slot_bytes = std::max(slot_bytes, CopyTileBytes(*tile));
-    }
-    plan.ok = true;
-    plan.tile_shape = input_tiles_.front();
-    plan.buffers.push_back(BufferClass{slot_bytes, 2});
-    return plan;
-  }
-
-  void Emit(TileScheduler* scheduler) const override {
-    const Node& anchor = Anchor();
-    const int64_t axis = std::get<ConcatAttrs>(anchor.attrs).axis;
-    const TensorView target = layout_.ViewOf(graph_, group_.anchor);
-    int64_t offset = 0;
-    for (size_t k = 0; k < anchor.inputs.size(); ++k) {
-      const TensorView source = layout_.ViewOf(graph_, anchor.inputs[k]);
-      ForEachTile(source.shape, order_, input_tiles_[k],
-                  [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
-                    TileRef tile = scheduler->Load(0, source, TensorBox{-1, begin, extent, order_});
-                    std::vector<int64_t> out_begin = begin;
-                    out_begin[axis] += offset;
-                    scheduler->Store(tile, target, TensorBox{-1, out_begin, extent, order_});
-                  });
-      offset += source.shape[axis];
-    }
-  }
-
- private:
-  std::vector<std::vector<int64_t>> input_tiles_;
-};
-
-/*!
  * \brief mean on the pooling unit: tiles of the output with the reduced dims kept (as 1), each
  * reading its whole extent of the reduced dims. Dropped dims are unit dims of the tile space.
  */
@@ -580,7 +491,7 @@ class PoolRule : public OutputTiler {
   using OutputTiler::OutputTiler;
 
   TilePlan Plan() override {
-    const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
+    const kernels::Pool2dParams& p = Params();
     nchw_ = p.layout == kernels::DataLayout::kNCHW;
     order_ = nchw_ ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 1, 2, 3};
     auto input_bytes = [&](const std::vector<int64_t>& extent) {
@@ -605,13 +516,13 @@ class PoolRule : public OutputTiler {
                   Halo halo = InputBox(out_box);
                   TileRef in = scheduler->Load(0, input, halo.box);
                   TileRef result = NewResult(scheduler, out_box);
-                  PoolAttrs attrs = std::get<PoolAttrs>(Anchor().attrs);
-                  attrs.params.layout = kernels::DataLayout::kNHWC;
-                  attrs.params.padding = halo.padding;
+                  kernels::Pool2dParams tile_params = Params();
+                  tile_params.layout = kernels::DataLayout::kNHWC;
+                  tile_params.padding = halo.padding;
                   ComputeCommand compute =
-                      MakeCompute(Anchor(), group_.anchor, {in}, result, attrs);
-                  compute.elements = kernels::NumElements(result.shape) *
-                                     attrs.params.pool_size[0] * attrs.params.pool_size[1];
+                      MakeCompute(Anchor(), group_.anchor, {in}, result, TileAttrs(tile_params));
+                  compute.elements = kernels::NumElements(result.shape) * tile_params.pool_size[0] *
+                                     tile_params.pool_size[1];
                   scheduler->Compute(std::move(compute));
                   EmitEpilogue(scheduler, result, out_box);
                 });
@@ -623,9 +534,24 @@ class PoolRule : public OutputTiler {
     std::array<int64_t, 4> padding;
   };
 
+  const kernels::Pool2dParams& Params() const {
+    if (const auto* qnn = std::get_if<QnnPoolAttrs>(&Anchor().attrs)) return qnn->params.pool;
+    return std::get<PoolAttrs>(Anchor().attrs).params;
+  }
+
+  /*! \brief The anchor's attributes with the pooling parameters of one tile. */
+  OpAttrs TileAttrs(const kernels::Pool2dParams& params) const {
+    if (const auto* qnn = std::get_if<QnnPoolAttrs>(&Anchor().attrs)) {
+      QnnPoolAttrs attrs = *qnn;
+      attrs.params.pool = params;
+      return attrs;
+    }
+    return PoolAttrs{params};
+  }
+
   /*! \brief Input elements of an interior tile (the full window span; edge tiles read less). */
   int64_t LargestInputElements(const std::vector<int64_t>& out_extent) const {
-    const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
+    const kernels::Pool2dParams& p = Params();
     const Shape& in_shape = graph_.nodes[Anchor().inputs[0]].shape;
     std::vector<int64_t> extent = out_extent;
     const int64_t h_axis = nchw_ ? 2 : 1;
@@ -639,7 +565,7 @@ class PoolRule : public OutputTiler {
 
   /*! \brief The input rows/cols an output box reads, and the padding left at the tile edges. */
   Halo InputBox(const TensorBox& out_box) const {
-    const kernels::Pool2dParams& p = std::get<PoolAttrs>(Anchor().attrs).params;
+    const kernels::Pool2dParams& p = Params();
     const Shape& in_shape = graph_.nodes[Anchor().inputs[0]].shape;
     Halo halo{TensorBox{-1, out_box.begin, out_box.extent, order_}, {0, 0, 0, 0}};
     const int64_t h_axis = nchw_ ? 2 : 1;
@@ -676,6 +602,8 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
       return tiling::MakeConvRule(graph, group, layout, config);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
+    case OpKind::kQnnMaxPool2d:
+    case OpKind::kQnnAvgPool2d:
       return std::make_unique<tiling::PoolRule>(graph, group, layout, config);
     case OpKind::kPermuteDims:
     case OpKind::kReshape:
@@ -683,7 +611,8 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
     case OpKind::kBroadcastTo:
       return std::make_unique<tiling::CopyRule>(graph, group, layout, config);
     case OpKind::kConcat:
-      return std::make_unique<tiling::ConcatRule>(graph, group, layout, config);
+    case OpKind::kQnnConcat:
+      return tiling::MakeConcatRule(graph, group, layout, config);
     case OpKind::kMean:
       return std::make_unique<tiling::ReduceRule>(graph, group, layout, config);
     default:

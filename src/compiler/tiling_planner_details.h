@@ -6,6 +6,9 @@
 #define EXAMPLE_NPU_COMPILER_TILING_PLANNER_DETAILS_H_
 
 #include <functional>
+#include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "compiler/tiling_planner.h"
@@ -111,10 +114,63 @@ class GroupTiler : public TilingRule {
   int64_t result_class_ = 0;
 };
 
+/*!
+ * \brief Largest output tile (inner dims of `order` grown first, outer dims then 1) whose
+ * working set fits `budget`; `fixed` dims are never split. nullopt if even the smallest tile does
+ * not fit (a rank-0 output has the empty tile).
+ */
+std::optional<std::vector<int64_t>> ChooseOutputTile(
+    const Shape& full, const std::vector<int64_t>& order, const std::vector<bool>& fixed,
+    int64_t budget, const std::function<int64_t(const std::vector<int64_t>&)>& cost,
+    int64_t granule);
+
+/*!
+ * \brief Rules that tile the output only (no reduction split): the tile is chosen by
+ * ChooseOutputTile over the dims in order_, inner dims first.
+ */
+class OutputTiler : public GroupTiler {
+ public:
+  using GroupTiler::GroupTiler;
+
+ protected:
+  /*! \brief Picks tile_ for `cost`; on success fills the plan's tile fields and returns true. */
+  bool ChooseTile(const std::vector<bool>& fixed,
+                  const std::function<int64_t(const std::vector<int64_t>&)>& cost, TilePlan* plan) {
+    const Shape& full = Anchor().shape;
+    auto tile = ChooseOutputTile(full, order_, fixed, L1Budget(), cost, config_.vector_elements);
+    if (!tile.has_value()) {
+      plan->reason = std::string(OpKindName(Anchor().op)) + ": the smallest tile does not fit L1";
+      return false;
+    }
+    tile_ = *tile;
+    plan->ok = true;
+    plan->tile_shape = tile_;
+    plan->tiles = CountTiles(full, tile_);
+    return true;
+  }
+
+  /*! \brief Tiles walk the dims in their logical order (no layout change). */
+  void UseIdentityOrder(size_t rank) {
+    order_.resize(rank);
+    std::iota(order_.begin(), order_.end(), 0);
+  }
+
+  /*! \brief A DMA-only tile of the anchor's dtype, and its double-buffered L1 cost. */
+  int64_t CopyTileBytes(const std::vector<int64_t>& extent) const {
+    return AlignUp(kernels::NumElements(extent) * DTypeBytes(Anchor().dtype));
+  }
+  int64_t CopyCost(const std::vector<int64_t>& extent) const { return 2 * CopyTileBytes(extent); }
+
+  std::vector<int64_t> order_;
+  std::vector<int64_t> tile_;
+};
+
 std::unique_ptr<TilingRule> MakeMatmulRule(const Graph& graph, const FusedGroup& group,
                                            const LayoutPlan& layout, const NPUConfig& config);
 std::unique_ptr<TilingRule> MakeConvRule(const Graph& graph, const FusedGroup& group,
                                          const LayoutPlan& layout, const NPUConfig& config);
+std::unique_ptr<TilingRule> MakeConcatRule(const Graph& graph, const FusedGroup& group,
+                                           const LayoutPlan& layout, const NPUConfig& config);
 
 }  // namespace tiling
 }  // namespace example_npu

@@ -13,101 +13,15 @@
 #include <tuple>
 #include <utility>
 
+#include "graph/attr_parsers.h"
+#include "graph/runtime_params.h"
+
 namespace example_npu {
+
 namespace {
 
-namespace json = tvm::ffi::json;
 using tvm::ffi::Any;
 using tvm::ffi::String;
-
-/*! \brief Read access to one JSON object that names its owner in every error. */
-class JsonObject {
- public:
-  JsonObject(const Any& value, std::string where) : where_(std::move(where)) {
-    auto obj = value.try_cast<json::Object>();
-    if (!obj.has_value()) TVM_FFI_THROW(ValueError) << where_ << " must be a JSON object";
-    obj_ = *obj;
-  }
-
-  bool Has(const char* key) const { return obj_.Get(String(key)).has_value(); }
-
-  Any Get(const char* key) const {
-    auto value = obj_.Get(String(key));
-    if (!value.has_value()) TVM_FFI_THROW(ValueError) << where_ << " has no \"" << key << "\"";
-    return *value;
-  }
-
-  std::string String_(const char* key) const {
-    auto value = Get(key).try_cast<String>();
-    if (!value.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a string";
-    return std::string(*value);
-  }
-
-  int64_t Int(const char* key) const { return AsInt(Get(key), Field(key)); }
-
-  double Number(const char* key) const {
-    Any value = Get(key);
-    if (auto as_double = value.try_cast<double>()) return *as_double;
-    return static_cast<double>(AsInt(value, Field(key)));
-  }
-
-  bool Bool(const char* key) const {
-    auto value = Get(key).try_cast<bool>();
-    if (!value.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a boolean";
-    return *value;
-  }
-
-  std::vector<int64_t> Ints(const char* key) const { return AsInts(Get(key), Field(key)); }
-
-  std::vector<double> Numbers(const char* key) const {
-    auto array = Get(key).try_cast<json::Array>();
-    if (!array.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a list of numbers";
-    std::vector<double> result;
-    for (size_t i = 0; i < array->size(); ++i) {
-      Any item = (*array)[i];
-      if (auto as_double = item.try_cast<double>()) {
-        result.push_back(*as_double);
-      } else {
-        result.push_back(static_cast<double>(AsInt(item, Field(key))));
-      }
-    }
-    return result;
-  }
-
-  std::string Field(const char* key) const { return where_ + "." + key; }
-
-  static int64_t AsInt(const Any& value, const std::string& what) {
-    if (value.type_index() == tvm::ffi::TypeIndex::kTVMFFIInt) return value.cast<int64_t>();
-    TVM_FFI_THROW(ValueError) << what << " must be an integer";
-    TVM_FFI_UNREACHABLE();
-  }
-
-  static std::vector<int64_t> AsInts(const Any& value, const std::string& what) {
-    auto array = value.try_cast<json::Array>();
-    if (!array.has_value()) TVM_FFI_THROW(ValueError) << what << " must be a list of integers";
-    std::vector<int64_t> result;
-    for (size_t i = 0; i < array->size(); ++i) {
-      result.push_back(AsInt((*array)[i], what + "[" + std::to_string(i) + "]"));
-    }
-    return result;
-  }
-
- private:
-  json::Object obj_;
-  std::string where_;
-};
-
-template <size_t N>
-std::array<int64_t, N> FixedInts(const JsonObject& attrs, const char* key) {
-  std::vector<int64_t> values = attrs.Ints(key);
-  if (values.size() != N) {
-    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must have " << N << " values, got "
-                              << values.size();
-  }
-  std::array<int64_t, N> result{};
-  std::copy(values.begin(), values.end(), result.begin());
-  return result;
-}
 
 kernels::DataLayout ParseDataLayout(const std::string& layout, const std::string& what) {
   if (layout == "NCHW" || layout == "NCW") return kernels::DataLayout::kNCHW;
@@ -130,19 +44,6 @@ void CheckSameOutLayout(const JsonObject& attrs, const char* in_key) {
   }
 }
 
-ConvAttrs ParseConv2dAttrs(const JsonObject& attrs) {
-  ConvAttrs result;
-  kernels::Conv2dParams& p = result.params;
-  p.strides = FixedInts<2>(attrs, "strides");
-  p.padding = FixedInts<4>(attrs, "padding");
-  p.dilation = FixedInts<2>(attrs, "dilation");
-  p.groups = attrs.Int("groups");
-  p.data_layout = ParseDataLayout(attrs.String_("data_layout"), attrs.Field("data_layout"));
-  p.kernel_layout = ParseKernelLayout(attrs.String_("kernel_layout"), attrs.Field("kernel_layout"));
-  CheckSameOutLayout(attrs, "data_layout");
-  return result;
-}
-
 ConvAttrs ParseConv1dAttrs(const JsonObject& attrs) {
   ConvAttrs result;
   kernels::Conv2dParams& p = result.params;
@@ -159,21 +60,6 @@ ConvAttrs ParseConv1dAttrs(const JsonObject& attrs) {
   return result;
 }
 
-PoolAttrs ParsePoolAttrs(const JsonObject& attrs, kernels::PoolKind kind) {
-  PoolAttrs result;
-  kernels::Pool2dParams& p = result.params;
-  p.kind = kind;
-  p.pool_size = FixedInts<2>(attrs, "pool_size");
-  p.strides = FixedInts<2>(attrs, "strides");
-  p.dilation = FixedInts<2>(attrs, "dilation");
-  p.padding = FixedInts<4>(attrs, "padding");
-  p.ceil_mode = attrs.Bool("ceil_mode");
-  p.count_include_pad = attrs.Bool("count_include_pad");
-  p.layout = ParseDataLayout(attrs.String_("layout"), attrs.Field("layout"));
-  CheckSameOutLayout(attrs, "layout");
-  return result;
-}
-
 BatchNormAttrs ParseBatchNormAttrs(const JsonObject& attrs) {
   if (attrs.Has("training") && attrs.Bool("training")) {
     TVM_FFI_THROW(ValueError) << attrs.Field("training")
@@ -185,57 +71,6 @@ BatchNormAttrs ParseBatchNormAttrs(const JsonObject& attrs) {
   result.center = attrs.Bool("center");
   result.scale = attrs.Bool("scale");
   return result;
-}
-
-std::pair<int64_t, int64_t> IntegerRange(DType dtype, const std::string& where) {
-  if (dtype == DType::kInt8) return {-128, 127};
-  if (dtype == DType::kInt16) return {-32768, 32767};
-  TVM_FFI_THROW(ValueError) << where << ": quantized results must be int8 or int16";
-  TVM_FFI_UNREACHABLE();
-}
-
-double PositiveScale(const JsonObject& attrs, const char* key) {
-  const double scale = attrs.Number(key);
-  if (!(scale > 0) || !std::isfinite(scale)) {
-    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must be a positive finite scale";
-  }
-  return scale;
-}
-
-QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
-                       const std::string& where) {
-  QnnAttrs q;
-  if (kind == OpKind::kQnnConv2d) q.conv = ParseConv2dAttrs(attrs).params;
-  q.input_scale = PositiveScale(attrs, "input_scale");
-  q.input_zero_point = attrs.Int("input_zero_point");
-  q.weight_scales = attrs.Numbers("weight_scales");
-  q.output_scale = PositiveScale(attrs, "output_scale");
-  if (attrs.Has("bias")) q.bias = attrs.Numbers("bias");
-  if (q.weight_scales.empty())
-    TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
-  kernels::Requantization& r = q.requant;
-  auto [lo, hi] = IntegerRange(dtype, where);
-  r.output_zero_point = attrs.Int("output_zero_point");
-  r.min = lo;
-  r.max = hi;
-  const std::string activation = attrs.Has("activation") ? attrs.String_("activation") : "none";
-  if (activation == "relu" || activation == "relu6") r.min = std::max(lo, r.output_zero_point);
-  if (activation == "relu6") {
-    r.max = std::min(hi, r.output_zero_point + kernels::RoundHalfEven(6.0 / q.output_scale));
-  } else if (activation != "none" && activation != "relu") {
-    TVM_FFI_THROW(ValueError) << attrs.Field("activation") << " '" << activation
-                              << "' is not none, relu or relu6";
-  }
-  for (double weight_scale : q.weight_scales) {
-    if (!(weight_scale > 0)) TVM_FFI_THROW(ValueError) << where << ": weight scales must be > 0";
-    r.multipliers.push_back(
-        kernels::QuantizeMultiplier(q.input_scale * weight_scale / q.output_scale));
-  }
-  for (size_t c = 0; c < q.bias.size(); ++c) {
-    const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
-    r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
-  }
-  return q;
 }
 
 OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::string& where) {
@@ -279,9 +114,6 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       if (kind == OpKind::kQuantize) std::tie(q.min, q.max) = IntegerRange(dtype, where);
       return q;
     }
-    case OpKind::kQnnConv2d:
-    case OpKind::kQnnMatmul:
-      return ParseQnnAttrs(kind, attrs, dtype, where);
     case OpKind::kPermuteDims: {
       PermuteDimsAttrs result;
       Any axes = attrs.Has("axes") ? attrs.Get("axes") : Any(nullptr);
@@ -289,7 +121,7 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       return result;
     }
     default:
-      return NoAttrs{};
+      return IsQnnOp(kind) ? ParseQnnOpAttrs(kind, attrs, dtype, where) : OpAttrs(NoAttrs{});
   }
 }
 
@@ -330,6 +162,34 @@ Node ParseNode(const Any& value, size_t index) {
 
 }  // namespace
 
+ConvAttrs ParseConv2dAttrs(const JsonObject& attrs) {
+  ConvAttrs result;
+  kernels::Conv2dParams& p = result.params;
+  p.strides = FixedInts<2>(attrs, "strides");
+  p.padding = FixedInts<4>(attrs, "padding");
+  p.dilation = FixedInts<2>(attrs, "dilation");
+  p.groups = attrs.Int("groups");
+  p.data_layout = ParseDataLayout(attrs.String_("data_layout"), attrs.Field("data_layout"));
+  p.kernel_layout = ParseKernelLayout(attrs.String_("kernel_layout"), attrs.Field("kernel_layout"));
+  CheckSameOutLayout(attrs, "data_layout");
+  return result;
+}
+
+PoolAttrs ParsePoolAttrs(const JsonObject& attrs, kernels::PoolKind kind) {
+  PoolAttrs result;
+  kernels::Pool2dParams& p = result.params;
+  p.kind = kind;
+  p.pool_size = FixedInts<2>(attrs, "pool_size");
+  p.strides = FixedInts<2>(attrs, "strides");
+  p.dilation = FixedInts<2>(attrs, "dilation");
+  p.padding = FixedInts<4>(attrs, "padding");
+  p.ceil_mode = attrs.Bool("ceil_mode");
+  p.count_include_pad = attrs.Bool("count_include_pad");
+  p.layout = ParseDataLayout(attrs.String_("layout"), attrs.Field("layout"));
+  CheckSameOutLayout(attrs, "layout");
+  return result;
+}
+
 std::vector<std::string> Graph::ConstNames() const {
   std::vector<std::string> names;
   for (int64_t id : ConstNodes()) names.push_back(nodes[id].name);
@@ -345,6 +205,13 @@ std::vector<int64_t> Graph::ConstNodes() const {
 }
 
 Graph ParseGraph(const std::string& json_text) {
+  const std::vector<int64_t> params = RuntimeParamInputs(json_text);
+  if (!params.empty()) {
+    Graph graph = ParseGraph(BindPlaceholderParams(json_text));
+    graph.runtime_param_inputs = params;
+    graph.unbound_json = json_text;
+    return graph;
+  }
   String error;
   json::Value value = json::Parse(json_text, &error);
   if (!error.empty()) TVM_FFI_THROW(ValueError) << "NPU graph is not valid JSON: " << error;

@@ -49,6 +49,13 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int64_t> arg_nodes;
   std::vector<int64_t> heads;
+  /*!
+   * \brief Input nodes whose values are attributes of other nodes ({"arg": id}, see
+   * runtime_params.h); the graph was parsed with placeholder values. Empty for most graphs.
+   */
+  std::vector<int64_t> runtime_param_inputs;
+  /*! \brief The JSON as given, kept when runtime_param_inputs is not empty (to bind later). */
+  std::string unbound_json;
 
   /*! \brief Names of the const nodes in node order: the order __init_ receives their tensors. */
   std::vector<std::string> ConstNames() const;

@@ -6,16 +6,17 @@
 namespace example_npu {
 namespace {
 
-constexpr std::array<std::pair<DType, const char*>, 6> kDTypeNames = {{
+constexpr std::array<std::pair<DType, const char*>, 7> kDTypeNames = {{
     {DType::kFloat32, "float32"},
     {DType::kFloat16, "float16"},
     {DType::kInt8, "int8"},
+    {DType::kUInt8, "uint8"},
     {DType::kInt16, "int16"},
     {DType::kInt32, "int32"},
     {DType::kInt64, "int64"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 38> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 46> kOpNames = {{
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
     {OpKind::kReshape, "reshape"},
@@ -54,6 +55,14 @@ constexpr std::array<std::pair<OpKind, const char*>, 38> kOpNames = {{
     {OpKind::kAbs, "abs"},
     {OpKind::kNegative, "negative"},
     {OpKind::kPower, "power"},
+    {OpKind::kQnnAdd, "qnn.add"},
+    {OpKind::kQnnMultiply, "qnn.multiply"},
+    {OpKind::kQnnMaxPool2d, "qnn.max_pool2d"},
+    {OpKind::kQnnAvgPool2d, "qnn.avg_pool2d"},
+    {OpKind::kQnnConcat, "qnn.concat"},
+    {OpKind::kQnnRequantize, "qnn.requantize"},
+    {OpKind::kQnnLut, "qnn.lut"},
+    {OpKind::kQnnSoftmax, "qnn.softmax"},
 }};
 
 }  // namespace
@@ -83,9 +92,27 @@ int64_t DTypeBytes(DType dtype) {
     case DType::kInt16:
       return 2;
     case DType::kInt8:
+    case DType::kUInt8:
       return 1;
   }
   return 0;
+}
+
+bool IsQuantizedDType(DType dtype) {
+  return dtype == DType::kInt8 || dtype == DType::kUInt8 || dtype == DType::kInt16;
+}
+
+std::pair<int64_t, int64_t> QuantizedRange(DType dtype) {
+  switch (dtype) {
+    case DType::kInt8:
+      return {-128, 127};
+    case DType::kUInt8:
+      return {0, 255};
+    case DType::kInt16:
+      return {-32768, 32767};
+    default:
+      return {0, 0};
+  }
 }
 
 std::optional<OpKind> ParseOpKind(std::string_view name) {
@@ -93,6 +120,24 @@ std::optional<OpKind> ParseOpKind(std::string_view name) {
     if (name == op_name) return kind;
   }
   return std::nullopt;
+}
+
+bool IsQnnOp(OpKind kind) {
+  switch (kind) {
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMatmul:
+    case OpKind::kQnnAdd:
+    case OpKind::kQnnMultiply:
+    case OpKind::kQnnMaxPool2d:
+    case OpKind::kQnnAvgPool2d:
+    case OpKind::kQnnConcat:
+    case OpKind::kQnnRequantize:
+    case OpKind::kQnnLut:
+    case OpKind::kQnnSoftmax:
+      return true;
+    default:
+      return false;
+  }
 }
 
 const char* OpKindName(OpKind kind) {

@@ -13,20 +13,26 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
+#include "kernels/quantized_ops.h"
 
 namespace example_npu {
 
 /*! \brief Element types the graph can carry. */
-enum class DType { kFloat32, kFloat16, kInt8, kInt16, kInt32, kInt64 };
+enum class DType { kFloat32, kFloat16, kInt8, kUInt8, kInt16, kInt32, kInt64 };
 
 std::optional<DType> ParseDType(std::string_view name);
 const char* DTypeName(DType dtype);
 int64_t DTypeBytes(DType dtype);
+/*! \brief The quantized activation types: int8, uint8 and int16. */
+bool IsQuantizedDType(DType dtype);
+/*! \brief [min, max] of a quantized dtype (IsQuantizedDType); {0, 0} for the others. */
+std::pair<int64_t, int64_t> QuantizedRange(DType dtype);
 
 /*! \brief Every operator the NPU graph format can express. */
 enum class OpKind {
@@ -68,11 +74,21 @@ enum class OpKind {
   kAbs,
   kNegative,
   kPower,
+  kQnnAdd,
+  kQnnMultiply,
+  kQnnMaxPool2d,
+  kQnnAvgPool2d,
+  kQnnConcat,
+  kQnnRequantize,
+  kQnnLut,
+  kQnnSoftmax,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
 std::optional<OpKind> ParseOpKind(std::string_view name);
 const char* OpKindName(OpKind kind);
+/*! \brief The integer ops lowered from QDQ chains ("qnn.*"): integer in, integer out. */
+bool IsQnnOp(OpKind kind);
 
 /*!
  * \brief Ops that only move data (reshape, permute_dims, concat, strided_slice, broadcast_to):
@@ -163,7 +179,7 @@ struct QuantAttrs {
 
 /*!
  * \brief A quantized convolution / matmul: the QDQ chain dequantize -> op (+ bias) (+ relu /
- * relu6) -> quantize, lowered by the codegen. requant is derived from the scales at load.
+ * clip) -> quantize, lowered by the codegen. requant is derived from the scales at load.
  */
 struct QnnAttrs {
   kernels::Conv2dParams conv;  // qnn.conv2d only
@@ -171,13 +187,46 @@ struct QnnAttrs {
   int64_t input_zero_point = 0;
   std::vector<double> weight_scales;  // one, or one per output channel
   double output_scale = 1.0;
-  std::vector<double> bias;  // empty, or one per output channel
+  std::vector<double> bias;  // empty, or one per output channel (float, from the model)
   kernels::Requantization requant;
+};
+
+/*! \brief qnn.requantize: (x - zp_in) rescaled to the output, clamped (a fused relu / clip). */
+struct QnnRequantizeAttrs {
+  kernels::RequantizeParams params;
+};
+
+/*! \brief qnn.add / qnn.multiply of two quantized tensors (numpy broadcasting). */
+struct QnnBinaryAttrs {
+  kernels::QuantizedBinaryParams params;
+};
+
+/*! \brief qnn.max_pool2d / qnn.avg_pool2d (global average pooling is a whole-plane window). */
+struct QnnPoolAttrs {
+  kernels::QuantizedPoolParams params;
+};
+
+/*! \brief qnn.concat: every input is requantized to the output's parameters. */
+struct QnnConcatAttrs {
+  int64_t axis = 0;  // normalised to [0, rank) at load
+  std::vector<kernels::RequantizeParams> inputs;
+};
+
+/*! \brief qnn.lut: out = table[x - index_offset], the table canonicalize_qdq evaluates from the
+ * float function between dequantize and quantize (given in take's x mod 256 order). */
+struct QnnLutAttrs {
+  kernels::LookupTable table;
+};
+
+struct QnnSoftmaxAttrs {
+  int64_t axis = -1;  // normalised to [0, rank) at load
+  kernels::QuantizedSoftmaxParams params;
 };
 
 using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
                              PermuteDimsAttrs, QuantAttrs, QnnAttrs, ConcatAttrs, SliceAttrs,
-                             ReduceAttrs, LayerNormAttrs>;
+                             ReduceAttrs, LayerNormAttrs, QnnRequantizeAttrs, QnnBinaryAttrs,
+                             QnnPoolAttrs, QnnConcatAttrs, QnnLutAttrs, QnnSoftmaxAttrs>;
 
 }  // namespace example_npu
 

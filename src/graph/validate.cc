@@ -131,8 +131,13 @@ Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) 
   return nchw ? Shape{n, o, oh, ow} : Shape{n, oh, ow, o};
 }
 
+const kernels::Pool2dParams& PoolParams(const Node& node) {
+  if (const auto* qnn = std::get_if<QnnPoolAttrs>(&node.attrs)) return qnn->params.pool;
+  return std::get<PoolAttrs>(node.attrs).params;
+}
+
 Shape InferPool(const Node& node, const Shape& data) {
-  const kernels::Pool2dParams& p = std::get<PoolAttrs>(node.attrs).params;
+  const kernels::Pool2dParams& p = PoolParams(node);
   ExpectRank(node, data, 4, "data");
   bool nchw = p.layout == kernels::DataLayout::kNCHW;
   int64_t h = nchw ? data[2] : data[1], w = nchw ? data[3] : data[2];
@@ -169,11 +174,17 @@ Shape InferPermute(const Node& node, const Shape& data) {
   return out;
 }
 
+/*! \brief Input count of an op; 0 for concat, which takes one or more. */
 size_t ExpectedArity(OpKind op) {
   switch (op) {
+    case OpKind::kConcat:
+    case OpKind::kQnnConcat:
+      return 0;
     case OpKind::kMaximum:
     case OpKind::kMinimum:
     case OpKind::kPower:
+    case OpKind::kQnnAdd:
+    case OpKind::kQnnMultiply:
     case OpKind::kMatmul:
     case OpKind::kConv1d:
     case OpKind::kConv2d:
@@ -194,7 +205,8 @@ size_t ExpectedArity(OpKind op) {
 }
 
 Shape InferConcat(const Node& node, const std::vector<const Shape*>& in) {
-  const int64_t axis = std::get<ConcatAttrs>(node.attrs).axis;
+  const int64_t axis = node.op == OpKind::kConcat ? std::get<ConcatAttrs>(node.attrs).axis
+                                                  : std::get<QnnConcatAttrs>(node.attrs).axis;
   Shape out = *in[0];
   out[axis] = 0;
   for (const Shape* shape : in) {
@@ -259,21 +271,43 @@ Shape InferLayerNorm(const Node& node, const std::vector<const Shape*>& in) {
   return *in[0];
 }
 
-bool IsInteger(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt16; }
-
 /*! \brief Whether input `k` of `node` may have `dtype`: same as the node, except across the
- * quantized boundary (quantize, dequantize, and int8 weights of quantized ops). */
+ * quantized boundary (quantize, dequantize, the integer qnn ops and their int8 weights). */
 bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
   switch (node.op) {
     case OpKind::kQuantize:
-      return dtype == DType::kFloat32 && IsInteger(node.dtype);
+      return dtype == DType::kFloat32 && IsQuantizedDType(node.dtype);
     case OpKind::kDequantize:
-      return IsInteger(dtype) && node.dtype == DType::kFloat32;
+      return IsQuantizedDType(dtype) && node.dtype == DType::kFloat32;
     case OpKind::kQnnConv2d:
     case OpKind::kQnnMatmul:
-      return IsInteger(node.dtype) && (k == 0 ? IsInteger(dtype) : dtype == DType::kInt8);
+      return IsQuantizedDType(node.dtype) &&
+             (k == 0 ? IsQuantizedDType(dtype) : dtype == DType::kInt8);
+    case OpKind::kQnnLut:
+    case OpKind::kQnnSoftmax:
+      // Tables cover 8-bit inputs only.
+      return IsQuantizedDType(node.dtype) && DTypeBytes(dtype) == 1;
     default:
+      if (IsQnnOp(node.op)) return IsQuantizedDType(node.dtype) && IsQuantizedDType(dtype);
       return dtype == node.dtype;
+  }
+}
+
+/*! \brief Attributes that must agree with the input dtypes and count. */
+void CheckQnnInputs(const Graph& graph, const Node& node) {
+  if (const auto* lut = std::get_if<QnnLutAttrs>(&node.attrs)) {
+    const DType input = graph.nodes[node.inputs[0]].dtype;
+    const int64_t lo = QuantizedRange(input).first;
+    if (lut->table.index_offset != lo || lut->table.values.size() != 256) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": a " << DTypeName(input)
+                                << " input needs a 256-entry table starting at " << lo;
+    }
+  }
+  if (const auto* concat = std::get_if<QnnConcatAttrs>(&node.attrs)) {
+    if (concat->inputs.size() != node.inputs.size()) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": " << concat->inputs.size()
+                                << " input quantizations for " << node.inputs.size() << " inputs";
+    }
   }
 }
 
@@ -298,11 +332,13 @@ void CheckStructure(const Graph& graph) {
   for (int64_t i = 0; i < count; ++i) {
     const Node& node = graph.nodes[i];
     if (node.kind != NodeKind::kOp) continue;
-    const bool arity_ok = node.op == OpKind::kConcat ? !node.inputs.empty()
-                                                     : node.inputs.size() == ExpectedArity(node.op);
-    if (!arity_ok) {
-      TVM_FFI_THROW(ValueError) << Where(node) << ": expects " << ExpectedArity(node.op)
-                                << " inputs, got " << node.inputs.size();
+    const size_t arity = ExpectedArity(node.op);
+    if (arity == 0 && node.inputs.empty()) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": expects at least one input";
+    }
+    if (arity != 0 && node.inputs.size() != arity) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": expects " << arity << " inputs, got "
+                                << node.inputs.size();
     }
     for (int64_t input : node.inputs) {
       if (input < 0 || input >= i) {
@@ -354,6 +390,10 @@ void NormalizeAxes(Graph* graph) {
     size_t rank = graph->nodes[node.inputs[0]].shape.size();
     if (auto* softmax = std::get_if<SoftmaxAttrs>(&node.attrs)) {
       softmax->axis = NormalizeAxis(softmax->axis, rank, Where(node));
+    } else if (auto* qnn_softmax = std::get_if<QnnSoftmaxAttrs>(&node.attrs)) {
+      qnn_softmax->axis = NormalizeAxis(qnn_softmax->axis, rank, Where(node));
+    } else if (auto* concat = std::get_if<QnnConcatAttrs>(&node.attrs)) {
+      concat->axis = NormalizeAxis(concat->axis, rank, Where(node));
     } else if (auto* bn = std::get_if<BatchNormAttrs>(&node.attrs)) {
       bn->axis = NormalizeAxis(bn->axis, rank, Where(node));
     } else if (auto* permute = std::get_if<PermuteDimsAttrs>(&node.attrs)) {
@@ -398,6 +438,8 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return InferConv(node, *in[0], *in[1]);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
+    case OpKind::kQnnMaxPool2d:
+    case OpKind::kQnnAvgPool2d:
       return InferPool(node, *in[0]);
     case OpKind::kBatchNorm:
       return InferBatchNorm(node, in);
@@ -408,8 +450,11 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kMaximum:
     case OpKind::kMinimum:
     case OpKind::kPower:
+    case OpKind::kQnnAdd:
+    case OpKind::kQnnMultiply:
       return Broadcast(node, *in[0], *in[1]);
     case OpKind::kConcat:
+    case OpKind::kQnnConcat:
       return InferConcat(node, in);
     case OpKind::kStridedSlice:
       return InferSlice(node, *in[0]);
@@ -439,6 +484,9 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kNegative:
     case OpKind::kQuantize:
     case OpKind::kDequantize:
+    case OpKind::kQnnRequantize:
+    case OpKind::kQnnLut:
+    case OpKind::kQnnSoftmax:
       return *in[0];
   }
   TVM_FFI_THROW(ValueError) << Where(node) << ": no shape rule";
@@ -460,6 +508,7 @@ void ValidateGraph(const Graph& graph) {
       input_shapes.push_back(&producer.shape);
     }
     if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) CheckQnnChannels(node, *qnn);
+    CheckQnnInputs(graph, node);
     Shape inferred = InferShape(node, input_shapes);
     if (inferred != node.shape) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": declared shape " << ShapeStr(node.shape)

@@ -15,10 +15,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/quantized_ops.h"
 #include "kernels/window.h"
 
 namespace example_npu {
@@ -165,15 +167,152 @@ void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int6
   }
 }
 
-}  // namespace
-
-void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
-            const Pool2dParams& params) {
+/*! \brief Checks a pooling call and plans its two spatial axes. */
+std::pair<AxisPlan, AxisPlan> PlanWindows(const Shape& in_shape, const Shape& out_shape,
+                                          const Pool2dParams& p) {
   TVM_FFI_ICHECK(in_shape.size() == 4 && out_shape.size() == 4) << "Pool2d: tensors must be 4-D";
-  const auto& p = params;
   TVM_FFI_ICHECK(p.pool_size[0] >= 1 && p.pool_size[1] >= 1 && p.strides[0] >= 1 &&
                  p.strides[1] >= 1 && p.dilation[0] >= 1 && p.dilation[1] >= 1)
       << "Pool2d: pool_size, strides and dilation must be positive";
+  const bool nchw = p.layout == DataLayout::kNCHW;
+  const int64_t channels = nchw ? in_shape[1] : in_shape[3];
+  const int64_t in_h = nchw ? in_shape[2] : in_shape[1];
+  const int64_t in_w = nchw ? in_shape[3] : in_shape[2];
+  const int64_t out_h = nchw ? out_shape[2] : out_shape[1];
+  const int64_t out_w = nchw ? out_shape[3] : out_shape[2];
+  TVM_FFI_ICHECK(out_shape[0] == in_shape[0] && (nchw ? out_shape[1] : out_shape[3]) == channels)
+      << "Pool2d: output batch/channels differ from the input";
+  TVM_FFI_ICHECK(out_h == WindowOutputSize(in_h, p.pool_size[0], p.strides[0], p.dilation[0],
+                                           p.padding[0], p.padding[2], p.ceil_mode) &&
+                 out_w == WindowOutputSize(in_w, p.pool_size[1], p.strides[1], p.dilation[1],
+                                           p.padding[1], p.padding[3], p.ceil_mode))
+      << "Pool2d: output spatial size does not match the attributes";
+  return {PlanAxis(in_h, out_h, p.pool_size[0], p.strides[0], p.dilation[0], p.padding[0],
+                   p.padding[2]),
+          PlanAxis(in_w, out_w, p.pool_size[1], p.strides[1], p.dilation[1], p.padding[1],
+                   p.padding[3])};
+}
+
+/*!
+ * \brief NHWC rows [begin, end) of (n, oh) of integer pooling (quantized_ops.h). kNarrow: every
+ * window sum stays below 2^31 in magnitude, so the rescaling runs in 64 bits (and vectorises).
+ */
+template <bool kIsMax, bool kNarrow>
+void QuantizedPoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
+                         int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
+                         const QuantizedPoolParams& q) {
+  const Pool2dParams& p = q.pool;
+  const int64_t out_h = static_cast<int64_t>(ph.start.size());
+  const int64_t out_w = static_cast<int64_t>(pw.start.size());
+  std::vector<int64_t> acc_buffer(channels);
+  int64_t* __restrict__ acc = acc_buffer.data();
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / out_h;
+    const int64_t oh = r % out_h;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      std::fill(acc, acc + channels, kIsMax ? std::numeric_limits<int64_t>::min() : 0);
+      for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
+        const int64_t ih = ph.start[oh] + kh * p.dilation[0];
+        for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
+          const int64_t iw = pw.start[ow] + kw * p.dilation[1];
+          const float* __restrict__ in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
+          for (int64_t c = 0; c < channels; ++c) {
+            const int64_t v = static_cast<int64_t>(in_px[c]) - q.input_zero_point;
+            acc[c] = kIsMax ? std::max(acc[c], v) : acc[c] + v;
+          }
+        }
+      }
+      float* __restrict__ out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
+      if (kIsMax && (ph.tap_lo[oh] >= ph.tap_hi[oh] || pw.tap_lo[ow] >= pw.tap_hi[ow])) {
+        // A max window with no input tap is the lowest value, as padding is in TVM.
+        std::fill(out_px, out_px + channels, static_cast<float>(q.out.min));
+        continue;
+      }
+      const int64_t taps = kIsMax ? 0
+                           : p.count_include_pad
+                               ? ph.padded_taps[oh] * pw.padded_taps[ow]
+                               : std::max<int64_t>(1, (ph.tap_hi[oh] - ph.tap_lo[oh]) *
+                                                          (pw.tap_hi[ow] - pw.tap_lo[ow]));
+      const FixedPointMultiplier m = q.multipliers[taps];
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t scaled = kNarrow ? ScaleRoundedNarrow(acc[c], m) : ScaleRounded(acc[c], m);
+        out_px[c] = static_cast<float>(std::clamp(q.out.zero_point + scaled, q.out.min, q.out.max));
+      }
+    }
+  }
+}
+
+/*! \brief Instantiates QuantizedPoolPixels for the pooling kind and the window's sum bound. */
+void QuantizedPoolRows(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
+                       int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
+                       const QuantizedPoolParams& q) {
+  // Inputs and zero points are 16-bit at most: |x - zp| < 2^17 per tap.
+  const int64_t window = q.pool.pool_size[0] * q.pool.pool_size[1];
+  const bool narrow = window < (int64_t{1} << 14);
+  if (q.pool.kind == PoolKind::kMax) {
+    QuantizedPoolPixels<true, true>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
+  } else if (narrow) {
+    QuantizedPoolPixels<false, true>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
+  } else {
+    QuantizedPoolPixels<false, false>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
+  }
+}
+
+}  // namespace
+
+QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double input_scale,
+                                            int64_t input_zero_point, double output_scale,
+                                            const QuantizedOutput& out) {
+  QuantizedPoolParams q;
+  q.pool = pool;
+  q.input_zero_point = input_zero_point;
+  q.out = out;
+  if (pool.kind == PoolKind::kMax) {
+    q.multipliers.push_back(QuantizeMultiplier(input_scale / output_scale));
+  } else {
+    const int64_t window = pool.pool_size[0] * pool.pool_size[1];
+    for (int64_t taps = 0; taps <= window; ++taps) {
+      q.multipliers.push_back(
+          QuantizeMultiplier(input_scale / (output_scale * std::max<int64_t>(taps, 1))));
+    }
+  }
+  return q;
+}
+
+void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
+                     const QuantizedPoolParams& params) {
+  if (params.pool.layout == DataLayout::kNCHW) {
+    // The engine pools NHWC tiles; whole NCHW tensors (untiled reference runs) go through it.
+    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2};
+    std::vector<float> in_nhwc(NumElements(in_shape)), out_nhwc(NumElements(out_shape));
+    Transpose(input, in_shape, to_nhwc, in_nhwc.data());
+    QuantizedPoolParams nhwc = params;
+    nhwc.pool.layout = DataLayout::kNHWC;
+    const Shape out_nhwc_shape = {out_shape[0], out_shape[2], out_shape[3], out_shape[1]};
+    QuantizedPool2d(in_nhwc.data(), {in_shape[0], in_shape[2], in_shape[3], in_shape[1]},
+                    out_nhwc.data(), out_nhwc_shape, nhwc);
+    Transpose(out_nhwc.data(), out_nhwc_shape, to_nchw, out);
+    return;
+  }
+  const std::pair<AxisPlan, AxisPlan> plans = PlanWindows(in_shape, out_shape, params.pool);
+  const AxisPlan& ph = plans.first;
+  const AxisPlan& pw = plans.second;
+  const int64_t out_h = out_shape[1], out_w = out_shape[2], channels = in_shape[3];
+  const int64_t row_work =
+      std::max<int64_t>(out_w * channels * params.pool.pool_size[0] * params.pool.pool_size[1], 1);
+  ParallelFor(in_shape[0] * out_h, std::max<int64_t>(1, (1 << 16) / row_work),
+              [&](int64_t begin, int64_t end) {
+                QuantizedPoolRows(input, out, begin, end, in_shape[1], in_shape[2], channels, ph, pw,
+                                  params);
+              });
+}
+
+void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
+            const Pool2dParams& params) {
+  const auto& p = params;
+  const std::pair<AxisPlan, AxisPlan> plans = PlanWindows(in_shape, out_shape, p);
+  const AxisPlan& ph = plans.first;
+  const AxisPlan& pw = plans.second;
   const bool nchw = p.layout == DataLayout::kNCHW;
   const int64_t batch = in_shape[0];
   const int64_t channels = nchw ? in_shape[1] : in_shape[3];
@@ -181,18 +320,6 @@ void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& 
   const int64_t in_w = nchw ? in_shape[3] : in_shape[2];
   const int64_t out_h = nchw ? out_shape[2] : out_shape[1];
   const int64_t out_w = nchw ? out_shape[3] : out_shape[2];
-  TVM_FFI_ICHECK(out_shape[0] == batch && (nchw ? out_shape[1] : out_shape[3]) == channels)
-      << "Pool2d: output batch/channels differ from the input";
-  TVM_FFI_ICHECK(out_h == WindowOutputSize(in_h, p.pool_size[0], p.strides[0], p.dilation[0],
-                                           p.padding[0], p.padding[2], p.ceil_mode) &&
-                 out_w == WindowOutputSize(in_w, p.pool_size[1], p.strides[1], p.dilation[1],
-                                           p.padding[1], p.padding[3], p.ceil_mode))
-      << "Pool2d: output spatial size does not match the attributes";
-
-  const AxisPlan ph = PlanAxis(in_h, out_h, p.pool_size[0], p.strides[0], p.dilation[0],
-                               p.padding[0], p.padding[2]);
-  const AxisPlan pw = PlanAxis(in_w, out_w, p.pool_size[1], p.strides[1], p.dilation[1],
-                               p.padding[1], p.padding[3]);
   const bool is_max = p.kind == PoolKind::kMax;
   // Parallel over planes (NCHW) or output rows (NHWC); a chunk should hold ~64K input reads.
   const int64_t taps = p.pool_size[0] * p.pool_size[1];

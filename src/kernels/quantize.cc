@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/direct_gemm.h"
@@ -31,17 +32,6 @@ FixedPointMultiplier QuantizeMultiplier(double real) {
 }
 
 int64_t RoundHalfEven(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
-
-namespace {
-
-/*! \brief (value * m0 + 2^(shift-1)) >> shift, exact for any int64 value. */
-inline int64_t ScaleWide(int64_t value, int64_t m0, int64_t shift) {
-  // 128-bit product: int16 activations (and large biases) give sums beyond 32 bits.
-  const __int128 rounding = static_cast<__int128>(1) << (shift - 1);
-  return static_cast<int64_t>((static_cast<__int128>(value) * m0 + rounding) >> shift);
-}
-
-}  // namespace
 
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
                 const Requantization& r, float* out) {
@@ -77,7 +67,7 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
       }
     } else {
       for (int64_t i = 0; i < channels; ++i) {
-        const int64_t scaled = ScaleWide(a[i] + bias[i], m0[i], shift[i]);
+        const int64_t scaled = ScaleRounded(a[i] + bias[i], FixedPointMultiplier{m0[i], shift[i]});
         o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
       }
     }
@@ -209,10 +199,17 @@ void StoreCorrected(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
   }
 }
 
-/*! \brief The uint8 form of an int8 activation: x + 128, i.e. x with its sign bit flipped. */
-inline uint8_t Biased(int8_t x) { return static_cast<uint8_t>(x) ^ 0x80; }
+/*!
+ * \brief The unsigned operand of the dot-product unit for an 8-bit activation: int8 x as x + 128
+ * (its sign bit flipped), uint8 x as it is. kUnsignedOffset is what was added.
+ */
+inline uint8_t AsUnsigned(int8_t x) { return static_cast<uint8_t>(x) ^ 0x80; }
+inline uint8_t AsUnsigned(uint8_t x) { return x; }
+template <typename T>
+constexpr int64_t kUnsignedOffset = std::is_same_v<T, int8_t> ? 128 : 0;
 
-void MatmulU8S8(const int8_t* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
+template <typename T>
+void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
                 int64_t n, int64_t* acc, bool accumulate) {
   const int64_t k4 = RoundUp(k, 4), n16 = RoundUp(n, kU8S8Columns);
   int32_t* b = Scratch(1, static_cast<size_t>(k4 / 4 * n16));
@@ -222,25 +219,33 @@ void MatmulU8S8(const int8_t* lhs, int64_t zero_point, const int8_t* rhs, int64_
   rows.row_stride = k4 / 4;
   rows.depth = k4 / 4;
   if (k == k4) {
-    // Rows of whole 4-byte groups: the activations are read in place as the signed operand
-    // against w + 128, so sum x (w + 128) = sum x w + 128 sum x.
-    PackInt8B(rhs, 1, k, k4, n, n, n16, 0x80, b, sums);
-    thread_local std::vector<int64_t> row_terms;
-    row_terms.resize(static_cast<size_t>(m));
-    RowTerms(lhs, m, k, row_terms.data());
-    DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(b), n16, c32, n16);
-    StoreCorrected(c32, n16, row_terms.data(), sums, zero_point, m, n, acc, n, accumulate);
+    if constexpr (std::is_same_v<T, int8_t>) {
+      // Rows of whole 4-byte groups: the activations are read in place as the signed operand
+      // against w + 128, so sum x (w + 128) = sum x w + 128 sum x.
+      PackInt8B(rhs, 1, k, k4, n, n, n16, 0x80, b, sums);
+      thread_local std::vector<int64_t> row_terms;
+      row_terms.resize(static_cast<size_t>(m));
+      RowTerms(lhs, m, k, row_terms.data());
+      DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(b), n16, c32, n16);
+      StoreCorrected(c32, n16, row_terms.data(), sums, zero_point, m, n, acc, n, accumulate);
+    } else {
+      // uint8 activations already are the unsigned operand: read in place.
+      PackInt8B(rhs, 1, k, k4, n, n, n16, 0, b, sums);
+      DirectGemmU8S8(m, n16, lhs, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
+      StoreCorrected(c32, n16, nullptr, sums, zero_point, m, n, acc, n, accumulate);
+    }
     return;
   }
-  // Otherwise a copy as uint8 (x + 128) with the rows padded to whole groups.
+  // Otherwise a copy as uint8 with the rows padded to whole groups.
   uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(m * k4 / 4)));
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < k; ++p) a[i * k4 + p] = Biased(lhs[i * k + p]);
+    for (int64_t p = 0; p < k; ++p) a[i * k4 + p] = AsUnsigned(lhs[i * k + p]);
     std::fill(a + i * k4 + k, a + (i + 1) * k4, uint8_t{0});  // meets zero rows of B
   }
   PackInt8B(rhs, 1, k, k4, n, n, n16, 0, b, sums);
   DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-  StoreCorrected(c32, n16, nullptr, sums, 128 + zero_point, m, n, acc, n, accumulate);
+  StoreCorrected(c32, n16, nullptr, sums, kUnsignedOffset<T> + zero_point, m, n, acc, n,
+                 accumulate);
 }
 
 template <typename T>
@@ -319,10 +324,12 @@ void ConvPortable(const T* input, int64_t zero_point, const int8_t* weight, int6
 
 /*!
  * \brief One image and group on the dot-product unit: the input is copied once into a padded
- * uint8 buffer (x + 128; padding holds zp + 128, so it contributes nothing after the correction;
- * channels padded to a multiple of four), then every tap reads it in place (DirectGemmU8S8).
+ * uint8 buffer (AsUnsigned; padding holds the unsigned zero point, so it contributes nothing
+ * after the correction; channels padded to a multiple of four), then every tap reads it in place
+ * (DirectGemmU8S8).
  */
-void ConvU8S8(const int8_t* input, int64_t zero_point, const int8_t* weight, int64_t* acc,
+template <typename T>
+void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t* acc,
               const QConvShape& s, const Conv2dParams& p, bool accumulate) {
   const int64_t c4 = RoundUp(s.group_in, 4), n16 = RoundUp(s.group_out, kU8S8Columns);
   const int64_t hp = s.h + p.padding[0] + p.padding[2], wp = s.w + p.padding[1] + p.padding[3];
@@ -347,7 +354,8 @@ void ConvU8S8(const int8_t* input, int64_t zero_point, const int8_t* weight, int
   rows.segment_offsets = offsets.data() + pixels;
   rows.segments = taps;
   rows.depth = c4 / 4;
-  const uint8_t pad = static_cast<uint8_t>(zero_point + 128);
+  const int64_t unsigned_zero_point = kUnsignedOffset<T> + zero_point;
+  const uint8_t pad = static_cast<uint8_t>(unsigned_zero_point);
   for (int64_t nb = 0; nb < s.batch; ++nb) {
     for (int64_t g = 0; g < p.groups; ++g) {
       for (int64_t y = 0; y < hp; ++y) {
@@ -359,14 +367,14 @@ void ConvU8S8(const int8_t* input, int64_t zero_point, const int8_t* weight, int
             std::fill(dst, dst + c4, pad);
             continue;
           }
-          const int8_t* src = input + ((nb * s.h + iy) * s.w + ix) * s.c + g * s.group_in;
-          for (int64_t i = 0; i < s.group_in; ++i) dst[i] = Biased(src[i]);
+          const T* src = input + ((nb * s.h + iy) * s.w + ix) * s.c + g * s.group_in;
+          for (int64_t i = 0; i < s.group_in; ++i) dst[i] = AsUnsigned(src[i]);
           std::fill(dst + s.group_in, dst + c4, uint8_t{0});  // meets zero rows of B
         }
       }
       PackInt8B(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, 0, b, sums);
       DirectGemmU8S8(pixels, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-      StoreCorrected(c32, n16, nullptr, sums, 128 + zero_point, pixels, s.group_out,
+      StoreCorrected(c32, n16, nullptr, sums, unsigned_zero_point, pixels, s.group_out,
                      acc + nb * pixels * s.co + g * s.group_out, s.co, accumulate);
     }
   }
@@ -374,13 +382,44 @@ void ConvU8S8(const int8_t* input, int64_t zero_point, const int8_t* weight, int
 
 }  // namespace
 
-void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
+namespace {
+
+/*! \brief 8-bit activations: the dot-product unit when the build has one and the sums fit. */
+template <typename T>
+void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m, int64_t k,
+             int64_t n, int64_t* acc, bool accumulate) {
   if (HasInt8DotProduct() && RoundUp(k, 4) <= kMaxU8S8Depth && m > 0 && n > 0) {
     MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
   } else {
     MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
   }
+}
+
+template <typename T>
+void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, const int8_t* weight,
+           const Shape& weight_shape, int64_t* acc, const Shape& out_shape, const Conv2dParams& p,
+           bool accumulate) {
+  const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
+  // Narrow groups (depthwise) would waste most of each 16-column vector: the portable loop.
+  const bool dot = HasInt8DotProduct() && s.group_out >= kU8S8Columns / 2 &&
+                   s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth;
+  if (dot && s.oh * s.ow > 0) {
+    ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate);
+  } else {
+    ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
+  }
+}
+
+}  // namespace
+
+void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
+  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+}
+
+void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
+  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
 }
 
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
@@ -391,15 +430,13 @@ void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* r
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
                      const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
-  const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
-  // Narrow groups (depthwise) would waste most of each 16-column vector: the portable loop.
-  const bool dot = HasInt8DotProduct() && s.group_out >= kU8S8Columns / 2 &&
-                   s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth;
-  if (dot && s.oh * s.ow > 0) {
-    ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate);
-  } else {
-    ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
-  }
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate);
+}
+
+void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate);
 }
 
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,

@@ -9,7 +9,7 @@
  *   bias_q[c] = round_half_even(bias[c] / (x_scale * w_scale[c]))
  *   M[c]     = x_scale * w_scale[c] / y_scale = m0[c] * 2^-shift[c],  m0 in [2^30, 2^31)
  *   y_q      = clamp(y_zp + ((acc + bias_q) * m0 + 2^(shift-1)) >> shift, lo, hi)
- * i.e. one 64x32-bit product and one rounding (half up) per output; a fused relu / relu6 only
+ * i.e. one 64x32-bit product and one rounding (half up) per output; a fused relu / clip only
  * narrows [lo, hi]. quantize / dequantize follow Relax exactly: clip(round_half_even(x / s) +
  * zp) and s * (q - zp), computed in float32.
  */
@@ -33,6 +33,19 @@ struct FixedPointMultiplier {
 /*! \brief Decomposes `real` (> 0); shift is in [1, 62] for multipliers in [2^-31, 2^30). */
 FixedPointMultiplier QuantizeMultiplier(double real);
 
+/*! \brief round_half_up(value * m.m0 * 2^-m.shift), exact (128-bit product: int16 activations
+ * give accumulators beyond 32 bits). */
+inline int64_t ScaleRounded(int64_t value, const FixedPointMultiplier& m) {
+  const __int128 product = static_cast<__int128>(value) * m.m0;
+  return static_cast<int64_t>((product + (static_cast<__int128>(1) << (m.shift - 1))) >> m.shift);
+}
+
+/*! \brief ScaleRounded for |value| < 2^31, in 64 bits (|value * m0| < 2^62, so the sum with the
+ * rounding bit fits too), which vectorises. */
+inline int64_t ScaleRoundedNarrow(int64_t value, const FixedPointMultiplier& m) {
+  return (value * m.m0 + (int64_t{1} << (m.shift - 1))) >> m.shift;
+}
+
 /*! \brief Rounds to the nearest integer, ties to even (the rounding of Relax's quantize). */
 int64_t RoundHalfEven(double value);
 
@@ -41,7 +54,7 @@ struct Requantization {
   std::vector<FixedPointMultiplier> multipliers;  // one, or one per channel
   std::vector<int64_t> bias;                      // empty, or one per channel
   int64_t output_zero_point = 0;
-  int64_t min = -128;  // output clamp, including a fused relu / relu6
+  int64_t min = -128;  // output clamp, including a fused relu / clip
   int64_t max = 127;
 };
 
@@ -53,12 +66,15 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
                 const Requantization& requant, float* out);
 
 /*!
- * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. int8 activations
- * run on the integer dot-product unit when the build has one (HasInt8DotProduct()): lhs + 128 as
- * uint8 times rhs with int32 sums, minus (128 + zero point) times rhs's column sums. int16
- * activations (and int8 without it) run a portable loop with int32 products and int64 sums.
+ * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. 8-bit
+ * activations run on the integer dot-product unit when the build has one (HasInt8DotProduct()):
+ * lhs as uint8 (int8 + 128, uint8 as it is) times rhs with int32 sums, minus (128 + zero point,
+ * or the uint8 zero point) times rhs's column sums. int16 activations (and 8-bit without it) run
+ * a portable loop with int32 products and int64 sums.
  */
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
+void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
                      int64_t k, int64_t n, int64_t* acc, bool accumulate);
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
                      int64_t k, int64_t n, int64_t* acc, bool accumulate);
@@ -69,6 +85,9 @@ void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* r
  * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul.
  */
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
+void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
                      const Shape& out_shape, const Conv2dParams& params, bool accumulate);
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,

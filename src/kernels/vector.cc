@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/broadcast.h"
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
@@ -208,98 +209,24 @@ struct PowerOp {
   float operator()(float a, float b) const { return std::pow(a, b); }
 };
 
-/*!
- * \brief Output dims with each operand's element strides (0 where it broadcasts), with size-1
- * dims dropped and adjacent dims merged whenever both operands stay linear across them, so the
- * innermost loop is as long as possible.
- */
-struct BroadcastPlan {
-  std::vector<int64_t> dims;
-  std::vector<int64_t> lhs_strides;
-  std::vector<int64_t> rhs_strides;
-};
-
-std::vector<int64_t> AlignedStrides(const Shape& shape, const Shape& out_shape) {
-  TVM_FFI_ICHECK_LE(shape.size(), out_shape.size()) << "Binary: operand rank exceeds output rank";
-  const size_t offset = out_shape.size() - shape.size();
-  std::vector<int64_t> strides(out_shape.size(), 0);
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    TVM_FFI_ICHECK(shape[i] == out_shape[offset + i] || shape[i] == 1)
-        << "Binary: dim " << shape[i] << " does not broadcast to " << out_shape[offset + i];
-    strides[offset + i] = shape[i] == 1 ? 0 : stride;
-    stride *= shape[i];
-  }
-  return strides;
-}
-
-BroadcastPlan MakePlan(const Shape& lhs_shape, const Shape& rhs_shape, const Shape& out_shape) {
-  const std::vector<int64_t> ls = AlignedStrides(lhs_shape, out_shape);
-  const std::vector<int64_t> rs = AlignedStrides(rhs_shape, out_shape);
-  BroadcastPlan plan;
-  plan.dims.reserve(out_shape.size());
-  plan.lhs_strides.reserve(out_shape.size());
-  plan.rhs_strides.reserve(out_shape.size());
-  for (size_t i = 0; i < out_shape.size(); ++i) {
-    const int64_t d = out_shape[i];
-    if (d == 1) continue;
-    if (!plan.dims.empty()) {
-      const int64_t prev_l = plan.lhs_strides.back();
-      const int64_t prev_r = plan.rhs_strides.back();
-      if (prev_l == ls[i] * d && prev_r == rs[i] * d) {
-        plan.dims.back() *= d;
-        plan.lhs_strides.back() = ls[i];
-        plan.rhs_strides.back() = rs[i];
-        continue;
-      }
-    }
-    plan.dims.push_back(d);
-    plan.lhs_strides.push_back(ls[i]);
-    plan.rhs_strides.push_back(rs[i]);
-  }
-  if (plan.dims.empty()) {
-    plan.dims.push_back(1);
-    plan.lhs_strides.push_back(0);
-    plan.rhs_strides.push_back(0);
-  }
-  return plan;
-}
-
-/*! \brief out[0:n] = op(lhs[i * ls], rhs[i * rs]) with the stride pattern hoisted out. */
-template <typename Op>
-EXAMPLE_NPU_INLINE void BinaryRow(Op op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
-                                  float* out, int64_t n) {
-  if (ls == 1 && rs == 1) {
-    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], rhs[i]);
-  } else if (ls == 1 && rs == 0) {
-    const float b = rhs[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i], b);
-  } else if (ls == 0 && rs == 1) {
-    const float a = lhs[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a, rhs[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = op(lhs[i * ls], rhs[i * rs]);
-  }
-}
-
 /*! \brief Dispatches on the op once per row, not per element. */
 void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
                  float* out, int64_t n) {
   switch (op) {
     case BinaryOp::kAdd:
-      return BinaryRow(AddOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(AddOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kSubtract:
-      return BinaryRow(SubtractOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(SubtractOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMultiply:
-      return BinaryRow(MultiplyOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(MultiplyOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kDivide:
-      return BinaryRow(DivideOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(DivideOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMaximum:
-      return BinaryRow(MaximumOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(MaximumOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kMinimum:
-      return BinaryRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kPower:
-      return BinaryRow(PowerOp{}, lhs, ls, rhs, rs, out, n);
+      return BroadcastRow(PowerOp{}, lhs, ls, rhs, rs, out, n);
   }
 }
 
@@ -308,28 +235,10 @@ void BinaryRows(BinaryOp op, const float* lhs, const float* rhs, float* out,
                 const BroadcastPlan& plan, int64_t row_begin, int64_t row_end) {
   const size_t rank = plan.dims.size();
   const int64_t inner = plan.dims[rank - 1];
-  // Odometer over the outer dims, started at row_begin; advanced without div/mod afterwards.
-  std::vector<int64_t> index(rank, 0);
-  int64_t lhs_off = 0;
-  int64_t rhs_off = 0;
-  for (int64_t d = static_cast<int64_t>(rank) - 2, rest = row_begin; d >= 0; --d) {
-    index[d] = rest % plan.dims[d];
-    rest /= plan.dims[d];
-    lhs_off += index[d] * plan.lhs_strides[d];
-    rhs_off += index[d] * plan.rhs_strides[d];
-  }
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  ForEachBroadcastRow(plan, row_begin, row_end, [&](int64_t row, int64_t lhs_off, int64_t rhs_off) {
     BinaryRowOf(op, lhs + lhs_off, plan.lhs_strides[rank - 1], rhs + rhs_off,
                 plan.rhs_strides[rank - 1], out + row * inner, inner);
-    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
-      lhs_off += plan.lhs_strides[d];
-      rhs_off += plan.rhs_strides[d];
-      if (++index[d] < plan.dims[d]) break;
-      lhs_off -= plan.lhs_strides[d] * plan.dims[d];
-      rhs_off -= plan.rhs_strides[d] * plan.dims[d];
-      index[d] = 0;
-    }
-  }
+  });
 }
 
 /*! \brief Rows [begin, end) of an [outer, axis, inner] batch norm, one channel per row. */
@@ -366,6 +275,57 @@ inline int64_t RowGrain(int64_t row_len, int64_t element_grain) {
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<int64_t> AlignedStrides(const Shape& shape, const Shape& out_shape) {
+  TVM_FFI_ICHECK_LE(shape.size(), out_shape.size()) << "Binary: operand rank exceeds output rank";
+  const size_t offset = out_shape.size() - shape.size();
+  std::vector<int64_t> strides(out_shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    TVM_FFI_ICHECK(shape[i] == out_shape[offset + i] || shape[i] == 1)
+        << "Binary: dim " << shape[i] << " does not broadcast to " << out_shape[offset + i];
+    strides[offset + i] = shape[i] == 1 ? 0 : stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+}  // namespace
+
+BroadcastPlan MakeBroadcastPlan(const Shape& lhs_shape, const Shape& rhs_shape,
+                                const Shape& out_shape) {
+  const std::vector<int64_t> ls = AlignedStrides(lhs_shape, out_shape);
+  const std::vector<int64_t> rs = AlignedStrides(rhs_shape, out_shape);
+  BroadcastPlan plan;
+  plan.dims.reserve(out_shape.size());
+  plan.lhs_strides.reserve(out_shape.size());
+  plan.rhs_strides.reserve(out_shape.size());
+  for (size_t i = 0; i < out_shape.size(); ++i) {
+    const int64_t d = out_shape[i];
+    if (d == 1) continue;
+    if (!plan.dims.empty()) {
+      const int64_t prev_l = plan.lhs_strides.back();
+      const int64_t prev_r = plan.rhs_strides.back();
+      if (prev_l == ls[i] * d && prev_r == rs[i] * d) {
+        plan.dims.back() *= d;
+        plan.lhs_strides.back() = ls[i];
+        plan.rhs_strides.back() = rs[i];
+        continue;
+      }
+    }
+    plan.dims.push_back(d);
+    plan.lhs_strides.push_back(ls[i]);
+    plan.rhs_strides.push_back(rs[i]);
+  }
+  if (plan.dims.empty()) {
+    plan.dims.push_back(1);
+    plan.lhs_strides.push_back(0);
+    plan.rhs_strides.push_back(0);
+  }
+  return plan;
+}
 
 void Softmax(const float* input, const Shape& shape, int64_t axis, float* out,
              bool zero_masked_rows) {
@@ -474,7 +434,7 @@ void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* 
     });
     return;
   }
-  const BroadcastPlan plan = MakePlan(lhs_shape, rhs_shape, out_shape);
+  const BroadcastPlan plan = MakeBroadcastPlan(lhs_shape, rhs_shape, out_shape);
   const int64_t inner = plan.dims.back();
   ParallelFor(total / inner, RowGrain(inner, kCheapGrain),
               [&](int64_t begin, int64_t end) { BinaryRows(op, lhs, rhs, out, plan, begin, end); });

@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "compiler/compiler.h"
+#include "graph/runtime_params.h"
+#include "kernels/half.h"
 
 namespace example_npu {
 namespace {
@@ -63,6 +65,46 @@ T* DataPtr(const DLTensor& t) {
   return reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset);
 }
 
+/*! \brief The elements of a (compact) tensor of `dtype` as doubles. */
+std::vector<double> TensorValues(const DLTensor& t, DType dtype) {
+  const int64_t size = kernels::NumElements(std::vector<int64_t>(t.shape, t.shape + t.ndim));
+  std::vector<double> values(size);
+  const char* base = DataPtr<const char>(t);
+  for (int64_t i = 0; i < size; ++i) {
+    switch (dtype) {
+      case DType::kFloat32:
+        values[i] = reinterpret_cast<const float*>(base)[i];
+        break;
+      case DType::kFloat16: {
+        float widened = 0;
+        kernels::HalfToFloat(reinterpret_cast<const uint16_t*>(base) + i, &widened, 1);
+        values[i] = widened;
+        break;
+      }
+      case DType::kInt8:
+        values[i] = reinterpret_cast<const int8_t*>(base)[i];
+        break;
+      case DType::kUInt8:
+        values[i] = reinterpret_cast<const uint8_t*>(base)[i];
+        break;
+      case DType::kInt16:
+        values[i] = reinterpret_cast<const int16_t*>(base)[i];
+        break;
+      case DType::kInt32:
+        values[i] = reinterpret_cast<const int32_t*>(base)[i];
+        break;
+      case DType::kInt64:
+        values[i] = static_cast<double>(reinterpret_cast<const int64_t*>(base)[i]);
+        break;
+    }
+  }
+  return values;
+}
+
+// Distinct runtime-parameter sets kept compiled (one NPU function may serve several layers whose
+// constants differ); beyond that the cache starts over.
+constexpr size_t kBoundPrograms = 64;
+
 }  // namespace
 
 DLDataType ToDLDataType(DType dtype) {
@@ -73,6 +115,8 @@ DLDataType ToDLDataType(DType dtype) {
       return DLDataType{kDLFloat, 16, 1};
     case DType::kInt8:
       return DLDataType{kDLInt, 8, 1};
+    case DType::kUInt8:
+      return DLDataType{kDLUInt, 8, 1};
     case DType::kInt16:
       return DLDataType{kDLInt, 16, 1};
     case DType::kInt32:
@@ -83,14 +127,42 @@ DLDataType ToDLDataType(DType dtype) {
   return DLDataType{kDLFloat, 32, 1};
 }
 
-Executor::Executor(Graph graph, NPUConfig config) {
+std::shared_ptr<const Executor::Bound> Executor::BoundFor(
+    const std::vector<const DLTensor*>& inputs) const {
+  const Graph& graph = program_.graph;
+  if (graph.runtime_param_inputs.empty()) return nullptr;
+  std::map<int64_t, std::vector<double>> values;
+  std::vector<double> key;
+  for (int64_t id : graph.runtime_param_inputs) {
+    const size_t arg =
+        std::find(graph.arg_nodes.begin(), graph.arg_nodes.end(), id) - graph.arg_nodes.begin();
+    values[id] = TensorValues(*inputs[arg], graph.nodes[id].dtype);
+    key.insert(key.end(), values[id].begin(), values[id].end());
+  }
+  std::lock_guard<std::mutex> lock(bound_mu_);
+  auto it = bound_.find(key);
+  if (it == bound_.end()) {
+    if (bound_.size() >= kBoundPrograms) bound_.clear();
+    auto bound = std::make_shared<Bound>();
+    Graph bound_graph = ParseGraph(
+        BindRuntimeParams(graph.unbound_json, [&](int64_t id) { return values.at(id); }));
+    bound->program = Compile(bound_graph, config_);
+    bound->emulator =
+        std::make_unique<Emulator>(bound->program, EmulatorOptions::FromEnvironment());
+    it = bound_.emplace(std::move(key), std::move(bound)).first;
+  }
+  return it->second;
+}
+
+Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
   for (const Node& node : graph.nodes) {
+    if (node.kind == NodeKind::kInput) continue;  // any dtype may arrive (runtime parameters)
     const bool is_float = node.dtype == DType::kFloat32 || node.dtype == DType::kFloat16;
-    const bool is_int = node.dtype == DType::kInt8 || node.dtype == DType::kInt16;
-    // Integers flow only through the quantized boundary ops (and views of such tensors).
+    const bool is_int = IsQuantizedDType(node.dtype);
+    // Integers flow only through quantize, the integer qnn ops and data movement (views,
+    // concat by DMA), which is dtype-agnostic.
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
-                        node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnMatmul ||
-                        IsDataMovement(node.op);
+                        IsQnnOp(node.op) || IsDataMovement(node.op);
     if (!is_float && !(is_int && int_ok)) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << " (" << OpKindName(node.op)
                                 << "): dtype " << DTypeName(node.dtype)
@@ -148,7 +220,8 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   for (const tvm::ffi::Tensor& constant : constants_) {
     dram.constants.push_back(DataPtr<const char>(*constant.GetDLTensorPtr()));
   }
-  emulator_->Run(dram);
+  const std::shared_ptr<const Bound> bound = BoundFor(inputs);
+  (bound ? *bound->emulator : *emulator_).Run(dram);
   // Outputs no group wrote: a returned input or constant, or a value returned twice.
   for (size_t i = 0; i < outputs.size(); ++i) {
     const int64_t head = graph.heads[i];

@@ -11,7 +11,9 @@
 
 #include <tvm/ffi/container/tensor.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,13 +54,26 @@ class Executor {
 
   /*!
    * \brief Computes every head into outputs. Checks count, dtype, shape, device and contiguity of
-   * each argument first and throws ValueError / TypeError naming the offending argument.
+   * each argument first and throws ValueError / TypeError naming the offending argument. A graph
+   * with runtime parameters (graph/runtime_params.h) is compiled for the values it is called
+   * with (once per distinct set of values).
    */
   void Run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) const;
 
  private:
+  /*! \brief The program compiled for one set of runtime parameter values. */
+  struct Bound {
+    Program program;
+    std::unique_ptr<Emulator> emulator;
+  };
+  /*! \brief The program bound to the runtime parameters among inputs; null without any. */
+  std::shared_ptr<const Bound> BoundFor(const std::vector<const DLTensor*>& inputs) const;
+
   Program program_;
   std::unique_ptr<Emulator> emulator_;
+  NPUConfig config_;
+  mutable std::mutex bound_mu_;
+  mutable std::map<std::vector<double>, std::shared_ptr<const Bound>> bound_;
   std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;

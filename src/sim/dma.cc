@@ -78,7 +78,8 @@ void NarrowRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst
   for (int64_t i = 0; i < n; ++i) t[i * dst_stride] = kernels::FloatToHalf(s[i * src_stride]);
 }
 
-/*! \brief Stores float32 tiles holding exact integers (quantized results) as int8 / int16. */
+/*! \brief Stores float32 tiles holding exact integers (quantized results) as int8 / uint8 / int16.
+ */
 template <typename T>
 void NarrowToIntRow(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
                     int64_t n) {
@@ -96,6 +97,7 @@ using RowCopy = void (*)(const uint8_t*, int64_t, uint8_t*, int64_t, int64_t);
 RowCopy SelectNarrowing(DType src_type, DType dst_type) {
   if (src_type == DType::kFloat32 && dst_type == DType::kFloat16) return NarrowRow;
   if (src_type == DType::kFloat32 && dst_type == DType::kInt8) return NarrowToIntRow<int8_t>;
+  if (src_type == DType::kFloat32 && dst_type == DType::kUInt8) return NarrowToIntRow<uint8_t>;
   if (src_type == DType::kFloat32 && dst_type == DType::kInt16) return NarrowToIntRow<int16_t>;
   TVM_FFI_THROW(InternalError) << "DMA cannot convert " << DTypeName(src_type) << " to "
                                << DTypeName(dst_type);

@@ -106,7 +106,7 @@ void RunDma(const RunContext& ctx, int64_t command) {
   }
 }
 
-/*! \brief Widens a float16 / int8 / int16 tile to float32 (exact for the integers). */
+/*! \brief Widens a float16 / int8 / uint8 / int16 tile to float32 (exact for the integers). */
 void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* out) {
   out->resize(size);
   switch (dtype) {
@@ -115,6 +115,9 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
       return;
     case DType::kInt8:
       std::copy_n(reinterpret_cast<const int8_t*>(base), size, out->begin());
+      return;
+    case DType::kUInt8:
+      std::copy_n(base, size, out->begin());
       return;
     case DType::kInt16:
       std::copy_n(reinterpret_cast<const int16_t*>(base), size, out->begin());
@@ -143,8 +146,9 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   }
   const TileRef& x = compute.inputs[0];
   const TileRef& w = compute.inputs[1];
-  TVM_FFI_ICHECK(w.dtype == DType::kInt8 && (x.dtype == DType::kInt8 || x.dtype == DType::kInt16))
-      << "quantized " << OpKindName(node.op) << " takes int8 / int16 activations, int8 weights";
+  TVM_FFI_ICHECK(w.dtype == DType::kInt8 && IsQuantizedDType(x.dtype))
+      << "quantized " << OpKindName(node.op)
+      << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
@@ -156,10 +160,15 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                                compute.accumulate);
     }
   };
-  if (x.dtype == DType::kInt8) {
-    run(reinterpret_cast<const int8_t*>(inputs[0]));
-  } else {
-    run(reinterpret_cast<const int16_t*>(inputs[0]));
+  switch (x.dtype) {
+    case DType::kInt8:
+      run(reinterpret_cast<const int8_t*>(inputs[0]));
+      return;
+    case DType::kUInt8:
+      run(inputs[0]);
+      return;
+    default:
+      run(reinterpret_cast<const int16_t*>(inputs[0]));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/quantize.h"
+#include "kernels/quantized_ops.h"
 
 namespace example_npu {
 namespace {
@@ -166,6 +167,43 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kDequantize: {
       const QuantAttrs& q = std::get<QuantAttrs>(attrs);
       kernels::Dequantize(in[0].data, size, q.scale, q.zero_point, out);
+      return;
+    }
+    case OpKind::kQnnRequantize:
+      kernels::Requantize(in[0].data, size, std::get<QnnRequantizeAttrs>(attrs).params, out);
+      return;
+    case OpKind::kQnnAdd:
+    case OpKind::kQnnMultiply:
+      kernels::QuantizedBinary(in[0].data, *in[0].shape, in[1].data, *in[1].shape, out, out_shape,
+                               std::get<QnnBinaryAttrs>(attrs).params);
+      return;
+    case OpKind::kQnnMaxPool2d:
+    case OpKind::kQnnAvgPool2d:
+      kernels::QuantizedPool2d(in[0].data, *in[0].shape, out, out_shape,
+                               std::get<QnnPoolAttrs>(attrs).params);
+      return;
+    case OpKind::kQnnLut:
+      kernels::ApplyLookupTable(in[0].data, size, std::get<QnnLutAttrs>(attrs).table, out);
+      return;
+    case OpKind::kQnnSoftmax: {
+      const QnnSoftmaxAttrs& softmax = std::get<QnnSoftmaxAttrs>(attrs);
+      kernels::QuantizedSoftmax(in[0].data, *in[0].shape, softmax.axis, softmax.params, out);
+      return;
+    }
+    case OpKind::kQnnConcat: {
+      // A tile of one input carries that input's requantization (see the concat tiling rule).
+      if (const auto* tile = std::get_if<QnnRequantizeAttrs>(&attrs)) {
+        kernels::Requantize(in[0].data, size, tile->params, out);
+        return;
+      }
+      const QnnConcatAttrs& concat = std::get<QnnConcatAttrs>(attrs);
+      std::vector<const float*> data;
+      std::vector<kernels::Shape> shapes;
+      for (const OperandF32& operand : in) {
+        data.push_back(operand.data);
+        shapes.push_back(*operand.shape);
+      }
+      kernels::QuantizedConcat(data, shapes, concat.axis, concat.inputs, out);
       return;
     }
     case OpKind::kQnnConv2d:

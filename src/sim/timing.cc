@@ -117,9 +117,8 @@ MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
 Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   const NPUConfig& config = program.config;
   const Node& node = program.graph.nodes[compute.node];
-  // Quantized ops run at the rate of their activations (int8 or int16), not of their output.
-  const bool quantized = node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnMatmul;
-  const DType dtype = quantized ? program.graph.nodes[node.inputs[0]].dtype : node.dtype;
+  // Quantized ops run at the rate of their activations (8 or 16 bits), not of their output.
+  const DType dtype = IsQnnOp(node.op) ? program.graph.nodes[node.inputs[0]].dtype : node.dtype;
   Cost cost;
   int64_t operand_bytes = TileBytes(compute.output);
   for (const TileRef& input : compute.inputs) operand_bytes += TileBytes(input);
@@ -149,7 +148,8 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
     case Engine::kActivation: {
       // LUT evaluation per element; softmax adds max, sum and scale passes on the vector lanes.
       const int64_t lanes = config.activation_unit_lanes;
-      const int64_t vector_passes = node.op == OpKind::kSoftmax ? 3 : 0;
+      const bool softmax = node.op == OpKind::kSoftmax || node.op == OpKind::kQnnSoftmax;
+      const int64_t vector_passes = softmax ? 3 : 0;
       cycles = (elements + lanes - 1) / lanes +
                vector_passes * ((elements + VectorOpsPerCycle(config, dtype) - 1) /
                                 VectorOpsPerCycle(config, dtype));

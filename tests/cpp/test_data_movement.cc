@@ -90,6 +90,7 @@ void CheckMovement(const std::string& dtype, DLDataType dl) {
 TEST(DataMovementTest, ViewsAndCopiesForEveryDtype) {
   CheckMovement<float>("float32", DLDataType{kDLFloat, 32, 1});
   CheckMovement<int8_t>("int8", DLDataType{kDLInt, 8, 1});
+  CheckMovement<uint8_t>("uint8", DLDataType{kDLUInt, 8, 1});
   CheckMovement<int16_t>("int16", DLDataType{kDLInt, 16, 1});
   // float16 bit patterns are moved, never converted: integer storage checks that exactly.
   CheckMovement<uint16_t>("float16", DLDataType{kDLFloat, 16, 1});

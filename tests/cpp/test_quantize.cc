@@ -161,6 +161,7 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
   };
   for (const QConvCase& k : cases) {
     for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
+    for (int64_t zp : {0, 128, 255}) CheckQuantizedConv<uint8_t>(k, zp, &rng);
     for (int64_t zp : {-32768, 0, 1234}) CheckQuantizedConv<int16_t>(k, zp, &rng);
   }
 }
@@ -185,6 +186,7 @@ TEST(QuantizeTest, QuantizedMatmulMatchesANaiveSumForEveryDtype) {
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
            {1, 1, 1}, {3, 5, 7}, {13, 17, 16}, {25, 64, 33}, {64, 256, 32}, {7, 301, 50}}) {
     for (int64_t zp : {-128, 5, 127}) CheckQuantizedMatmul<int8_t>(m, k, n, zp, &rng);
+    for (int64_t zp : {0, 128, 255}) CheckQuantizedMatmul<uint8_t>(m, k, n, zp, &rng);
     for (int64_t zp : {-32768, 0, 32767}) CheckQuantizedMatmul<int16_t>(m, k, n, zp, &rng);
   }
 }

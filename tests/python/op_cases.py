@@ -55,8 +55,8 @@ documents as executed, and a check that rejects one is a bug.
 A float16 case may offload or be rejected: the checks reject float16 until the runtime executes
 it. Either way it must match. float64 and int32 cases must be rejected. clip offloads with any
 literal bounds, infinite ones included. Data movement (reshape, permute_dims, concat, split,
-slices, broadcast_to) is dtype-agnostic: int8 and int16 cases of it must offload, and match
-exactly.
+slices, broadcast_to) is dtype-agnostic: int8, uint8 and int16 cases of it must offload, and
+match exactly.
 """
 
 from __future__ import annotations
@@ -215,6 +215,8 @@ def _data(rng: np.random.Generator, shape, dtype: str, scale: float = 1.0) -> np
     shape = tuple(int(d) for d in shape)
     if dtype.startswith("int"):
         return rng.integers(-4, 5, size=shape).astype(dtype)
+    if dtype.startswith("uint"):
+        return rng.integers(0, 9, size=shape).astype(dtype)
     return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
@@ -949,7 +951,7 @@ def gen_data_movement(rng, dtype):
     return data.case(
         description=f"x{shape} -> {names}" + (" -> relu" if then_relu else ""),
         body=body,
-        expect="offload" if dtype in ("float32", "int8", "int16") else "",
+        expect="offload" if dtype in ("float32", "int8", "uint8", "int16") else "",
     )
 
 
@@ -1079,7 +1081,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "data_movement",
         gen_data_movement,
-        {"float32": 20, "float16": 4, "int8": 10, "int16": 4, "float64": 1},
+        {"float32": 20, "float16": 4, "int8": 10, "uint8": 4, "int16": 4, "float64": 1},
     ),
     Family("reduce", gen_reduce, {"float32": 24, "float64": 1}),
     Family("maxmin", gen_maxmin, {"float32": 10, "float16": 2, "float64": 1}),

@@ -24,9 +24,11 @@ def qdq_module(
     act_dtype: str = "int8",
     conv_attrs: dict | None = None,
     weight_zero_point: int = 0,
+    int32_bias: bool = False,
 ) -> tvm.IRModule:
     """main(x_q) = quantize(act(op(dequantize(x_q), dequantize(w_q)) + bias)); kind in
-    conv2d / matmul / dense."""
+    conv2d / matmul / dense. With int32_bias the bias is onnxruntime's: int32 integers under a
+    dequantize with scale x_scale * w_scale (float32), as ``int32_bias_values`` computes."""
     x = relax.Var("x", relax.TensorType(x_shape, act_dtype))
     x_scale, x_zp = x_params
     y_scale, y_zp = y_params
@@ -52,7 +54,18 @@ def qdq_module(
             else:
                 y = bb.emit(relax.op.matmul(xf, relax.op.permute_dims(wf)))
                 bias_shape = (-1,)
-            if bias is not None:
+            if bias is not None and int32_bias:
+                bias_scale = np.float32(x_scale) * np.asarray(weight_scale, "float32")
+                bias_dq = bb.emit(
+                    relax.op.dequantize(
+                        relax.const(int32_bias_values(bias, x_scale, weight_scale)),
+                        relax.const(bias_scale.reshape(-1)),
+                        relax.const(np.zeros(bias_scale.size, "int32")),
+                        axis=0,
+                    )
+                )
+                y = bb.emit(relax.op.add(y, bb.emit(relax.op.reshape(bias_dq, bias_shape))))
+            elif bias is not None:
                 y = bb.emit(relax.op.add(y, _c(bias.reshape(bias_shape), "float32")))
             if activation == "relu":
                 y = bb.emit(relax.op.nn.relu(y))
@@ -65,6 +78,12 @@ def qdq_module(
             )
         bb.emit_func_output(out)
     return bb.get()
+
+
+def int32_bias_values(bias: np.ndarray, x_scale: float, weight_scale: np.ndarray) -> np.ndarray:
+    """onnxruntime's int32 bias: round(bias / (x_scale * w_scale)) with the float32 product."""
+    scale = np.float32(x_scale) * np.broadcast_to(np.asarray(weight_scale, "float32"), bias.shape)
+    return np.rint(bias.astype(np.float64) / scale.astype(np.float64)).astype("int32")
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
@@ -84,8 +103,10 @@ def requantize_reference(
     bias: np.ndarray | None,
     activation: str | None,
     act_dtype: str,
+    bias_q: np.ndarray | None = None,
 ) -> np.ndarray:
-    """acc: int64 accumulators with output channels last. The NPU's integer epilogue."""
+    """acc: int64 accumulators with output channels last. The NPU's integer epilogue; bias_q
+    (an int32 bias already in accumulator units) replaces the float bias when given."""
     y_scale, y_zp = y_params
     channels = acc.shape[-1]
     scales = np.broadcast_to(np.asarray(weight_scale, "float64").reshape(-1), (channels,))
@@ -104,7 +125,9 @@ def requantize_reference(
         w_scale = np.float64(np.float32(scales[c]))
         m0, shift = quantize_multiplier(x_scale64 * w_scale / y_scale64)
         values = flat_acc[:, c].astype(object)
-        if bias is not None:
+        if bias_q is not None:
+            values = values + int(bias_q[c])
+        elif bias is not None:
             values = values + int(np.rint(np.float64(np.float32(bias[c])) / (x_scale64 * w_scale)))
         scaled = [(int(v) * m0 + (1 << (shift - 1))) >> shift for v in values]
         flat_out[:, c] = np.clip(np.array(scaled, dtype=np.int64) + y_zp, lo, hi)

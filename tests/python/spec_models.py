@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import tvm
 from tvm import relax
@@ -82,6 +84,20 @@ def run(mod: tvm.IRModule, inputs: list[np.ndarray]) -> np.ndarray | list[np.nda
     if isinstance(out, tvm.runtime.Tensor):
         return out.numpy()
     return [item.numpy() for item in out]
+
+
+def npu_nodes(mod: tvm.IRModule) -> list[dict]:
+    """The op nodes (no inputs / constants) of every NPU function of a partitioned module."""
+    return [
+        node
+        for module in mod.attrs["external_mods"]
+        for node in json.loads(module.inspect_source())["nodes"]
+        if node["op"] not in ("input", "const")
+    ]
+
+
+def npu_ops(mod: tvm.IRModule) -> list[str]:
+    return [node["op"] for node in npu_nodes(mod)]
 
 
 def external_symbols(mod: tvm.IRModule) -> list[str]:

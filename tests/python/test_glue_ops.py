@@ -1,7 +1,8 @@
 """The glue ops on the NPU, each against TVM's CPU build of the same module.
 
 Data movement (reshape, flatten, squeeze, expand_dims, permute_dims, concat, split,
-strided_slice, take, broadcast_to) runs for float32, float16, int8 and int16 and must be exact.
+strided_slice, take, broadcast_to) runs for float32, float16, int8, uint8 and int16 and must be
+exact.
 The computing glue (mean, adaptive_avg_pool2d, layer_norm, 1-D pooling, maximum / minimum,
 clip with any bounds, silu, torch's safe softmax) is float and compared within 1e-5, with NaN
 and infinities where the op's rules for them matter.
@@ -16,7 +17,7 @@ import tvm
 from example_npu.report import partition_with_report
 from tvm import relax
 
-DTYPES = ("float32", "float16", "int8", "int16")
+DTYPES = ("float32", "float16", "int8", "uint8", "int16")
 
 
 def module(params: dict[str, tuple[tuple[int, ...], str]], body) -> tvm.IRModule:
@@ -41,7 +42,7 @@ def run(mod: tvm.IRModule, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 def data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    if dtype.startswith("int"):
+    if dtype.startswith(("int", "uint")):
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype)
     return (rng.standard_normal(shape) * 3).astype(dtype)

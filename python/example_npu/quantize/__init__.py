@@ -4,8 +4,10 @@
   records activation ranges (``minmax`` or ``percentile``).
 - :mod:`.scheme`: scales and zero points (asymmetric int8 / symmetric int16 activations,
   symmetric int8 weights per output channel or per tensor).
+- :mod:`.fold`: folds inference BatchNorm into the convolution before it (as ONNX exporters do).
 - :mod:`.rewrite`: finds conv2d / matmul / Linear layers with constant weights (plus an optional
-  bias and relu/relu6) and rewrites them into dequantize -> op -> quantize.
+  bias and relu/relu6) and rewrites them, and the glue units, into dequantize -> op -> quantize.
+- :mod:`.units`: the glue ops and elementwise islands between layers that get QDQ around them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import tvm
+from tvm import relax
 
 from .calibrate import METHODS, collect_ranges, normalize_batches
+from .fold import fold_batch_norm
 from .rewrite import Layer, find_layers, rewrite
 from .scheme import ACTIVATION_DTYPES, WEIGHT_DTYPES, QuantParams, activation_params
+from .units import find_units
 
 __all__ = ["Layer", "QuantParams", "find_layers", "quantize_model"]
 
@@ -84,6 +89,8 @@ def quantize_model(
         raise TypeError(f"quantize_model: per_channel must be a bool, got {per_channel!r}")
     batches = normalize_batches(func, calibration_data)
 
+    mod = relax.transform.CanonicalizeBindings()(fold_batch_norm(mod))
+    func = mod["main"]
     layers = find_layers(func)
     if not layers:
         warnings.warn(
@@ -92,9 +99,16 @@ def quantize_model(
             stacklevel=2,
         )
         return mod
+    units = find_units(func, layers)
     tensors = [v for layer in layers for v in (layer.data, layer.output)]
+    tensors += [v for unit in units for v in (*unit.inputs, unit.output)]
     ranges = collect_ranges(mod, batches, tensors, method, float(percentile))
     activations = {
         var: activation_params(lo, hi, activation_dtype) for var, (lo, hi) in ranges.items()
     }
-    return rewrite(mod, layers, activations, per_channel=per_channel, weight_dtype=weight_dtype)
+    for unit in units:  # shape ops and max pooling keep their input's parameters
+        if unit.shares_input_params:
+            activations[unit.output] = activations[unit.inputs[0]]
+    return rewrite(
+        mod, layers, units, activations, per_channel=per_channel, weight_dtype=weight_dtype
+    )

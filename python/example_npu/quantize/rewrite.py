@@ -238,12 +238,30 @@ def _quantize(bb: relax.BlockBuilder, data, params: QuantParams, name: str):
     return bb.emit(expr, name)
 
 
+def _int32_bias(bb, layer: Layer, x: QuantParams, w: QuantParams, name: str) -> relax.Expr:
+    """The bias as onnxruntime stores it: int32 under a dequantize whose scale is the
+    accumulator's (x scale * w scale, as float32), reshaped to the bias's broadcast shape. A bias
+    that is not one value per output channel stays float32."""
+    channels = layer.weight.shape[layer.weight_axis]
+    if layer.bias.size != channels:
+        return _const(layer.bias.astype("float32"))
+    scale = (np.float32(x.scale) * np.broadcast_to(w.scale, (channels,))).astype("float32")
+    info = np.iinfo("int32")
+    values = np.clip(np.rint(layer.bias.reshape(-1) / scale.astype("float64")), info.min, info.max)
+    params = QuantParams("int32", scale, np.zeros(channels, "int32"), 0)
+    bias = _dequantize(bb, _const(values.astype("int32")), params, name)
+    if layer.bias.ndim == 1:
+        return bias
+    return bb.emit(relax.op.reshape(bias, layer.bias.shape), f"{name}_r")
+
+
 @mutator
 class _QDQRewriter(PyExprMutator):
     def __init__(
         self,
         mod: tvm.IRModule,
         layers: list[Layer],
+        units: list,
         activations: dict[relax.Var, QuantParams],
         per_channel: bool,
         weight_dtype: str,
@@ -251,7 +269,11 @@ class _QDQRewriter(PyExprMutator):
     ):
         super().__init__(mod)
         self.layers = {layer.output: layer for layer in layers}
-        self.replaced = set().union(*(layer.replaced for layer in layers)) - set(self.layers)
+        self.units = {unit.output: unit for unit in units}
+        self.values = _Uses(mod["main"]).value
+        self.replaced = set().union(
+            *(layer.replaced for layer in layers), *(unit.replaced for unit in units)
+        ) - set(self.layers)
         self.activations = activations
         self.per_channel = per_channel
         self.weight_dtype = weight_dtype
@@ -278,6 +300,8 @@ class _QDQRewriter(PyExprMutator):
         var = binding.var
         if var in self.layers:
             self._emit_layer(self.layers[var])
+        elif var in self.units:
+            self._emit_unit(self.units[var])
         elif var not in self.replaced:
             super().visit_var_binding_(binding)
 
@@ -301,39 +325,71 @@ class _QDQRewriter(PyExprMutator):
             w = bb.emit(relax.op.permute_dims(w, layer.permute_axes), f"{name}_wt")
         y = bb.emit(relax.Call(layer.producer.op, [x, w], layer.producer.attrs), f"{name}_acc")
         if layer.bias is not None:
-            y = bb.emit(relax.op.add(y, _const(layer.bias.astype("float32"))), f"{name}_bias")
+            bias = _int32_bias(bb, layer, x_params, w_params, f"{name}_b")
+            y = bb.emit(relax.op.add(y, bias), f"{name}_bias")
         if layer.activation is not None:
             act = layer.activation
             y = bb.emit(relax.Call(act.op, [y, *act.args[1:]], act.attrs), f"{name}_act")
-        y_params = self.activations[layer.output]
-        y_q = _quantize(bb, y, y_params, f"{name}_q")
-        self.quantized[layer.output] = y_q
-        if self.float_users[layer.output]:
+        self._emit_output(layer.output, y)
+
+    def _emit_unit(self, unit) -> None:
+        """The unit's bindings on dequantized inputs, then its quantized result."""
+        bb = self.builder_
+        name = unit.output.name
+        replacement: dict[relax.Var, relax.Expr] = {}
+        for var in unit.inputs:
+            params = self.activations[var]
+            replacement[var] = _dequantize(bb, self._quantized_input(var), params, f"{name}_in")
+
+        def substitute(expr):
+            if isinstance(expr, relax.Var):
+                return replacement[expr] if expr in replacement else self.visit_expr(expr)
+            if isinstance(expr, relax.Tuple):
+                return relax.Tuple([substitute(field) for field in expr.fields])
+            return expr
+
+        for var in unit.bindings:
+            value = self.values[var]
+            call = relax.Call(value.op, [substitute(arg) for arg in value.args], value.attrs)
+            replacement[var] = bb.emit(call, f"{var.name}_f")
+        self._emit_output(unit.output, replacement[unit.output])
+
+    def _emit_output(self, output: relax.Var, y: relax.Expr) -> None:
+        """quantize(y) with output's parameters; output's float readers get its dequantize."""
+        bb = self.builder_
+        y_params = self.activations[output]
+        y_q = _quantize(bb, y, y_params, f"{output.name}_q")
+        self.quantized[output] = y_q
+        if self.float_users[output]:
             expr = relax.op.dequantize(
                 y_q, _const(y_params.scale), _const(y_params.zero_point), -1, "float32"
             )
-            if isinstance(layer.output, relax.DataflowVar) or not bb.current_block_is_dataflow():
-                y_float = bb.emit(expr, name)
+            if isinstance(output, relax.DataflowVar) or not bb.current_block_is_dataflow():
+                y_float = bb.emit(expr, output.name)
             else:
-                y_float = bb.emit_output(expr, name)
-            self.set_var_remap(layer.output, y_float)
+                y_float = bb.emit_output(expr, output.name)
+            self.set_var_remap(output, y_float)
 
 
-def float_users(func: relax.Function, layers: list[Layer]) -> dict[relax.Var, bool]:
-    """Whether each layer output must also be dequantized: it is read by an op that is not a
-    quantized layer, by the function's result, or by a quantized layer that cannot see its
-    quantize (one in a later block, when the quantize is a dataflow var)."""
+def float_users(func: relax.Function, layers: list[Layer], units: list) -> dict[relax.Var, bool]:
+    """Whether each layer or unit output must also be dequantized: it is read by an op that is
+    not a quantized layer or unit, by the function's result, or by a quantized consumer that
+    cannot see its quantize (one in a later block, when the quantize is a dataflow var)."""
     uses = _Uses(func)
-    producers = {layer.producer_var: layer for layer in layers}
-    result = {}
+    quantized_reads: dict[relax.Var, set[relax.Var]] = defaultdict(set)  # reader -> inputs
     for layer in layers:
-        out, block = layer.output, uses.block[layer.output]
+        quantized_reads[layer.producer_var].add(layer.data)
+    for unit in units:
+        for var in unit.bindings:
+            quantized_reads[var].update(unit.inputs)
+    result = {}
+    for out in [layer.output for layer in layers] + [unit.output for unit in units]:
+        block = uses.block[out]
 
         def reads_quantized(reader, out=out, block=block) -> bool:
-            consumer = producers.get(reader)
             return (
-                consumer is not None
-                and consumer.data.same_as(out)
+                reader is not None
+                and out in quantized_reads.get(reader, ())
                 and (not uses.dataflow[block] or uses.block[reader] == block)
             )
 
@@ -344,16 +400,17 @@ def float_users(func: relax.Function, layers: list[Layer]) -> dict[relax.Var, bo
 def rewrite(
     mod: tvm.IRModule,
     layers: list[Layer],
+    units: list,
     activations: dict[relax.Var, QuantParams],
     *,
     per_channel: bool,
     weight_dtype: str,
 ) -> tvm.IRModule:
-    """``mod`` with ``main``'s layers in QDQ form (activation parameters per original var)."""
+    """``mod`` with ``main``'s layers and glue units (units.py) in QDQ form (activation
+    parameters per original var)."""
     func = mod["main"]
-    rewriter = _QDQRewriter(
-        mod, layers, activations, per_channel, weight_dtype, float_users(func, layers)
-    )
+    users = float_users(func, layers, units)
+    rewriter = _QDQRewriter(mod, layers, units, activations, per_channel, weight_dtype, users)
     new_func = rewriter.visit_expr(func)
     new_mod = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
     new_mod["main"] = new_func

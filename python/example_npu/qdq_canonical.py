@@ -1,0 +1,352 @@
+"""canonicalize_qdq: puts QDQ graphs into the one form the integer NPU patterns match.
+
+onnxruntime's quantizer and ``quantize_model`` leave ``dequantize -> float ops -> quantize``
+around every quantized op, in several equivalent shapes. Before partitioning, this pass rewrites
+them exactly (the rewritten program computes the same integers):
+
+1. **Own dequantize per consumer.** A ``dequantize`` read by several ops (a tensor feeding a conv
+   and a residual add) is emitted once per consumer, so each QDQ chain is self-contained.
+2. **Quantize moves above shape ops.** ``quantize(reshape(y))`` is ``reshape(quantize(y))``
+   (likewise permute_dims, squeeze, expand_dims, flatten and the items of a split): quantize is
+   elementwise with per-tensor parameters. ``quantize(dequantize(x))`` with x's own parameters is
+   x, so ``dequantize -> reshape -> quantize`` becomes a reshape of the integers.
+3. **Elementwise islands become tables.** ``quantize(f(dequantize(x)))`` where f is any chain of
+   elementwise float ops of the one 8-bit tensor x and scalar constants (sigmoid, hardswish as
+   the ONNX importer spells it, GELU, SiLU with its inner QDQ, ...) has 256 possible inputs: it
+   becomes ``take(table, x, axis=0, mode="wrap")`` with the table evaluated here, the way the
+   float ops compute it (float32 arithmetic; transcendental functions rounded from float64).
+4. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
+   with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
+   result already lies on the output's quantization grid, so re-quantizing it changes nothing.
+
+``partition_for_npu`` runs it first; users of the specification's FuseOpsByPattern flow can call
+it themselves. Everything else is left as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir.expr import Constant
+
+from .patterns_qnn import MAX_CONCAT_INPUTS
+
+_SHAPE_OPS = frozenset(
+    {"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims", "relax.flatten"}
+)
+_TABLE_DTYPES = {"int8": -128, "uint8": 0}
+
+
+def _f32(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=np.float32)
+
+
+def _from_f64(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """A transcendental function evaluated in float64 and rounded once to float32."""
+    return lambda x: _f32(fn(x.astype(np.float64)))
+
+
+_ERF = np.vectorize(math.erf)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# Elementwise ops of one or two float operands, as float32 functions.
+_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relax.nn.relu": lambda x: np.maximum(x, np.float32(0)),
+    "relax.negative": np.negative,
+    "relax.abs": np.abs,
+    "relax.sigmoid": _from_f64(_sigmoid),
+    "relax.tanh": _from_f64(np.tanh),
+    "relax.exp": _from_f64(np.exp),
+    "relax.erf": _from_f64(_ERF),
+    "relax.nn.silu": _from_f64(lambda x: x * _sigmoid(x)),
+    "relax.nn.gelu": _from_f64(lambda x: 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)))),
+    "relax.nn.gelu_tanh": _from_f64(
+        lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    ),
+}
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "relax.add": np.add,
+    "relax.subtract": np.subtract,
+    "relax.multiply": np.multiply,
+    "relax.divide": np.divide,
+    "relax.maximum": np.maximum,
+    "relax.minimum": np.minimum,
+}
+
+
+def _constant(expr: Any) -> np.ndarray | None:
+    """The value of a tensor constant, or of a scalar literal (clip's bounds), else None."""
+    if not isinstance(expr, Constant):
+        return None
+    value = expr.value
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+def _scalar_params(call: relax.Call) -> tuple[float, int] | None:
+    """(scale, zero point) of a quantize / dequantize with scalar constant parameters."""
+    scale, zero_point = _constant(call.args[1]), _constant(call.args[2])
+    if scale is None or zero_point is None or scale.size != 1 or zero_point.size != 1:
+        return None
+    return float(scale.reshape(-1)[0]), int(zero_point.reshape(-1)[0])
+
+
+def _is_call(expr: Any, *names: str) -> bool:
+    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name in names
+
+
+def _dtype(expr: Any) -> str:
+    ty = expr.ty
+    return str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
+
+
+def _shape(expr: Any) -> tuple | None:
+    ty = expr.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    try:
+        return tuple(int(d) for d in ty.shape)
+    except TypeError:
+        return None
+
+
+def quantize_values(values: np.ndarray, scale: float, zero_point: int, dtype: str) -> np.ndarray:
+    """Relax's quantize in float32: clip(round_half_even(x / scale) + zero_point)."""
+    info = np.iinfo(dtype)
+    rounded = np.rint(_f32(values) / np.float32(scale)) + np.float32(zero_point)
+    return np.clip(rounded, info.min, info.max)
+
+
+class _Island:
+    """Evaluates an elementwise float expression of one 8-bit tensor on all its 256 values."""
+
+    def __init__(self, lookup: Callable[[relax.Var], Any]):
+        self.lookup = lookup
+        self.source: relax.Var | None = None
+        self.grid: np.ndarray | None = None  # the 256 inputs, in take's index order
+        self.memo: dict[Any, np.ndarray] = {}
+
+    def evaluate(self, expr: Any) -> np.ndarray | None:
+        if expr in self.memo:
+            return self.memo[expr]
+        result = self._evaluate(expr)
+        if result is not None:
+            self.memo[expr] = result
+        return result
+
+    def _evaluate(self, expr: Any) -> np.ndarray | None:
+        if isinstance(expr, relax.Var):
+            value = self.lookup(expr)
+            return None if value is None else self.evaluate(value)
+        constant = _constant(expr)
+        if constant is not None:
+            return _f32(constant.reshape(-1)[0]) if constant.size == 1 else None
+        if not isinstance(expr, relax.Call) or not isinstance(expr.op, tvm.ir.Op):
+            return None
+        name = expr.op.name
+        if name == "relax.dequantize":
+            return self._dequantize(expr)
+        if name == "relax.take":
+            return self._lookup(expr)
+        if (
+            name not in _UNARY
+            and name not in _BINARY
+            and name not in ("relax.clip", "relax.quantize")
+        ):
+            return None  # not elementwise: the island ends here (its args are never visited)
+        args = [self.evaluate(arg) for arg in expr.args]
+        if any(arg is None for arg in args):
+            return None
+        if name == "relax.quantize":
+            params = _scalar_params(expr)
+            return None if params is None else quantize_values(args[0], *params, _dtype(expr))
+        if name == "relax.clip":
+            return np.clip(args[0], args[1], args[2])
+        if name in _UNARY:
+            return _UNARY[name](args[0])
+        return _f32(_BINARY[name](args[0], args[1]))
+
+    def _is_source(self, data: Any) -> bool:
+        """Whether data is the island's one 8-bit input (the first one seen becomes it)."""
+        if not isinstance(data, relax.Var) or _dtype(data) not in _TABLE_DTYPES:
+            return False
+        if self.source is None:
+            self.source = data
+            grid = np.arange(256)
+            if _dtype(data) == "int8":
+                grid = np.where(grid >= 128, grid - 256, grid)  # take's wrap order
+            self.grid = grid
+        return data.same_as(self.source)  # a second tensor: not a function of one input
+
+    def _dequantize(self, call: relax.Call) -> np.ndarray | None:
+        """Of integers computed from the input (an inner quantize or table), else of the input."""
+        params = _scalar_params(call)
+        if params is None:
+            return None
+        data = call.args[0]
+        value = self.lookup(data) if isinstance(data, relax.Var) else None
+        integers = None
+        if _is_call(value, "relax.take", "relax.quantize"):
+            saved = (self.source, self.grid, dict(self.memo))
+            integers = self.evaluate(value)
+            if integers is None:  # not a function of one input: data itself is the input
+                self.source, self.grid, self.memo = saved
+        if integers is None and self._is_source(data):
+            integers = self.grid
+        if integers is None:
+            return None
+        scale, zero_point = params
+        return np.float32(scale) * _f32(integers - zero_point)
+
+    def _lookup(self, call: relax.Call) -> np.ndarray | None:
+        """An inner table of the same input (an activation tabulated already)."""
+        table = _constant(call.args[0])
+        if table is None or table.shape != (256,) or not self._is_source(call.args[1]):
+            return None
+        return _f32(table)
+
+
+@relax.expr_functor.mutator
+class _Canonicalizer(relax.PyExprMutator):
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
+        self._splits: dict[tuple, relax.Var] = {}
+
+    def _binding(self, expr: Any) -> Any:
+        """The value bound to a variable (through var-to-var aliases), else None."""
+        value = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        while isinstance(value, relax.Var) and self.lookup_binding(value) is not None:
+            value = self.lookup_binding(value)
+        return value
+
+    def _emit(self, expr: relax.Expr) -> relax.Expr:
+        """A binding for expr, unless it already is a variable."""
+        return expr if isinstance(expr, relax.Var) else self.builder_.emit(expr)
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = super().visit_call_(call)
+        if not isinstance(call.op, tvm.ir.Op):
+            return call
+        if call.op.name == "relax.quantize":
+            params = _scalar_params(call)
+            if params is not None:
+                return self._quantize(call.args[0], params, _dtype(call), call)
+        return self._own_dequantize(call)
+
+    def _own_dequantize(self, call: relax.Call) -> relax.Call:
+        """Re-emits every dequantize this call reads, so no dequantize has two consumers."""
+
+        def own(arg: Any) -> Any:
+            if isinstance(arg, relax.Tuple):
+                return relax.Tuple([own(field) for field in arg.fields])
+            value = self._binding(arg)
+            if _is_call(value, "relax.dequantize"):
+                return self.builder_.emit(relax.Call(value.op, value.args, value.attrs))
+            return arg
+
+        args = [own(arg) for arg in call.args]
+        if all(new.same_as(old) for new, old in zip(args, call.args, strict=True)):
+            return call
+        return relax.Call(call.op, args, call.attrs, call.ty_args)
+
+    def _quantize(
+        self, data: relax.Expr, params: tuple[float, int], dtype: str, original: relax.Call | None
+    ) -> relax.Expr:
+        """quantize(data) with scalar params, rewritten by rules 2 and 3 where they apply."""
+        value = self._binding(data)
+        if _is_call(value, *_SHAPE_OPS) and _dtype(value.args[0]) == "float32":
+            inner = self._emit(self._quantize(value.args[0], params, dtype, None))
+            return relax.Call(value.op, [inner, *value.args[1:]], value.attrs, value.ty_args)
+        if isinstance(value, relax.TupleGetItem):
+            split = self._binding(value.tuple_value)
+            if _is_call(split, "relax.split") and _dtype(split.args[0]) == "float32":
+                key = (split.args[0], params, dtype)
+                if key not in self._splits:
+                    inner = self._emit(self._quantize(split.args[0], params, dtype, None))
+                    self._splits[key] = self.builder_.emit(
+                        relax.Call(split.op, [inner], split.attrs, split.ty_args)
+                    )
+                return relax.TupleGetItem(self._splits[key], value.index)
+        if _is_call(value, "relax.dequantize"):
+            if _scalar_params(value) == params and _dtype(value.args[0]) == dtype:
+                return value.args[0]  # quantize(dequantize(x)) with x's own parameters
+        if _is_call(value, "relax.concat") and isinstance(value.args[0], relax.Tuple):
+            fields = list(value.args[0].fields)
+            if len(fields) > MAX_CONCAT_INPUTS:
+                return self._nested_concat(fields, value, params, dtype)
+        table = self._table(data, params, dtype)
+        if table is not None:
+            return table
+        if original is not None:
+            return original
+        scale, zero_point = params
+        return relax.op.quantize(
+            data,
+            relax.const(np.float32(scale)),
+            relax.const(np.array(zero_point, dtype=dtype)),
+            axis=-1,
+            out_dtype=dtype,
+        )
+
+    def _nested_concat(
+        self, fields: list, concat: relax.Call, params: tuple[float, int], dtype: str
+    ) -> relax.Expr:
+        """quantize(concat(fields)) as a concat of at most MAX_CONCAT_INPUTS quantized groups."""
+        scale, zero_point = params
+        scale_const = relax.const(np.float32(scale))
+        zero_const = relax.const(np.array(zero_point, dtype=dtype))
+        groups = []
+        for start in range(0, len(fields), MAX_CONCAT_INPUTS):
+            chunk = fields[start : start + MAX_CONCAT_INPUTS]
+            if len(chunk) == 1:
+                groups.append(chunk[0])
+                continue
+            joined = self.builder_.emit(relax.op.concat(chunk, axis=int(concat.attrs.axis)))
+            quantized = self._emit(self._quantize(joined, params, dtype, None))
+            groups.append(
+                self.builder_.emit(relax.op.dequantize(quantized, scale_const, zero_const))
+            )
+        joined = self.builder_.emit(relax.op.concat(groups, axis=int(concat.attrs.axis)))
+        return self._quantize(joined, params, dtype, None)
+
+    def _table(self, data: relax.Expr, params: tuple[float, int], dtype: str) -> relax.Call | None:
+        """take(table, x) when data is a non-trivial elementwise function of one 8-bit x."""
+        if dtype not in _TABLE_DTYPES:
+            return None
+        value = self._binding(data)
+        if value is None or _is_call(value, "relax.dequantize"):
+            return None  # a plain rescale: qnn.requantize, no table needed
+        if _is_call(value, "relax.nn.relu", "relax.clip") and _is_call(
+            self._binding(value.args[0]), "relax.dequantize"
+        ):
+            return None  # a rescale with a clamp: qnn.requantize
+        island = _Island(self._binding)
+        values = island.evaluate(data)
+        if values is None or island.source is None or not np.all(np.isfinite(values)):
+            return None
+        if _shape(data) != _shape(island.source):
+            return None  # a constant broadcast the result to another shape: not elementwise
+        table = quantize_values(np.broadcast_to(values, (256,)), *params, dtype).astype(dtype)
+        return relax.op.take(relax.const(table), island.source, axis=0, mode="wrap")
+
+
+def canonicalize_qdq(mod: tvm.IRModule) -> tvm.IRModule:
+    """Rewrites every Relax function of ``mod`` as described in the module docstring, then
+    removes the bindings the rewrites left unused."""
+    mod = relax.transform.CanonicalizeBindings()(mod)  # no var-to-var aliases between ops
+    mutator = _Canonicalizer(mod)
+    for gvar, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gvar, mutator.visit_expr(func))
+    entries = [
+        gvar.name_hint for gvar, func in mod.functions.items() if isinstance(func, relax.Function)
+    ]
+    return relax.transform.DeadCodeElimination(entries)(mutator.builder_.get())

@@ -1,0 +1,218 @@
+/*!
+ * \file graph/qnn_attrs.cc
+ * \brief Attributes of the integer qnn.* ops: scales and zero points read from the graph JSON
+ * and turned into the fixed-point parameters of kernels/quantize.h and quantized_ops.h.
+ */
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "graph/attr_parsers.h"
+
+namespace example_npu {
+namespace {
+
+/*!
+ * \brief output_scale / output_zero_point and the clamp range: the dtype's, narrowed by the real
+ * bounds min_value / max_value of a fused relu or clip (quantize commutes with a clip).
+ */
+kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dtype,
+                                              const std::string& where, double* output_scale) {
+  *output_scale = PositiveScale(attrs, "output_scale");
+  kernels::QuantizedOutput out;
+  out.zero_point = attrs.Int("output_zero_point");
+  std::tie(out.min, out.max) = IntegerRange(dtype, where);
+  if (attrs.Has("min_value")) {
+    out.min = std::max(out.min, out.zero_point + kernels::RoundHalfEven(attrs.Number("min_value") /
+                                                                        *output_scale));
+  }
+  if (attrs.Has("max_value")) {
+    out.max = std::min(out.max, out.zero_point + kernels::RoundHalfEven(attrs.Number("max_value") /
+                                                                        *output_scale));
+  }
+  if (out.min > out.max) TVM_FFI_THROW(ValueError) << where << ": empty output clamp range";
+  return out;
+}
+
+/*! \brief A real rescaling factor as a fixed-point multiplier, or a ValueError naming it. */
+kernels::FixedPointMultiplier Multiplier(double real, const std::string& where) {
+  if (!(real >= std::ldexp(1.0, -31) && real < std::ldexp(1.0, 30))) {
+    TVM_FFI_THROW(ValueError) << where << ": rescaling factor " << real
+                              << " is outside [2^-31, 2^30)";
+  }
+  return kernels::QuantizeMultiplier(real);
+}
+
+QnnRequantizeAttrs ParseQnnRequantizeAttrs(const JsonObject& attrs, DType dtype,
+                                           const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const double input_scale = PositiveScale(attrs, "input_scale");
+  Multiplier(input_scale / output_scale, where);
+  return QnnRequantizeAttrs{
+      kernels::MakeRequantizeParams(input_scale, attrs.Int("input_zero_point"), output_scale, out)};
+}
+
+QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
+                                   const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const double lhs = PositiveScale(attrs, "lhs_scale"), rhs = PositiveScale(attrs, "rhs_scale");
+  const bool add = kind == OpKind::kQnnAdd;
+  if (add) {
+    Multiplier(lhs / output_scale, where);
+    Multiplier(rhs / output_scale, where);
+  } else {
+    Multiplier(lhs * rhs / output_scale, where);
+  }
+  return QnnBinaryAttrs{kernels::MakeQuantizedBinaryParams(
+      add ? kernels::QuantizedBinaryKind::kAdd : kernels::QuantizedBinaryKind::kMultiply, lhs,
+      attrs.Int("lhs_zero_point"), rhs, attrs.Int("rhs_zero_point"), output_scale, out)};
+}
+
+QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, DType dtype,
+                               const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::Pool2dParams pool = ParsePoolAttrs(attrs, kind).params;
+  const double input_scale = PositiveScale(attrs, "input_scale");
+  Multiplier(input_scale / output_scale, where);
+  Multiplier(input_scale / (output_scale * pool.pool_size[0] * pool.pool_size[1]), where);
+  return QnnPoolAttrs{kernels::MakeQuantizedPoolParams(
+      pool, input_scale, attrs.Int("input_zero_point"), output_scale, out)};
+}
+
+QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const std::vector<double> scales = attrs.Numbers("input_scales");
+  const std::vector<int64_t> zero_points = attrs.Ints("input_zero_points");
+  if (scales.size() != zero_points.size()) {
+    TVM_FFI_THROW(ValueError) << where << ": " << scales.size() << " input scales but "
+                              << zero_points.size() << " zero points";
+  }
+  QnnConcatAttrs result;
+  result.axis = attrs.Int("axis");
+  for (size_t i = 0; i < scales.size(); ++i) {
+    if (!(scales[i] > 0) || !std::isfinite(scales[i])) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("input_scales") << " must be positive and finite";
+    }
+    Multiplier(scales[i] / output_scale, where);
+    result.inputs.push_back(
+        kernels::MakeRequantizeParams(scales[i], zero_points[i], output_scale, out));
+  }
+  return result;
+}
+
+/*! \brief table is indexed as Relax's take(table, x, mode="wrap") indexes it: by x mod 256. */
+QnnLutAttrs ParseQnnLutAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
+  auto [lo, hi] = IntegerRange(dtype, where);
+  QnnLutAttrs result;
+  result.table.index_offset = attrs.Int("index_offset");
+  const std::vector<int64_t> table = attrs.Ints("table");
+  const int64_t size = static_cast<int64_t>(table.size());
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t value = table[((result.table.index_offset + i) % size + size) % size];
+    if (value < lo || value > hi) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("table") << ": entry " << value << " is not a "
+                                << DTypeName(dtype) << " value";
+    }
+    result.table.values.push_back(static_cast<float>(value));
+  }
+  return result;
+}
+
+QnnSoftmaxAttrs ParseQnnSoftmaxAttrs(const JsonObject& attrs, DType dtype,
+                                     const std::string& where) {
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  Multiplier(1.0 / output_scale, where);
+  // The inputs are 8-bit (ValidateGraph checks): differences to the row maximum span 0..255.
+  return QnnSoftmaxAttrs{attrs.Int("axis"),
+                         kernels::MakeQuantizedSoftmaxParams(PositiveScale(attrs, "input_scale"),
+                                                             255, output_scale, out)};
+}
+
+QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
+                       const std::string& where) {
+  QnnAttrs q;
+  if (kind == OpKind::kQnnConv2d) q.conv = ParseConv2dAttrs(attrs).params;
+  q.input_scale = PositiveScale(attrs, "input_scale");
+  q.input_zero_point = attrs.Int("input_zero_point");
+  q.weight_scales = attrs.Numbers("weight_scales");
+  q.output_scale = PositiveScale(attrs, "output_scale");
+  if (attrs.Has("bias")) q.bias = attrs.Numbers("bias");
+  if (q.weight_scales.empty())
+    TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
+  kernels::Requantization& r = q.requant;
+  double output_scale = 1;
+  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  r.output_zero_point = out.zero_point;
+  r.min = out.min;
+  r.max = out.max;
+  for (double weight_scale : q.weight_scales) {
+    if (!(weight_scale > 0)) TVM_FFI_THROW(ValueError) << where << ": weight scales must be > 0";
+    r.multipliers.push_back(
+        kernels::QuantizeMultiplier(q.input_scale * weight_scale / q.output_scale));
+  }
+  for (size_t c = 0; c < q.bias.size(); ++c) {
+    const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
+    r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
+  }
+  if (attrs.Has("int32_bias")) {
+    // onnxruntime's int32 bias, dequantized with int32_bias_scales: stored in accumulator units
+    // when its scale is the float32 product input scale x weight scale, else rescaled once.
+    if (!q.bias.empty()) TVM_FFI_THROW(ValueError) << where << ": both bias and int32_bias given";
+    const std::vector<int64_t> values = attrs.Ints("int32_bias");
+    const std::vector<double> scales = attrs.Numbers("int32_bias_scales");
+    if (scales.size() != 1 && scales.size() != values.size()) {
+      TVM_FFI_THROW(ValueError) << where << ": " << scales.size() << " bias scales for "
+                                << values.size() << " biases";
+    }
+    for (size_t c = 0; c < values.size(); ++c) {
+      const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
+      const double bias_scale = scales[scales.size() > 1 ? c : 0];
+      const float accumulator_scale =
+          static_cast<float>(q.input_scale) * static_cast<float>(weight_scale);
+      r.bias.push_back(static_cast<float>(bias_scale) == accumulator_scale
+                           ? values[c]
+                           : kernels::RoundHalfEven(bias_scale * static_cast<double>(values[c]) /
+                                                    (q.input_scale * weight_scale)));
+    }
+    q.bias.assign(r.bias.begin(), r.bias.end());
+  }
+  return q;
+}
+
+}  // namespace
+
+OpAttrs ParseQnnOpAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
+                        const std::string& where) {
+  switch (kind) {
+    case OpKind::kQnnConv2d:
+    case OpKind::kQnnMatmul:
+      return ParseQnnAttrs(kind, attrs, dtype, where);
+    case OpKind::kQnnRequantize:
+      return ParseQnnRequantizeAttrs(attrs, dtype, where);
+    case OpKind::kQnnAdd:
+    case OpKind::kQnnMultiply:
+      return ParseQnnBinaryAttrs(kind, attrs, dtype, where);
+    case OpKind::kQnnMaxPool2d:
+      return ParseQnnPoolAttrs(kernels::PoolKind::kMax, attrs, dtype, where);
+    case OpKind::kQnnAvgPool2d:
+      return ParseQnnPoolAttrs(kernels::PoolKind::kAvg, attrs, dtype, where);
+    case OpKind::kQnnConcat:
+      return ParseQnnConcatAttrs(attrs, dtype, where);
+    case OpKind::kQnnLut:
+      return ParseQnnLutAttrs(attrs, dtype, where);
+    case OpKind::kQnnSoftmax:
+      return ParseQnnSoftmaxAttrs(attrs, dtype, where);
+    default:
+      TVM_FFI_THROW(InternalError) << OpKindName(kind) << " is not a qnn op";
+  }
+  TVM_FFI_UNREACHABLE();
+}
+
+}  // namespace example_npu

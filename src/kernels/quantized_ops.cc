@@ -1,0 +1,221 @@
+/*!
+ * \file kernels/quantized_ops.cc
+ * \brief Integer requantization, add / multiply, lookup tables and softmax (quantized_ops.h).
+ * Integer pooling shares the window plan of pool2d.cc and lives there.
+ */
+#include "kernels/quantized_ops.h"
+
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/broadcast.h"
+#include "kernels/parallel.h"
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+constexpr int64_t kGrain = 16 * 1024;
+
+inline int64_t Clamp(int64_t value, const QuantizedOutput& out) {
+  return std::clamp(out.zero_point + value, out.min, out.max);
+}
+
+/*! \brief value * 2^bits as a 128-bit integer (a left shift that is defined for negatives). */
+inline __int128 Shifted(__int128 value, int64_t bits) {
+  return value * (static_cast<__int128>(1) << bits);
+}
+
+/*!
+ * \brief The add's exact sum in 64 bits. For the operand order QuantizedBinary picks (lhs shift
+ * sa <= rhs shift sb) and d = sb - sa, with A = (a - za) * m0a and B = (b - zb) * m0b:
+ *   round_half_up((A * 2^d + B) / 2^sb) = round_half_up((A + floor(B / 2^d)) / 2^sa),
+ * because writing B = q * 2^d + r (0 <= r < 2^d), the fraction r / 2^d stays below the rounding
+ * bit 2^(sa - 1) of the integer A + q (sa >= 1). |A|, |B| < 2^48 for 16-bit operands.
+ */
+struct AddOp {
+  int64_t lhs_zero_point, lhs_m0, rhs_zero_point, rhs_m0, rhs_shift, shift;
+  QuantizedOutput out;
+
+  float operator()(float a, float b) const {
+    const int64_t lhs = (static_cast<int64_t>(a) - lhs_zero_point) * lhs_m0;
+    const int64_t rhs = ((static_cast<int64_t>(b) - rhs_zero_point) * rhs_m0) >> rhs_shift;
+    const int64_t sum = (lhs + rhs + (int64_t{1} << (shift - 1))) >> shift;
+    return static_cast<float>(Clamp(sum, out));
+  }
+};
+
+struct MultiplyOp {
+  const QuantizedBinaryParams& p;
+  float operator()(float a, float b) const {
+    const int64_t product = (static_cast<int64_t>(a) - p.lhs_zero_point) *
+                            (static_cast<int64_t>(b) - p.rhs_zero_point);
+    return static_cast<float>(Clamp(ScaleRounded(product, p.lhs), p.out));
+  }
+};
+
+template <typename Op>
+void BinaryAll(const Op& op, const float* lhs, const Shape& lhs_shape, const float* rhs,
+               const Shape& rhs_shape, float* out, const Shape& out_shape) {
+  const BroadcastPlan plan = MakeBroadcastPlan(lhs_shape, rhs_shape, out_shape);
+  const size_t rank = plan.dims.size();
+  const int64_t inner = plan.dims.back();
+  const int64_t rows = NumElements(out_shape) / inner;
+  ParallelFor(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
+    ForEachBroadcastRow(plan, begin, end, [&](int64_t row, int64_t lhs_off, int64_t rhs_off) {
+      BroadcastRow(op, lhs + lhs_off, plan.lhs_strides[rank - 1], rhs + rhs_off,
+                   plan.rhs_strides[rank - 1], out + row * inner, inner);
+    });
+  });
+}
+
+/*! \brief Row `row` of an [outer, axis, inner] view: element a of it is at base + a * stride. */
+struct Row {
+  int64_t base;
+  int64_t stride;
+};
+
+}  // namespace
+
+RequantizeParams MakeRequantizeParams(double input_scale, int64_t input_zero_point,
+                                      double output_scale, const QuantizedOutput& out) {
+  return RequantizeParams{input_zero_point, QuantizeMultiplier(input_scale / output_scale), out};
+}
+
+bool IsIdentity(const RequantizeParams& p, int64_t lo, int64_t hi) {
+  return p.multiplier.m0 == (1LL << 30) && p.multiplier.shift == 30 &&
+         p.input_zero_point == p.out.zero_point && p.out.min <= lo && p.out.max >= hi;
+}
+
+void Requantize(const float* x, int64_t size, const RequantizeParams& p, float* out) {
+  ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      // |x - zp| < 2^17 for 16-bit inputs.
+      const int64_t value = static_cast<int64_t>(x[i]) - p.input_zero_point;
+      out[i] = static_cast<float>(Clamp(ScaleRoundedNarrow(value, p.multiplier), p.out));
+    }
+  });
+}
+
+void QuantizedConcat(const std::vector<const float*>& inputs, const std::vector<Shape>& shapes,
+                     int64_t axis, const std::vector<RequantizeParams>& params, float* out) {
+  TVM_FFI_ICHECK(inputs.size() == shapes.size() && inputs.size() == params.size())
+      << "QuantizedConcat: one shape and one requantization per input";
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shapes[0][d];
+  std::vector<int64_t> slice(inputs.size());  // elements of one input per outer index
+  int64_t row = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    slice[k] = NumElements(shapes[k]) / std::max<int64_t>(outer, 1);
+    row += slice[k];
+  }
+  for (int64_t o = 0; o < outer; ++o) {
+    float* dst = out + o * row;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      Requantize(inputs[k] + o * slice[k], slice[k], params[k], dst);
+      dst += slice[k];
+    }
+  }
+}
+
+QuantizedBinaryParams MakeQuantizedBinaryParams(QuantizedBinaryKind kind, double lhs_scale,
+                                                int64_t lhs_zero_point, double rhs_scale,
+                                                int64_t rhs_zero_point, double output_scale,
+                                                const QuantizedOutput& out) {
+  QuantizedBinaryParams p;
+  p.kind = kind;
+  p.lhs_zero_point = lhs_zero_point;
+  p.rhs_zero_point = rhs_zero_point;
+  p.out = out;
+  if (kind == QuantizedBinaryKind::kAdd) {
+    p.lhs = QuantizeMultiplier(lhs_scale / output_scale);
+    p.rhs = QuantizeMultiplier(rhs_scale / output_scale);
+  } else {
+    p.lhs = QuantizeMultiplier(lhs_scale * rhs_scale / output_scale);
+  }
+  return p;
+}
+
+void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
+                     const Shape& rhs_shape, float* out, const Shape& out_shape,
+                     const QuantizedBinaryParams& p) {
+  if (NumElements(out_shape) == 0) return;
+  if (p.kind == QuantizedBinaryKind::kMultiply) {
+    BinaryAll(MultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+    return;
+  }
+  if (p.lhs.shift <= p.rhs.shift) {
+    const AddOp op{p.lhs_zero_point, p.lhs.m0, p.rhs_zero_point, p.rhs.m0,
+                   p.rhs.shift - p.lhs.shift, p.lhs.shift, p.out};
+    BinaryAll(op, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+  } else {  // the same sum with the operands swapped
+    const AddOp op{p.rhs_zero_point, p.rhs.m0, p.lhs_zero_point, p.lhs.m0,
+                   p.lhs.shift - p.rhs.shift, p.rhs.shift, p.out};
+    BinaryAll(op, rhs, rhs_shape, lhs, lhs_shape, out, out_shape);
+  }
+}
+
+void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, float* out) {
+  const int64_t entries = static_cast<int64_t>(table.values.size());
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t index = static_cast<int64_t>(x[i]) - table.index_offset;
+    TVM_FFI_ICHECK(index >= 0 && index < entries)
+        << "lookup table index " << index << " outside " << entries << " entries";
+    out[i] = table.values[index];
+  }
+}
+
+QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_range,
+                                                  double output_scale, const QuantizedOutput& out) {
+  QuantizedSoftmaxParams p;
+  p.exp_table.resize(input_range + 1);
+  for (int64_t d = 0; d <= input_range; ++d) {
+    p.exp_table[d] = RoundHalfEven(std::ldexp(std::exp(-input_scale * d), kSoftmaxExpBits));
+  }
+  p.inverse_output_scale = QuantizeMultiplier(1.0 / output_scale);
+  p.out = out;
+  return p;
+}
+
+void QuantizedSoftmax(const float* x, const Shape& shape, int64_t axis,
+                      const QuantizedSoftmaxParams& p, float* out) {
+  TVM_FFI_ICHECK(axis >= 0 && axis < static_cast<int64_t>(shape.size()))
+      << "softmax axis " << axis << " out of range";
+  int64_t outer = 1, inner = 1;
+  const int64_t length = shape[axis];
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t range = static_cast<int64_t>(p.exp_table.size()) - 1;
+  const FixedPointMultiplier& inv = p.inverse_output_scale;
+  ParallelFor(outer * inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(length, 1)),
+              [&](int64_t begin, int64_t end) {
+                std::vector<int64_t> e(length);
+                for (int64_t r = begin; r < end; ++r) {
+                  const Row row{(r / inner) * length * inner + r % inner, inner};
+                  int64_t max_q = static_cast<int64_t>(x[row.base]);
+                  for (int64_t a = 1; a < length; ++a) {
+                    max_q = std::max(max_q, static_cast<int64_t>(x[row.base + a * row.stride]));
+                  }
+                  int64_t sum = 0;
+                  for (int64_t a = 0; a < length; ++a) {
+                    const int64_t d = max_q - static_cast<int64_t>(x[row.base + a * row.stride]);
+                    TVM_FFI_ICHECK(d <= range) << "softmax input outside the exponent table";
+                    e[a] = p.exp_table[d];
+                    sum += e[a];
+                  }
+                  // y = round_half_up(e * m0 / (sum * 2^shift)), one exact rational rounding.
+                  const __int128 denominator = Shifted(sum, inv.shift);
+                  for (int64_t a = 0; a < length; ++a) {
+                    const __int128 numerator = static_cast<__int128>(e[a]) * inv.m0;
+                    const int64_t y =
+                        static_cast<int64_t>((2 * numerator + denominator) / (2 * denominator));
+                    out[row.base + a * row.stride] = static_cast<float>(Clamp(y, p.out));
+                  }
+                }
+              });
+}
+
+}  // namespace kernels
+}  // namespace example_npu

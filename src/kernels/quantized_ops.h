@@ -1,0 +1,126 @@
+/*!
+ * \file kernels/quantized_ops.h
+ * \brief Integer kernels of the quantized glue ops: requantization, elementwise add / multiply,
+ * pooling, lookup-table activations and softmax (conv / matmul are in quantize.h).
+ *
+ * Every tensor is quantized per tensor: real = scale * (q - zero_point), q an int8 / uint8 /
+ * int16 value held exactly in a float32 tile (the emulator widens integer tiles on load and the
+ * DMA narrows results on store). Each real rescaling factor is a fixed-point multiplier
+ * m0 * 2^-shift (QuantizeMultiplier), and every result is rounded once, half up, from the exact
+ * integer expression:
+ *   requantize: y = clamp(zo + round((x - zx) * Mx))                      Mx = sx / so
+ *   add:        y = clamp(zo + round((a - za) * Ma + (b - zb) * Mb))      Ma = sa / so, Mb = sb /
+ * so (both products aligned to the larger shift, so the sum is exact) multiply:   y = clamp(zo +
+ * round((a - za) * (b - zb) * M))            M = sa * sb / so max pool:   y = requantize(max over
+ * the in-bounds taps)               (padding never wins) avg pool:   y = clamp(zo + round(sum(x -
+ * zx) * Mn))                   Mn = sx / (so * n) n = the window's tap count (TVM's
+ * count_include_pad rule, see pool2d.cc) lut:        y = table[x - offset] (256 entries for 8 bits)
+ *   softmax:    d = max(row) - x, e = E[d] = round_half_even(exp(-sx * d) * 2^20),
+ *               y = clamp(zo + round(e / (sum(e) * so)))                  (1/so as m0 * 2^-shift)
+ * clamp() is to [min, max] of QuantizedOutput: the output dtype's range, narrowed by a fused
+ * relu / clip. tests/cpp/test_quantized_ops.cc holds naive references of each formula.
+ */
+#ifndef EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
+#define EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/quantize.h"
+
+namespace example_npu {
+namespace kernels {
+
+/*! \brief The output side of an integer op: zero point and clamp range. */
+struct QuantizedOutput {
+  int64_t zero_point = 0;
+  int64_t min = -128;
+  int64_t max = 127;
+};
+
+struct RequantizeParams {
+  int64_t input_zero_point = 0;
+  FixedPointMultiplier multiplier;  // input scale / output scale
+  QuantizedOutput out;
+};
+
+/*! \brief The parameters rescaling (input_scale, input_zero_point) to the output's. */
+RequantizeParams MakeRequantizeParams(double input_scale, int64_t input_zero_point,
+                                      double output_scale, const QuantizedOutput& out);
+
+/*! \brief Whether RequantizeParams maps every value of [lo, hi] to itself. */
+bool IsIdentity(const RequantizeParams& params, int64_t lo, int64_t hi);
+
+void Requantize(const float* x, int64_t size, const RequantizeParams& params, float* out);
+
+/*! \brief Concatenation along `axis` of inputs each requantized by its own params. */
+void QuantizedConcat(const std::vector<const float*>& inputs, const std::vector<Shape>& shapes,
+                     int64_t axis, const std::vector<RequantizeParams>& params, float* out);
+
+enum class QuantizedBinaryKind { kAdd, kMultiply };
+
+struct QuantizedBinaryParams {
+  QuantizedBinaryKind kind = QuantizedBinaryKind::kAdd;
+  int64_t lhs_zero_point = 0;
+  int64_t rhs_zero_point = 0;
+  FixedPointMultiplier lhs;  // add: lhs scale / output scale; multiply: the product's multiplier
+  FixedPointMultiplier rhs;  // add only: rhs scale / output scale
+  QuantizedOutput out;
+};
+
+QuantizedBinaryParams MakeQuantizedBinaryParams(QuantizedBinaryKind kind, double lhs_scale,
+                                                int64_t lhs_zero_point, double rhs_scale,
+                                                int64_t rhs_zero_point, double output_scale,
+                                                const QuantizedOutput& out);
+
+/*! \brief Elementwise add / multiply with numpy broadcasting of both shapes to out_shape. */
+void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
+                     const Shape& rhs_shape, float* out, const Shape& out_shape,
+                     const QuantizedBinaryParams& params);
+
+struct QuantizedPoolParams {
+  Pool2dParams pool;
+  int64_t input_zero_point = 0;
+  /*! \brief max: one multiplier; avg: the multiplier for a window of n taps at index n. */
+  std::vector<FixedPointMultiplier> multipliers;
+  QuantizedOutput out;
+};
+
+QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double input_scale,
+                                            int64_t input_zero_point, double output_scale,
+                                            const QuantizedOutput& out);
+
+/*! \brief Integer max / average pooling (TVM's window semantics, pool2d.cc); the engine runs
+ * NHWC tiles, NCHW tensors are transposed around it. */
+void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
+                     const QuantizedPoolParams& params);
+
+struct LookupTable {
+  std::vector<float> values;  // values[q - index_offset] for every input value q
+  int64_t index_offset = -128;
+};
+
+void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, float* out);
+
+/*! \brief Fraction bits of the softmax exponent table (E[0] = 2^kSoftmaxExpBits). */
+constexpr int kSoftmaxExpBits = 20;
+
+struct QuantizedSoftmaxParams {
+  std::vector<int64_t> exp_table;             // E[d] for d = max - x in [0, input range]
+  FixedPointMultiplier inverse_output_scale;  // 1 / output scale
+  QuantizedOutput out;
+};
+
+/*! \brief Builds E[d] for d in [0, input_range] (the input dtype's max - min). */
+QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_range,
+                                                  double output_scale, const QuantizedOutput& out);
+
+/*! \brief Integer softmax along `axis` (0 <= axis < rank). */
+void QuantizedSoftmax(const float* x, const Shape& shape, int64_t axis,
+                      const QuantizedSoftmaxParams& params, float* out);
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
