@@ -9,9 +9,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
+
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
@@ -40,6 +44,10 @@ class JsonObject {
   std::string String_(const char* key) const {
     auto value = Get(key).try_cast<String>();
     if (!value.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a string";
+    // A \u escape can decode to a lone surrogate; such a name could not reach Python.
+    if (!IsValidUtf8(std::string_view(value->data(), value->size()))) {
+      TVM_FFI_THROW(ValueError) << Field(key) << " is not valid UTF-8";
+    }
     return std::string(*value);
   }
 
@@ -97,6 +105,16 @@ class JsonObject {
   std::string where_;
 };
 
+/*! \brief A number the kernels use as a float32: finite and inside the float32 range. */
+float Float32(const JsonObject& attrs, const char* key) {
+  const double value = attrs.Number(key);
+  if (!(std::abs(value) <= std::numeric_limits<float>::max())) {
+    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " = " << value
+                              << " is not a finite float32 value";
+  }
+  return static_cast<float>(value);
+}
+
 template <size_t N>
 std::array<int64_t, N> FixedInts(const JsonObject& attrs, const char* key) {
   std::vector<int64_t> values = attrs.Ints(key);
@@ -112,14 +130,15 @@ std::array<int64_t, N> FixedInts(const JsonObject& attrs, const char* key) {
 kernels::DataLayout ParseDataLayout(const std::string& layout, const std::string& what) {
   if (layout == "NCHW" || layout == "NCW") return kernels::DataLayout::kNCHW;
   if (layout == "NHWC" || layout == "NWC") return kernels::DataLayout::kNHWC;
-  TVM_FFI_THROW(ValueError) << what << ": layout " << layout << " is not supported (NCHW/NHWC)";
+  TVM_FFI_THROW(ValueError) << what << ": layout " << Printable(layout)
+                            << " is not supported (NCHW/NHWC)";
   TVM_FFI_UNREACHABLE();
 }
 
 kernels::KernelLayout ParseKernelLayout(const std::string& layout, const std::string& what) {
   if (layout == "OIHW" || layout == "OIW") return kernels::KernelLayout::kOIHW;
   if (layout == "HWIO" || layout == "WIO") return kernels::KernelLayout::kHWIO;
-  TVM_FFI_THROW(ValueError) << what << ": kernel layout " << layout
+  TVM_FFI_THROW(ValueError) << what << ": kernel layout " << Printable(layout)
                             << " is not supported (OIHW/HWIO)";
   TVM_FFI_UNREACHABLE();
 }
@@ -181,7 +200,7 @@ BatchNormAttrs ParseBatchNormAttrs(const JsonObject& attrs) {
   }
   BatchNormAttrs result;
   result.axis = attrs.Int("axis");
-  result.epsilon = static_cast<float>(attrs.Number("epsilon"));
+  result.epsilon = Float32(attrs, "epsilon");
   result.center = attrs.Bool("center");
   result.scale = attrs.Bool("scale");
   return result;
@@ -202,6 +221,15 @@ double PositiveScale(const JsonObject& attrs, const char* key) {
   return scale;
 }
 
+/*! \brief A fixed-point value computed from user scales, limited to `limit` in magnitude. */
+int64_t BoundedRound(double value, double limit, const std::string& what) {
+  if (!(std::abs(value) < limit)) {
+    TVM_FFI_THROW(ValueError) << what << " = " << value << " is outside (-" << limit << ", "
+                              << limit << ")";
+  }
+  return kernels::RoundHalfEven(value);
+}
+
 QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                        const std::string& where) {
   QnnAttrs q;
@@ -216,24 +244,40 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   kernels::Requantization& r = q.requant;
   auto [lo, hi] = IntegerRange(dtype, where);
   r.output_zero_point = attrs.Int("output_zero_point");
+  if (r.output_zero_point < lo || r.output_zero_point > hi) {
+    TVM_FFI_THROW(ValueError) << attrs.Field("output_zero_point") << " " << r.output_zero_point
+                              << " is outside the " << DTypeName(dtype) << " range";
+  }
   r.min = lo;
   r.max = hi;
   const std::string activation = attrs.Has("activation") ? attrs.String_("activation") : "none";
   if (activation == "relu" || activation == "relu6") r.min = std::max(lo, r.output_zero_point);
   if (activation == "relu6") {
-    r.max = std::min(hi, r.output_zero_point + kernels::RoundHalfEven(6.0 / q.output_scale));
+    // Above the dtype range the bound no longer matters: clamp before rounding.
+    const double six = std::min(6.0 / q.output_scale, 65536.0);
+    r.max = std::min(hi, r.output_zero_point + kernels::RoundHalfEven(six));
   } else if (activation != "none" && activation != "relu") {
-    TVM_FFI_THROW(ValueError) << attrs.Field("activation") << " '" << activation
+    TVM_FFI_THROW(ValueError) << attrs.Field("activation") << " '" << Printable(activation)
                               << "' is not none, relu or relu6";
   }
   for (double weight_scale : q.weight_scales) {
-    if (!(weight_scale > 0)) TVM_FFI_THROW(ValueError) << where << ": weight scales must be > 0";
-    r.multipliers.push_back(
-        kernels::QuantizeMultiplier(q.input_scale * weight_scale / q.output_scale));
+    if (!(weight_scale > 0) || !std::isfinite(weight_scale)) {
+      TVM_FFI_THROW(ValueError) << where << ": weight scales must be positive and finite";
+    }
+    // The fixed-point multiplier m0 * 2^-shift needs shift in [1, 62] (as the pattern check).
+    const double multiplier = q.input_scale * weight_scale / q.output_scale;
+    if (!(multiplier >= 0x1p-31 && multiplier < 0x1p30)) {
+      TVM_FFI_THROW(ValueError) << where << ": requantization multiplier input_scale * "
+                                << "weight_scale / output_scale = " << multiplier
+                                << " is outside [2^-31, 2^30)";
+    }
+    r.multipliers.push_back(kernels::QuantizeMultiplier(multiplier));
   }
   for (size_t c = 0; c < q.bias.size(); ++c) {
     const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
-    r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
+    // The quantized bias is an int32, as in onnxruntime's QDQ models.
+    r.bias.push_back(BoundedRound(q.bias[c] / (q.input_scale * weight_scale), 0x1p31,
+                                  where + ": quantized bias[" + std::to_string(c) + "]"));
   }
   return q;
 }
@@ -271,11 +315,11 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       return result;
     }
     case OpKind::kClip:
-      return ClipAttrs{static_cast<float>(attrs.Number("min")),
-                       static_cast<float>(attrs.Number("max"))};
+      return ClipAttrs{Float32(attrs, "min"), Float32(attrs, "max")};
     case OpKind::kQuantize:
     case OpKind::kDequantize: {
-      QuantAttrs q{static_cast<float>(PositiveScale(attrs, "scale")), attrs.Int("zero_point")};
+      QuantAttrs q{Float32(attrs, "scale"), attrs.Int("zero_point")};
+      if (!(q.scale > 0)) TVM_FFI_THROW(ValueError) << attrs.Field("scale") << " must be > 0";
       if (kind == OpKind::kQuantize) std::tie(q.min, q.max) = IntegerRange(dtype, where);
       return q;
     }
@@ -298,18 +342,27 @@ Node ParseNode(const Any& value, size_t index) {
   JsonObject obj(value, where);
   Node node;
   node.name = obj.String_("name");
-  where += " (" + node.name + ")";
+  where += " (" + Printable(node.name) + ")";
   std::string op = obj.String_("op");
   std::string dtype = obj.String_("dtype");
   auto parsed_dtype = ParseDType(dtype);
   if (!parsed_dtype.has_value()) {
-    TVM_FFI_THROW(ValueError) << where << ": dtype " << dtype << " is not an NPU dtype";
+    TVM_FFI_THROW(ValueError) << where << ": dtype " << Printable(dtype) << " is not an NPU dtype";
   }
   node.dtype = *parsed_dtype;
   node.shape = obj.Ints("shape");
   for (int64_t dim : node.shape) {
     if (dim < 0) TVM_FFI_THROW(ValueError) << where << ": negative dimension in shape";
+    // TVM computes an empty result here; the pattern checks keep such ops on the CPU, and the
+    // tiling, timing and kernels never see an empty tensor.
+    if (dim == 0) {
+      TVM_FFI_THROW(ValueError) << where << ": zero-size dimension in shape (the NPU does not "
+                                << "run empty tensors; they stay on the CPU)";
+    }
   }
+  // Every later size computation multiplies sub-shapes of this one, so one check covers them.
+  checked::Mul(checked::Product(node.shape, "tensor element count"), DTypeBytes(node.dtype),
+               "tensor byte size");
   if (op == "input") {
     node.kind = NodeKind::kInput;
   } else if (op == "const") {
@@ -317,7 +370,8 @@ Node ParseNode(const Any& value, size_t index) {
   } else {
     auto kind = ParseOpKind(op);
     if (!kind.has_value()) {
-      TVM_FFI_THROW(ValueError) << where << ": op \"" << op << "\" is not an NPU operator";
+      TVM_FFI_THROW(ValueError) << where << ": op \"" << Printable(op)
+                                << "\" is not an NPU operator";
     }
     node.kind = NodeKind::kOp;
     node.op = *kind;
@@ -345,9 +399,7 @@ std::vector<int64_t> Graph::ConstNodes() const {
 }
 
 Graph ParseGraph(const std::string& json_text) {
-  String error;
-  json::Value value = json::Parse(json_text, &error);
-  if (!error.empty()) TVM_FFI_THROW(ValueError) << "NPU graph is not valid JSON: " << error;
+  json::Value value = ParseUntrustedJson(json_text, "NPU graph");
   JsonObject root(value, "NPU graph");
   if (root.Int("version") != 1) {
     TVM_FFI_THROW(ValueError) << "NPU graph version " << root.Int("version")
