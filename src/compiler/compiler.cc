@@ -7,6 +7,8 @@
 #include "compiler/memory_planner.h"
 #include "compiler/tile_scheduler.h"
 #include "compiler/tiling_planner.h"
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 
@@ -19,7 +21,9 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
   std::vector<FusedGroup> groups = FuseGraph(g);
   LayoutPlan layout = PlanLayout(g, groups);
   program.dram_scratch_bytes = PlanDram(g, groups, layout, &program.placements);
+  CheckDramCapacity(g, program.placements, program.dram_scratch_bytes, config);
   TileScheduler scheduler(g, layout, &program);
+  int64_t tiles = 0;
   for (const FusedGroup& group : groups) {
     if (layout.is_view[group.anchor]) continue;  // read through strides, never materialised
     std::unique_ptr<TilingRule> rule = MakeTilingRule(g, group, layout, config);
@@ -29,13 +33,22 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
     info.nodes.push_back(group.anchor);
     info.nodes.insert(info.nodes.end(), group.chain.begin(), group.chain.end());
     if (!plan.ok) {
-      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << plan.reason;
+      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << Printable(info.name) << ": "
+                                << plan.reason;
+    }
+    // Checked before the group's commands are emitted: the limit bounds what compiling costs.
+    tiles = checked::Add(tiles, plan.tiles, "tile count");
+    if (tiles > config.max_tiles) {
+      TVM_FFI_THROW(ValueError) << "NPU compiler: the function needs more than " << config.max_tiles
+                                << " tiles (NPUConfig.max_tiles); group " << Printable(info.name)
+                                << " alone needs " << plan.tiles;
     }
     // Alternate ends of L1 and L2, so a group can load while the previous one computes.
     const bool from_top = program.groups.size() % 2 == 1;
     BufferPlanResult buffers = PlanBuffers(plan.buffers, config, from_top);
     if (!buffers.ok) {
-      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << buffers.reason;
+      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << Printable(info.name) << ": "
+                                << buffers.reason;
     }
     info.engine = plan.engine;
     info.tiles = plan.tiles;

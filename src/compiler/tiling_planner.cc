@@ -14,6 +14,7 @@
 
 #include "compiler/tiling_planner_details.h"
 #include "kernels/window.h"
+#include "support/checked_math.h"
 
 namespace example_npu {
 namespace tiling {
@@ -44,7 +45,10 @@ void ForEachTile(
 
 int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile) {
   int64_t count = 1;
-  for (size_t d = 0; d < full.size(); ++d) count *= (full[d] + tile[d] - 1) / tile[d];
+  for (size_t d = 0; d < full.size(); ++d) {
+    TVM_FFI_ICHECK_GT(tile[d], 0) << "tile extents are positive (empty tensors never reach tiling)";
+    count = checked::Mul(count, (full[d] + tile[d] - 1) / tile[d], "tile count");
+  }
   return count;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/matrix_engine.h"
+#include "support/checked_math.h"
 
 namespace example_npu {
 namespace {
@@ -33,7 +34,7 @@ class Timeline {
       if (prev->second > start) start = prev->second;
     }
     for (; it != busy_.end(); ++it) {
-      if (it->first >= start + duration) break;
+      if (it->first >= checked::Add(start, duration, "cycle count")) break;
       start = std::max(start, it->second);
     }
     return start;
@@ -41,7 +42,7 @@ class Timeline {
 
   void Reserve(int64_t start, int64_t duration) {
     if (duration <= 0) return;
-    int64_t end = start + duration;
+    int64_t end = checked::Add(start, duration, "cycle count");
     auto next = busy_.lower_bound(start);
     if (next != busy_.begin()) {
       auto prev = std::prev(next);
@@ -90,7 +91,7 @@ Cost DmaCost(const Program& program, const DmaCommand& dma) {
   const Tier remote = dma.store ? Tier::kDram : dma.remote_tier;
   const double bandwidth =
       std::min(config.BandwidthBytesPerCycle(remote), config.BandwidthBytesPerCycle(dma.tile.tier));
-  cost.cycles = kIssueCycles + static_cast<int64_t>(std::ceil(dma.bus_bytes / bandwidth));
+  cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(dma.bus_bytes / bandwidth), "DMA cycles");
   cost.latency = config.LatencyCycles(remote);
   cost.bytes[TierIndex(remote)] += dma.bus_bytes;
   cost.bytes[TierIndex(dma.tile.tier)] += TileBytes(dma.tile);
@@ -257,24 +258,27 @@ Profile Simulate(const Program& program) {
       start = best;
       channels[channel].Reserve(start, cost.cycles);
       port.Reserve(start, cost.cycles);
-      profile.busy_cycles[static_cast<int>(Engine::kDma)] += cost.cycles;
+      int64_t& busy = profile.busy_cycles[static_cast<int>(Engine::kDma)];
+      busy = checked::Add(busy, cost.cycles, "DMA busy cycles");
     } else {
       Timeline& engine = engines[static_cast<int>(command.compute.engine)];
       start = engine.EarliestFree(ready, cost.cycles);
       engine.Reserve(start, cost.cycles);
-      profile.busy_cycles[static_cast<int>(command.compute.engine)] += cost.cycles;
-      profile.macs += command.compute.macs;
+      int64_t& busy = profile.busy_cycles[static_cast<int>(command.compute.engine)];
+      busy = checked::Add(busy, cost.cycles, "engine busy cycles");
+      profile.macs = checked::Add(profile.macs, command.compute.macs, "MAC count");
       profile.groups[command.group].macs += command.compute.macs;
     }
-    end[command.id] = start + cost.cycles + cost.latency;
+    end[command.id] =
+        checked::Add(checked::Add(start, cost.cycles, "cycle count"), cost.latency, "cycle count");
     finished = std::max(finished, end[command.id]);
     GroupProfile& group = profile.groups[command.group];
     group.start = started[command.group] ? std::min(group.start, start) : start;
     started[command.group] = true;
     group.end = std::max(group.end, end[command.id]);
     for (int t = 0; t < kNumTiers; ++t) {
-      group.bytes[t] += cost.bytes[t];
-      profile.bytes[t] += cost.bytes[t];
+      profile.bytes[t] = checked::Add(profile.bytes[t], cost.bytes[t], "bytes moved");
+      group.bytes[t] += cost.bytes[t];  // a part of the checked total
     }
     const double energy = cost.energy_pj * config.EnergyScale();
     group.energy_pj += energy;
@@ -285,6 +289,9 @@ Profile Simulate(const Program& program) {
   profile.total_cycles = finished;
   profile.l1_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL1);
   profile.l2_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL2);
+  if (!std::isfinite(profile.energy_pj)) {
+    TVM_FFI_THROW(ValueError) << "the energy of " << profile.symbol << " overflows a double";
+  }
   return profile;
 }
 
