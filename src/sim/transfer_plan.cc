@@ -147,7 +147,8 @@ class GroupForwarder {
 
   /*! \brief DRAM tensors this group both reads and writes, and those with overlapping stores. */
   void FindConflicts(int64_t begin, int64_t end) {
-    std::map<DramKey, std::vector<const DmaCommand*>> loads, stores;
+    std::map<DramKey, std::vector<const DmaCommand*>> loads;
+    std::map<DramKey, DramBoxIndex> stores;
     for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
       if (!command.is_dma || command.dma.remote_tier != Tier::kDram) continue;
@@ -156,10 +157,11 @@ class GroupForwarder {
         loads[key].push_back(&command.dma);
         continue;
       }
-      for (const DmaCommand* other : stores[key]) {
-        if (BoxesMayOverlap(*other, command.dma)) conflicted_.insert(key);
+      DramBoxIndex& earlier = stores[key];
+      if (!conflicted_.count(key)) {
+        earlier.ForEachOverlap(command.dma, [&](int64_t) { conflicted_.insert(key); });
       }
-      stores[key].push_back(&command.dma);
+      earlier.Add(i, &command.dma);
     }
     for (const auto& [key, unused] : loads) {
       if (stores.count(key)) conflicted_.insert(key);
@@ -239,6 +241,60 @@ bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b) {
     if (a_end <= b.box.begin[d] || b_end <= a.box.begin[d]) return false;
   }
   return true;
+}
+
+namespace {
+
+/*! \brief The element interval [first, last] of a box, or false when it has none. */
+bool Interval(const DmaCommand& dma, int64_t* first, int64_t* last) {
+  *first = 0;
+  *last = 0;
+  const std::vector<int64_t>& strides = dma.view.strides;
+  if (strides.size() != dma.box.begin.size()) return false;
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] < 0 || dma.box.extent[d] <= 0) return false;
+    *first += dma.box.begin[d] * strides[d];
+    *last += (dma.box.begin[d] + dma.box.extent[d] - 1) * strides[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+void DramBoxIndex::Add(int64_t id, const DmaCommand* dma) {
+  int64_t first = 0, last = 0;
+  if (!Interval(*dma, &first, &last)) {
+    unindexed_.push_back(Entry{id, dma});
+    return;
+  }
+  Bucket& bucket = buckets_[dma->view.strides];
+  bucket.by_first.emplace(first, Entry{id, dma});
+  bucket.max_span = std::max(bucket.max_span, last - first);
+}
+
+void DramBoxIndex::ForEachOverlap(const DmaCommand& dma,
+                                  const std::function<void(int64_t)>& fn) const {
+  for (const Entry& entry : unindexed_) {
+    if (BoxesMayOverlap(*entry.dma, dma)) fn(entry.id);
+  }
+  int64_t first = 0, last = 0;
+  const bool indexed = Interval(dma, &first, &last);
+  for (const auto& [strides, bucket] : buckets_) {
+    if (!indexed || strides != dma.view.strides) {
+      // Different strides always count as overlapping (BoxesMayOverlap's rule).
+      for (const auto& [unused, entry] : bucket.by_first) {
+        if (BoxesMayOverlap(*entry.dma, dma)) fn(entry.id);
+      }
+      continue;
+    }
+    // An entry [f, f + span] with span <= max_span meets [first, last] only if f lies in
+    // [first - max_span, last].
+    auto it = bucket.by_first.lower_bound(first - bucket.max_span);
+    const auto end = bucket.by_first.upper_bound(last);
+    for (; it != end; ++it) {
+      if (BoxesMayOverlap(*it->second.dma, dma)) fn(it->second.id);
+    }
+  }
 }
 
 TransferPlan PlanTransfers(const Program& program, bool forward) {

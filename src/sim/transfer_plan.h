@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -102,6 +104,35 @@ DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
  * through the same strides; any other pair is assumed to overlap.
  */
 bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b);
+
+/*!
+ * \brief The DRAM boxes of one tensor seen so far, queried for BoxesMayOverlap without scanning
+ * every earlier box. A box read through non-negative strides lies inside the element interval
+ * [first, last] of its corner offsets, and two boxes of equal strides that share an element have
+ * intersecting intervals; so only boxes whose intervals intersect the query's are compared. Tiles
+ * walked in order have disjoint intervals, which makes a query logarithmic instead of linear in
+ * the tile count. The answers are exactly those of BoxesMayOverlap against every box added.
+ */
+class DramBoxIndex {
+ public:
+  void Add(int64_t id, const DmaCommand* dma);
+  /*! \brief Calls fn(id) for every added box that BoxesMayOverlap with `dma`, in no fixed order. */
+  void ForEachOverlap(const DmaCommand& dma, const std::function<void(int64_t)>& fn) const;
+
+ private:
+  struct Entry {
+    int64_t id;
+    const DmaCommand* dma;
+  };
+  /*! \brief Boxes seen through one stride vector, keyed by their first element. */
+  struct Bucket {
+    std::multimap<int64_t, Entry> by_first;
+    int64_t max_span = 0;
+  };
+  std::map<std::vector<int64_t>, Bucket> buckets_;
+  /*! \brief Boxes without an interval (empty, or negative strides): always compared. */
+  std::vector<Entry> unindexed_;
+};
 
 }  // namespace example_npu
 
