@@ -22,6 +22,7 @@ namespace simd {
 constexpr int64_t kLanes = 8;
 typedef float V8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
+typedef uint32_t U8 __attribute__((vector_size(32)));
 // Unaligned, may-alias twin used only for loads and stores (as immintrin's __m256_u).
 typedef float V8u __attribute__((vector_size(32), may_alias, aligned(4)));
 
@@ -49,16 +50,19 @@ EXAMPLE_NPU_INLINE float HorizontalMax(V8 v) {
 
 /*!
  * \brief e^x (Cephes expf): x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial for e^r,
- * and 2^n built in the exponent bits. Inputs are clamped to the finite float range, so large
- * arguments saturate at ~3.4e38 and very negative ones give ~1e-38 (a relative error there is
- * far below any float tolerance of the ops using it).
+ * and 2^n applied as 2^(n/2) * 2^(n - n/2), each a normal float, so large arguments overflow to
+ * inf and very negative ones round once into the subnormals and then to 0, as libm's expf (TVM's
+ * LLVM build) does. NaN gives NaN. Normal results are exact powers-of-two scalings of the
+ * polynomial, bit for bit what a single 2^n scaling gives.
  */
 EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
-  x = Min(Max(x, Splat(-87.3f)), Splat(88.3f));
+  // Outside [-104, 89] e^x is 0 or inf in float; clamping keeps n in [-150, 129]. (The clamp
+  // maps NaN to -104; NaN is restored at the end.)
+  const V8 xc = Min(Max(x, Splat(-104.0f)), Splat(89.0f));
   // Round x / ln2 to nearest with the 1.5 * 2^23 trick (exact for |x / ln2| < 2^22).
   const V8 magic = Splat(12582912.0f);
-  const V8 nf = (x * 1.44269504088896341f + magic) - magic;
-  V8 r = x - nf * 0.693359375f;
+  const V8 nf = (xc * 1.44269504088896341f + magic) - magic;
+  V8 r = xc - nf * 0.693359375f;
   r = r - nf * -2.12194440e-4f;
   V8 p = Splat(1.9875691500e-4f);
   p = p * r + 8.3334519073e-3f;
@@ -67,7 +71,11 @@ EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
   const I8 n = __builtin_convertvector(nf, I8);
-  return (V8)((I8)p + (n << 23));
+  const I8 n_half = n >> 1;  // n1 + n2 = n with both in [-75, 65]: 2^n1 and 2^n2 are normal
+  const U8 p_scaled = (U8)p + ((U8)n_half << 23);  // p * 2^n1, exact
+  const U8 two_n2 = (U8)(n - n_half + 127) << 23;  // 2^n2
+  const V8 result = (V8)p_scaled * (V8)two_n2;     // one rounding (subnormal), or inf
+  return x == x ? result : x;
 }
 
 /*! \brief 1 / (1 + e^-x). */
