@@ -52,6 +52,13 @@ int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile) {
   return count;
 }
 
+ClippedWindow ClipWindow(int64_t first, int64_t last, int64_t size) {
+  const int64_t lo = std::max<int64_t>(first, 0);
+  const int64_t hi = std::min(last, size);
+  if (hi <= lo) return ClippedWindow{std::clamp<int64_t>(first, 0, size), 0, last - first, 0};
+  return ClippedWindow{lo, hi - lo, lo - first, last - hi};
+}
+
 std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
                               const std::vector<int64_t>& order) {
   std::vector<int64_t> result;
@@ -606,6 +613,7 @@ class PoolRule : public OutputTiler {
                   PoolAttrs attrs = std::get<PoolAttrs>(Anchor().attrs);
                   attrs.params.layout = kernels::DataLayout::kNHWC;
                   attrs.params.padding = halo.padding;
+                  attrs.params.drop_trailing_window = false;
                   ComputeCommand compute =
                       MakeCompute(Anchor(), group_.anchor, {in}, result, attrs);
                   compute.elements = kernels::NumElements(result.shape) *
@@ -646,12 +654,12 @@ class PoolRule : public OutputTiler {
       const int64_t first = out_box.begin[axis] * p.strides[s] - p.padding[s];
       const int64_t last = (out_box.begin[axis] + out_box.extent[axis] - 1) * p.strides[s] -
                            p.padding[s] + (p.pool_size[s] - 1) * p.dilation[s] + 1;
-      const int64_t lo = std::max<int64_t>(0, first);
-      const int64_t hi = std::min(in_shape[axis], last);
-      halo.box.begin[axis] = lo;
-      halo.box.extent[axis] = std::max<int64_t>(0, hi - lo);
-      halo.padding[s] = lo - first;
-      halo.padding[s + 2] = std::min(p.padding[s + 2], std::max<int64_t>(0, last - in_shape[axis]));
+      const ClippedWindow window = ClipWindow(first, last, in_shape[axis]);
+      halo.box.begin[axis] = window.begin;
+      halo.box.extent[axis] = window.extent;
+      halo.padding[s] = window.pad_before;
+      // ceil_mode windows may run past the user's padding; the kernel adds that part itself.
+      halo.padding[s + 2] = std::min(p.padding[s + 2], window.pad_after);
     }
     return halo;
   }

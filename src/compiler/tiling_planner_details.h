@@ -27,6 +27,21 @@ void ForEachTile(
 
 int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile);
 
+/*!
+ * \brief A tile's window range [first, last) along one input axis of extent `size`, split into
+ * the input rows it reads, [begin, begin + extent), and the padding its kernel adds before and
+ * after them. pad_before + extent + pad_after == last - first always, also when the range lies
+ * wholly in the padding (extent 0, e.g. padding wider than a 1x1 kernel): the tile's kernel then
+ * computes exactly the tile's outputs.
+ */
+struct ClippedWindow {
+  int64_t begin;
+  int64_t extent;
+  int64_t pad_before;
+  int64_t pad_after;
+};
+ClippedWindow ClipWindow(int64_t first, int64_t last, int64_t size);
+
 /*! \brief `values` permuted into `order`. */
 std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
                               const std::vector<int64_t>& order);

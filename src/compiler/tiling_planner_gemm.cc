@@ -463,12 +463,11 @@ class ConvRule : public GroupTiler {
       const int64_t first = out_box.begin[axis] * p_.strides[s] - p_.padding[s];
       const int64_t last = (out_box.begin[axis] + out_box.extent[axis] - 1) * p_.strides[s] -
                            p_.padding[s] + (kernel - 1) * p_.dilation[s] + 1;
-      const int64_t lo = std::max<int64_t>(0, first);
-      const int64_t hi = std::min(in_[axis], last);
-      halo.box.begin[axis] = lo;
-      halo.box.extent[axis] = std::max<int64_t>(0, hi - lo);
-      halo.padding[s] = lo - first;
-      halo.padding[s + 2] = std::max<int64_t>(0, last - in_[axis]);
+      const ClippedWindow window = ClipWindow(first, last, in_[axis]);
+      halo.box.begin[axis] = window.begin;
+      halo.box.extent[axis] = window.extent;
+      halo.padding[s] = window.pad_before;
+      halo.padding[s + 2] = window.pad_after;
     }
     const int64_t oc0 = out_box.begin[c_axis_];
     halo.box.begin[c_axis_] = p_.groups == 1 ? ic0 : oc0 / group_out_ * group_in_;
