@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -109,10 +110,32 @@ def op_name(call: relax.Call) -> str:
 
 
 def check_static_shapes(call: relax.Call) -> Verdict:
+    """Static shapes, none of them empty, whose bytes fit the NPU's DRAM (check_tensor_sizes)."""
     tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
     for tensor in tensors:
         if tensor_shape(tensor) is None:
             return reject(f"{op_name(call)}: dynamic or unknown shape {tensor.ty}")
+    return check_tensor_sizes(call, tensors)
+
+
+def check_tensor_sizes(call: relax.Call, tensors: list[Any]) -> Verdict:
+    """No zero-size tensor, and the op's tensors together fit the DRAM of the target NPU.
+
+    TVM computes an empty result for a zero-size tensor; the NPU runtime refuses empty tensors
+    (and graphs over ``NPUConfig.dram_mb``) with a ValueError, so such ops stay on the CPU.
+    """
+    name = op_name(call)
+    total = 0
+    for tensor in tensors:
+        shape = tensor_shape(tensor)
+        if shape is None:
+            continue
+        if 0 in shape:
+            return reject(f"{name}: zero-size tensor {shape} (empty results stay on the CPU)")
+        total += math.prod(shape) * dtype_bytes(tensor_dtype(tensor))
+    dram_bytes = _TARGET_CONFIG.get().dram_mb << 20
+    if total > dram_bytes:
+        return reject(f"{name}: its tensors need {total} bytes, more than the DRAM's {dram_bytes}")
     return ACCEPT
 
 
