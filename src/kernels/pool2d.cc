@@ -178,6 +178,30 @@ void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int6
   }
 }
 
+/*!
+ * \brief Max over the whole window of an NHWC output pixel that has padded taps: every tap in
+ * TVM's order, a padded one as the lowest float (TVM's pad value, which replaces a NaN there).
+ */
+__attribute__((noinline)) void MaxPixelAllTaps(const float* input, float* out_px, int64_t n,
+                                               int64_t in_h, int64_t in_w, int64_t channels,
+                                               const AxisPlan& ph, const AxisPlan& pw, int64_t oh,
+                                               int64_t ow, const Pool2dParams& p) {
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (int64_t kh = 0; kh < p.pool_size[0]; ++kh) {
+    const bool h_inside = kh >= ph.tap_lo[oh] && kh < ph.tap_hi[oh];
+    const int64_t ih = ph.start[oh] + kh * p.dilation[0];
+    for (int64_t kw = 0; kw < p.pool_size[1]; ++kw) {
+      if (!(h_inside && kw >= pw.tap_lo[ow] && kw < pw.tap_hi[ow])) {
+        for (int64_t c = 0; c < channels; ++c) out_px[c] = TvmMax(out_px[c], lowest);
+        continue;
+      }
+      const int64_t iw = pw.start[ow] + kw * p.dilation[1];
+      const float* in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
+      for (int64_t c = 0; c < channels; ++c) out_px[c] = TvmMax(out_px[c], in_px[c]);
+    }
+  }
+}
+
 /*! \brief NHWC rows [begin, end) of (n, oh): per output pixel, the channel loop is innermost. */
 template <bool kIsMax>
 void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
@@ -189,23 +213,18 @@ void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int6
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / out_h;
     const int64_t oh = r % out_h;
+    const bool h_padded = ph.tap_lo[oh] > 0 || ph.tap_hi[oh] < p.pool_size[0];
     for (int64_t ow = 0; ow < out_w; ++ow) {
       float* __restrict__ out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
       std::fill(out_px, out_px + channels, init);
-      // Max visits every tap, padded ones as `init` (TVM pads with the lowest float); a sum
-      // skips them (they add 0).
-      const int64_t kh_begin = kIsMax ? 0 : ph.tap_lo[oh];
-      const int64_t kh_end = kIsMax ? p.pool_size[0] : ph.tap_hi[oh];
-      const int64_t kw_begin = kIsMax ? 0 : pw.tap_lo[ow];
-      const int64_t kw_end = kIsMax ? p.pool_size[1] : pw.tap_hi[ow];
-      for (int64_t kh = kh_begin; kh < kh_end; ++kh) {
-        const bool h_inside = kh >= ph.tap_lo[oh] && kh < ph.tap_hi[oh];
+      if (kIsMax && (h_padded || pw.tap_lo[ow] > 0 || pw.tap_hi[ow] < p.pool_size[1])) {
+        MaxPixelAllTaps(input, out_px, n, in_h, in_w, channels, ph, pw, oh, ow, p);
+        continue;
+      }
+      // Only taps inside the input: a sum skips padded taps (they add 0).
+      for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
         const int64_t ih = ph.start[oh] + kh * p.dilation[0];
-        for (int64_t kw = kw_begin; kw < kw_end; ++kw) {
-          if (kIsMax && !(h_inside && kw >= pw.tap_lo[ow] && kw < pw.tap_hi[ow])) {
-            for (int64_t c = 0; c < channels; ++c) out_px[c] = TvmMax(out_px[c], init);
-            continue;
-          }
+        for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
           const int64_t iw = pw.start[ow] + kw * p.dilation[1];
           const float* __restrict__ in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
           for (int64_t c = 0; c < channels; ++c) {
