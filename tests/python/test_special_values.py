@@ -1,0 +1,190 @@
+"""NaN, +-inf, huge and tiny values go through every op family exactly as TVM's LLVM build.
+
+Each case builds one Relax module, runs it once through ``tvm.compile`` alone (TVM's CPU build,
+the reference) and once through ``partition_for_npu``, on inputs salted with special values. The
+NaN positions and every infinity must match exactly; finite values must agree to float rounding
+(the random suite's rtol = atol = 1e-5). The same cases run again on a
+16 KB L1, where tiles, halos and split reductions cut through the special values.
+"""
+
+from __future__ import annotations
+
+import example_npu
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+R = relax.op
+SPECIAL = np.array(
+    [np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e38, 1e-40, -1e-40, 88.8, -88.8, 89.5,
+     -87.5, -95.0, -104.5, 100.0, -100.0, 44.5, -44.5, 9.0, -9.0, 1e13, -1e13],
+    "float32",
+)  # fmt: skip
+
+
+# For ops that sum products: no huge finite values. Whether a sum of finite values overflows
+# depends on the summation order, which TVM does not fix either (a tuned schedule of the same
+# module changes it); NaN and infinities give the same result in any order.
+SPECIAL_FOR_SUMS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40], "float32")
+
+
+def salted(
+    rng: np.random.Generator, shape, special: np.ndarray = SPECIAL, fraction: float = 0.3
+) -> np.ndarray:
+    """Normal values with a fraction of the elements (and each special value at least once, where
+    the tensor is large enough) replaced by special values."""
+    data = rng.standard_normal(shape).astype("float32")
+    flat = data.reshape(-1)
+    count = min(flat.size, max(int(flat.size * fraction), special.size))
+    values = np.concatenate([special, rng.choice(special, size=count)])[:count]
+    flat[rng.choice(flat.size, size=count, replace=False)] = values
+    return data
+
+
+def module(fn, *shapes) -> tvm.IRModule:
+    bb = relax.BlockBuilder()
+    params = [
+        relax.Var(f"p{i}", relax.TensorType(shape, "float32")) for i, shape in enumerate(shapes)
+    ]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(fn(bb, *params))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def run(mod: tvm.IRModule, arrays: list[np.ndarray]) -> np.ndarray:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    return vm["main"](*[tvm.runtime.tensor(a) for a in arrays]).numpy()
+
+
+def assert_same_special_values(actual: np.ndarray, expected: np.ndarray) -> None:
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(actual), nan, err_msg="NaN positions differ")
+    inf = np.isinf(expected)
+    np.testing.assert_array_equal(actual[inf], expected[inf], err_msg="infinities differ")
+    finite = ~nan & ~inf
+    # Finite values to the random suite's float32 tolerance (op_cases.py): cancellation in TVM's
+    # own tanh / gelu formulas and summation order differ by rounding only.
+    np.testing.assert_allclose(actual[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+def _bias_dense(bb, x, w, b):
+    return R.add(bb.emit(R.matmul(x, bb.emit(R.permute_dims(w)))), b)
+
+
+def _conv(layout: str, kernel: str, groups: int = 1, padding=(1, 2, 2, 0)):
+    def build(bb, x, w):
+        return R.nn.conv2d(
+            x, w, padding=padding, groups=groups, data_layout=layout, kernel_layout=kernel
+        )
+
+    return build
+
+
+# name -> (builder, operand shapes). Shapes are small but span several vectors and tiles.
+CASES = {
+    "relu": (lambda bb, x: R.nn.relu(x), [(4, 40)]),
+    "relu6": (lambda bb, x: R.clip(x, 0, 6), [(4, 40)]),
+    "sigmoid": (lambda bb, x: R.sigmoid(x), [(4, 40)]),
+    "tanh": (lambda bb, x: R.tanh(x), [(4, 40)]),
+    "gelu": (lambda bb, x: R.nn.gelu(x), [(4, 40)]),
+    "gelu_tanh": (lambda bb, x: R.nn.gelu_tanh(x), [(4, 40)]),
+    "softmax_last": (lambda bb, x: R.nn.softmax(x, axis=-1), [(16, 12)]),
+    "softmax_first": (lambda bb, x: R.nn.softmax(x, axis=0), [(12, 16)]),
+    "add_broadcast": (lambda bb, x, y: R.add(x, y), [(3, 4, 10), (4, 1)]),
+    "subtract": (lambda bb, x, y: R.subtract(x, y), [(5, 24), (5, 24)]),
+    "multiply": (lambda bb, x, y: R.multiply(x, y), [(5, 24), (24,)]),
+    "divide": (lambda bb, x, y: R.divide(x, y), [(5, 24), (5, 24)]),
+    "max_pool_nchw": (
+        lambda bb, x: R.nn.max_pool2d(x, (3, 3), (1, 2), (1, 1, 2, 0)),
+        [(2, 3, 9, 10)],
+    ),
+    "max_pool_nhwc_ceil": (
+        lambda bb, x: R.nn.max_pool2d(
+            x, (2, 3), (2, 2), (1, 1, 1, 1), ceil_mode=True, layout="NHWC"
+        ),
+        [(1, 9, 10, 17)],
+    ),
+    "avg_pool_nchw": (
+        lambda bb, x: R.nn.avg_pool2d(x, (3, 3), (2, 1), (1, 1, 1, 1), count_include_pad=True),
+        [(2, 3, 9, 10)],
+    ),
+    "avg_pool_nhwc": (
+        lambda bb, x: R.nn.avg_pool2d(x, (2, 2), (1, 1), (0, 1, 1, 0), layout="NHWC"),
+        [(1, 8, 9, 17)],
+    ),
+    "conv_nchw": (_conv("NCHW", "OIHW"), [(2, 5, 9, 8), (6, 5, 3, 3)]),
+    "conv_nhwc": (_conv("NHWC", "HWIO"), [(2, 9, 8, 5), (3, 3, 5, 6)]),
+    "conv_1x1_wide_pad_nhwc": (
+        _conv("NHWC", "HWIO", padding=(2, 1, 2, 2)),
+        [(1, 7, 6, 5), (1, 1, 5, 4)],
+    ),
+    "depthwise_nchw": (_conv("NCHW", "OIHW", groups=4), [(1, 4, 9, 8), (4, 1, 3, 3)]),
+    "depthwise_nhwc": (_conv("NHWC", "HWIO", groups=16), [(1, 9, 8, 16), (3, 3, 1, 16)]),
+    "matmul": (lambda bb, x, y: R.matmul(x, y), [(2, 9, 20), (20, 7)]),
+    "dense_bias": (_bias_dense, [(6, 20), (7, 20), (7,)]),
+    "batch_norm": (
+        lambda bb, x, g, b, m, v: R.nn.batch_norm(x, g, b, m, v, axis=1, training=False)[0],
+        [(2, 4, 5, 6), (4,), (4,), (4,), (4,)],
+    ),
+}
+
+
+SUMS = ("avg_pool", "conv", "depthwise", "matmul", "dense")
+
+
+def _inputs(name: str, shapes) -> list[np.ndarray]:
+    rng = np.random.default_rng(list(name.encode()))
+    special = SPECIAL_FOR_SUMS if name.startswith(SUMS) else SPECIAL
+    # Sparser in reductions, so that not every output sees a NaN.
+    fraction = 0.05 if name.startswith(SUMS) else 0.3
+    arrays = [salted(rng, shape, special, fraction) for shape in shapes]
+    if name == "batch_norm":
+        arrays[4] = np.abs(arrays[4])  # a NaN variance is still there; a negative one is not
+    return arrays
+
+
+@pytest.mark.parametrize("l1_kb", [None, 16])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_special_values_match_tvm(name, l1_kb):
+    build, shapes = CASES[name]
+    mod = module(build, *shapes)
+    arrays = _inputs(name, shapes)
+    expected = run(mod, arrays)
+    config = example_npu.NPUConfig(l1_sram_kb=l1_kb) if l1_kb else None
+    partitioned = example_npu.partition_for_npu(mod, config=config)
+    assert "example_npu" in partitioned.script(), f"{name} was not offloaded"
+    assert_same_special_values(run(partitioned, arrays), expected)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [[np.inf, 1, 2, 3], [np.nan, 1, 2, 3], [-np.inf] * 4, [np.inf, np.inf, 0, 0], [3e38] * 4,
+     [-np.inf, 1, 2, 3], [0, -100, -200, 5]],
+)  # fmt: skip
+def test_softmax_rows_with_special_values(row):
+    """The issue's rows: +inf gives NaN everywhere, NaN does not vanish, -inf gives exactly 0."""
+    mod = module(lambda bb, x: R.nn.softmax(x, axis=-1), (3, 4))
+    x = np.array([row] * 3, "float32")
+    expected = run(mod, [x])
+    actual = run(example_npu.partition_for_npu(mod), [x])
+    assert_same_special_values(actual, expected)
+    np.testing.assert_array_equal(actual == 0, expected == 0)  # e^-inf is 0, not ~1e-38
+
+
+def test_huge_input_through_a_model_gives_tvms_nan():
+    """A model fed 3e38 everywhere: the dense overflows to inf and the softmax turns it to NaN."""
+    rng = np.random.default_rng(3)
+    w = relax.const(np.abs(rng.standard_normal((10, 16))).astype("float32"))
+
+    def build(bb, x):
+        logits = bb.emit(R.matmul(x, bb.emit(R.permute_dims(w))))
+        return R.nn.softmax(bb.emit(R.nn.relu(logits)), axis=-1)
+
+    mod = module(build, (2, 16))
+    x = np.full((2, 16), 3e38, "float32")
+    expected = run(mod, [x])
+    assert np.isnan(expected).all()
+    assert_same_special_values(run(example_npu.partition_for_npu(mod), [x]), expected)
