@@ -110,7 +110,7 @@ def op_name(call: relax.Call) -> str:
 
 
 def check_static_shapes(call: relax.Call) -> Verdict:
-    """Static shapes, none of them empty, whose bytes fit the NPU's DRAM (check_tensor_sizes)."""
+    """Static shapes, no empty operand, bytes that fit the NPU's DRAM (check_tensor_sizes)."""
     tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
     for tensor in tensors:
         if tensor_shape(tensor) is None:
@@ -119,10 +119,12 @@ def check_static_shapes(call: relax.Call) -> Verdict:
 
 
 def check_tensor_sizes(call: relax.Call, tensors: list[Any]) -> Verdict:
-    """No zero-size tensor, and the op's tensors together fit the DRAM of the target NPU.
+    """No zero-size operand, and the op's tensors together fit the DRAM of the target NPU.
 
-    TVM computes an empty result for a zero-size tensor; the NPU runtime refuses empty tensors
-    (and graphs over ``NPUConfig.dram_mb``) with a ValueError, so such ops stay on the CPU.
+    TVM computes an empty result from an empty operand; the NPU runtime refuses empty tensors
+    (and graphs over ``NPUConfig.dram_mb``) with a ValueError, so such ops stay on the CPU. An
+    empty result of non-empty operands is check_nonempty_result's (after the op's own checks,
+    which say why, e.g. a window that fits nowhere).
     """
     name = op_name(call)
     total = 0
@@ -130,12 +132,20 @@ def check_tensor_sizes(call: relax.Call, tensors: list[Any]) -> Verdict:
         shape = tensor_shape(tensor)
         if shape is None:
             continue
-        if 0 in shape:
-            return reject(f"{name}: zero-size tensor {shape} (empty results stay on the CPU)")
+        if 0 in shape and tensor is not call:
+            return reject(f"{name}: zero-size operand {shape} (empty tensors stay on the CPU)")
         total += math.prod(shape) * dtype_bytes(tensor_dtype(tensor))
     dram_bytes = _TARGET_CONFIG.get().dram_mb << 20
     if total > dram_bytes:
         return reject(f"{name}: its tensors need {total} bytes, more than the DRAM's {dram_bytes}")
+    return ACCEPT
+
+
+def check_nonempty_result(call: relax.Call) -> Verdict:
+    """Every offloaded call's result has elements (run after each pattern row's own checks)."""
+    shape = tensor_shape(call)
+    if shape is not None and 0 in shape:
+        return reject(f"{_op_name(call)}: result {shape} is empty (empty tensors stay on the CPU)")
     return ACCEPT
 
 
