@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,7 @@ def fuzz(args: argparse.Namespace) -> int:
     kinds: Counter = Counter()
     findings: dict[str, dict] = {}
     lock = threading.Lock()
+    errors: list[str] = []
     next_index = iter(range(args.only_index, args.only_index + 1) if args.only_index is not None
                       else range(10**12))  # fmt: skip
     start = time.monotonic()
@@ -280,6 +282,10 @@ def fuzz(args: argparse.Namespace) -> int:
                                              "index": index}  # fmt: skip
                             print(f"FINDING {outcome} at index {index}: {inp.description}\n"
                                   f"  {detail[:400]}", flush=True)  # fmt: skip
+        except Exception:
+            with lock:
+                errors.append(traceback.format_exc())
+            raise
         finally:
             worker.stop()
 
@@ -325,6 +331,9 @@ def fuzz(args: argparse.Namespace) -> int:
     )
     for path in summary["findings"]:
         print(f"  finding: {path}")
+    if errors:
+        print(f"fuzz: the fuzzer itself failed:\n{errors[0]}")
+        return 2
     return 1 if findings else 0
 
 

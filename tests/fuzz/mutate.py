@@ -193,17 +193,11 @@ class Mutator:
         return f"shape of {node.get('name')} -> {shape}"
 
     def resize_consistently(self, rng, graph, to: int | None = None):
-        """Replaces one dim value by another in every shape (and attribute list) it occurs in,
+        """Replaces one dim value by another in every shape it occurs in,
         so that shape inference still agrees and the compiler and emulator run on it."""
-        dims = sorted(
-            {
-                d
-                for n in self.nodes(graph)
-                if isinstance(n, dict)
-                for d in (n.get("shape") or [])
-                if isinstance(d, int) and d > 1
-            }
-        )
+        shapes = [n["shape"] for n in self.nodes(graph)
+                  if isinstance(n, dict) and isinstance(n.get("shape"), list)]  # fmt: skip
+        dims = sorted({d for shape in shapes for d in shape if isinstance(d, int) and d > 1})
         if not dims:
             return self.extreme_dim(rng, graph)
         old = self.pick(rng, dims)
@@ -453,7 +447,11 @@ class Mutator:
                 steps.append(step)
             return FuzzInput("c", data, "; ".join(steps + [data[:120].decode(errors="replace")]))
         for _ in range(int(rng.integers(1, 4))):
-            steps.append(getattr(self, self.pick(rng, list(self.STRUCTURAL)))(rng, graph))
+            name = self.pick(rng, list(self.STRUCTURAL))
+            try:
+                steps.append(getattr(self, name)(rng, graph))
+            except (TypeError, KeyError, IndexError, AttributeError, ValueError):
+                steps.append(f"{name} (not applicable after the steps before)")
         data = json.dumps(graph).encode()
         if rng.random() < 0.25:
             data, step = self.mutate_text(rng, data)
