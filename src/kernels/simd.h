@@ -70,6 +70,7 @@ EXAMPLE_NPU_INLINE V8 ExpPolynomial(V8 x, I8* n) {
   V8 r = x - nf * 0.693359375f;
   r = r - nf * -2.12194440e-4f;
   V8 p = Splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;

@@ -314,7 +314,8 @@ class Mutator:
             return f"swap nodes {i}, {j}"
         # A long chain of copies of the last node: big graphs, slow passes.
         last = nodes[-1]
-        copies = int(self.pick(rng, [100, 2000, 20000]))
+        # At most ~4 MB of JSON: the point is many nodes, not a huge input.
+        copies = min(int(self.pick(rng, [100, 2000, 20000])), (4 << 20) // len(json.dumps(last)))
         for _ in range(copies):
             node = copy.deepcopy(last)
             if isinstance(node, dict) and isinstance(node.get("inputs"), list) and node["inputs"]:
