@@ -125,6 +125,14 @@ CASES = {
     "depthwise_nhwc": (_conv("NHWC", "HWIO", groups=16), [(1, 9, 8, 16), (3, 3, 1, 16)]),
     "matmul": (lambda bb, x, y: R.matmul(x, y), [(2, 9, 20), (20, 7)]),
     "dense_bias": (_bias_dense, [(6, 20), (7, 20), (7,)]),
+    "quantize_dequantize": (
+        lambda bb, x: R.dequantize(
+            bb.emit(R.quantize(x, relax.const(0.05), relax.const(3, "int8"), out_dtype="int8")),
+            relax.const(0.05),
+            relax.const(3, "int8"),
+        ),
+        [(4, 40)],
+    ),
     "batch_norm": (
         lambda bb, x, g, b, m, v: R.nn.batch_norm(x, g, b, m, v, axis=1, training=False)[0],
         [(2, 4, 5, 6), (4,), (4,), (4,), (4,)],
