@@ -124,7 +124,7 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   const Graph& graph = program_.graph;
   const std::string& sym = graph.symbol;
   if (!constants_bound_) {
-    TVM_FFI_THROW(RuntimeError) << sym << ": constants were not initialised (__init_" << sym
+    TVM_FFI_THROW(ValueError) << sym << ": constants were not initialised (__init_" << sym
                                 << " was not called)";
   }
   if (inputs.size() != graph.arg_nodes.size() || outputs.size() != graph.heads.size()) {
