@@ -125,7 +125,7 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   const std::string& sym = graph.symbol;
   if (!constants_bound_) {
     TVM_FFI_THROW(ValueError) << sym << ": constants were not initialised (__init_" << sym
-                                << " was not called)";
+                              << " was not called)";
   }
   if (inputs.size() != graph.arg_nodes.size() || outputs.size() != graph.heads.size()) {
     TVM_FFI_THROW(ValueError) << sym << " expects " << graph.arg_nodes.size() << " inputs and "
