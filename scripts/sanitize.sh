@@ -5,8 +5,9 @@
 #
 # Python loads the instrumented libexample_npu.so from a package overlay (build/sanitize/site,
 # first on PYTHONPATH) over the normal install. CPython itself is not instrumented, so the ASan
-# runtime is preloaded (it must come first) and its leak check is off: the interpreter keeps
-# its objects alive until exit by design.
+# runtime is preloaded (it must come first), followed by libstdc++ (which CPython does not link:
+# without it ASan cannot find the real __cxa_throw), and the leak check is off: the interpreter
+# keeps its objects alive until exit by design.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build/sanitize
@@ -14,7 +15,8 @@ FUZZ_SECONDS="${EXAMPLE_NPU_SANITIZE_FUZZ_BUDGET:-45}"
 
 echo "== Sanitizers: build (ASan + UBSan)"
 .venv/bin/cmake -S . -B "$BUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEXAMPLE_NPU_SANITIZE=ON -DEXAMPLE_NPU_BUILD_TESTS=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DEXAMPLE_NPU_SANITIZE=ON -DEXAMPLE_NPU_BUILD_TESTS=ON \
   -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 .venv/bin/cmake --build "$BUILD" -j2
 
@@ -29,9 +31,9 @@ SITE="$PWD/$BUILD/site"
 rm -rf "$SITE" && mkdir -p "$SITE"
 cp -r python/example_npu "$SITE/"
 .venv/bin/cmake --install "$BUILD" --prefix "$SITE" >/dev/null
-ASAN_LIB="$(g++ -print-file-name=libasan.so)"
+PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libstdc++.so)"
 run_instrumented() {
-  LD_PRELOAD="$ASAN_LIB" PYTHONPATH="$SITE" "$@"
+  LD_PRELOAD="$PRELOAD" PYTHONPATH="$SITE" "$@"
 }
 run_instrumented .venv/bin/python -c "import example_npu, sys; \
   sys.exit(0 if example_npu.__file__.startswith('$SITE') else 'not the instrumented package')"
