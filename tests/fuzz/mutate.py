@@ -115,6 +115,22 @@ OPS = [
     "dequantize",
 ]
 BYTES_FORMAT = "example_npu_json"
+# Valid but unusual NPUConfig values: they reach the tiling and scheduling with odd geometry.
+PLAUSIBLE_CONFIG = {
+    "l1_sram_kb": [4, 8, 16, 33, 64, 1024],
+    "l2_cmx_kb": [1, 8, 64],
+    "tile_height": [1, 4, 16, 32],
+    "tile_width": [1, 4, 16, 32],
+    "vector_elements": [1, 3, 8, 16, 64],
+    "matrix_engine_dim": [1, 2, 8, 32],
+    "vector_unit_width": [1, 7, 64, 4096],
+    "dma_channels": [1, 3, 8, 64],
+    "max_tiles": [1, 16, 1000],
+    "dram_mb": [1, 4, 64],
+    "dram_bandwidth_gb_per_s": [0.001, 1.5, 1e6],
+    "l2_latency_cycles": [1, 1000000],
+    "power_mode": ["low_power", "high_performance"],
+}
 
 
 @dataclass
@@ -333,6 +349,15 @@ class Mutator:
         self.mutate_config(rng, config)
         return f"npu_config -> {json.dumps(config)[:80]}"
 
+    def plausible_config(self, rng, graph):
+        config = graph.get("npu_config")
+        if not isinstance(config, dict):
+            config = graph["npu_config"] = {}
+        for _ in range(int(rng.integers(1, 4))):
+            key = self.pick(rng, sorted(PLAUSIBLE_CONFIG))
+            config[key] = self.pick(rng, PLAUSIBLE_CONFIG[key])
+        return f"npu_config -> {json.dumps(config)[:120]}"
+
     def mutate_config(self, rng, config: dict) -> None:
         action = rng.integers(5)
         keys = sorted(config) or ["l1_sram_kb"]
@@ -373,6 +398,9 @@ class Mutator:
         "reshuffle",
         "bad_config",
         "bad_config",
+        "plausible_config",
+        "plausible_config",
+        "plausible_config",
         "rename",
     )
 
