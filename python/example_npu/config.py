@@ -100,8 +100,9 @@ class NPUConfig:
     dram_latency_ns: float = 100.0
     # DRAM capacity: an NPU function's inputs, weights, outputs and intermediates must fit.
     dram_mb: int = 4096
-    # Tiles one NPU function may compile to (bounds the command stream and compile time).
-    max_tiles: int = 65536
+    # Op tiles one NPU function may compile to: every op of a fused group counts once per tile
+    # (bounds the command stream and compile time).
+    max_tiles: int = 1 << 18
     # Energy at the nominal 0.9 V (pJ per MAC / vector op / byte).
     energy_mac_int8_pj: float = 0.23
     energy_mac_int16_pj: float = 0.85

@@ -36,12 +36,17 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
       TVM_FFI_THROW(ValueError) << "NPU compiler: group " << Printable(info.name) << ": "
                                 << plan.reason;
     }
-    // Checked before the group's commands are emitted: the limit bounds what compiling costs.
-    tiles = checked::Add(tiles, plan.tiles, "tile count");
+    // Every op of the group runs on every tile: that many compute steps (and their loads) go
+    // into the command stream. Checked before the group is emitted, so the limit bounds what
+    // compiling costs.
+    const int64_t op_tiles =
+        checked::Mul(plan.tiles, static_cast<int64_t>(info.nodes.size()), "tile count");
+    tiles = checked::Add(tiles, op_tiles, "tile count");
     if (tiles > config.max_tiles) {
       TVM_FFI_THROW(ValueError) << "NPU compiler: the function needs more than " << config.max_tiles
-                                << " tiles (NPUConfig.max_tiles); group " << Printable(info.name)
-                                << " alone needs " << plan.tiles;
+                                << " op tiles (NPUConfig.max_tiles); group " << Printable(info.name)
+                                << " alone needs " << plan.tiles << " tiles x " << info.nodes.size()
+                                << " ops";
     }
     // Alternate ends of L1 and L2, so a group can load while the previous one computes.
     const bool from_top = program.groups.size() % 2 == 1;

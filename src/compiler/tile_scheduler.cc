@@ -51,6 +51,10 @@ void TileScheduler::BeginGroup(int64_t group, const std::vector<BufferClass>& cl
       slots_[c].push_back(slot);
     }
   }
+  slot_at_offset_.clear();
+  for (auto& cls : slots_) {
+    for (Slot& slot : cls) slot_at_offset_[slot.offset] = &slot;
+  }
 }
 
 void TileScheduler::RetireGroup() {
@@ -130,13 +134,10 @@ void TileScheduler::RecordDram(const DramRange& range, int64_t id, bool store) {
 }
 
 TileScheduler::Slot& TileScheduler::SlotAt(const TileRef& tile) {
-  for (auto& cls : slots_) {
-    for (Slot& slot : cls) {
-      if (slot.offset == tile.offset) return slot;
-    }
-  }
-  TVM_FFI_THROW(InternalError) << "no L1 slot at offset " << tile.offset;
-  TVM_FFI_UNREACHABLE();
+  // A map, not a scan: a group fusing a long elementwise chain has thousands of slots.
+  auto it = slot_at_offset_.find(tile.offset);
+  TVM_FFI_ICHECK(it != slot_at_offset_.end()) << "no L1 slot at offset " << tile.offset;
+  return *it->second;
 }
 
 int64_t TileScheduler::Append(Command command) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,8 @@ class TileScheduler {
   Program* program_;
   int64_t group_ = 0;
   std::vector<std::vector<Slot>> slots_;
+  /*! \brief Every slot of slots_ by its L1 offset (offsets are distinct within a group). */
+  std::unordered_map<int64_t, Slot*> slot_at_offset_;
   std::vector<int64_t> next_slot_;
   std::vector<BufferClass> classes_;
   std::vector<int64_t> l2_offsets_;

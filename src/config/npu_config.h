@@ -55,9 +55,10 @@ struct NPUConfig {
   // Capacity of the DRAM the NPU addresses: an NPU function's inputs, weights, outputs and
   // intermediates (after reuse) must fit, checked at compile time before anything is allocated.
   int64_t dram_mb = 4096;
-  // Tiles (tile steps, reduction chunks included) one NPU function may compile to. Bounds the
-  // command stream, and with it compile time and the emulator's memory.
-  int64_t max_tiles = 65536;
+  // Op tiles one NPU function may compile to: every op of a fused group counts once per tile
+  // (reduction chunks included). Bounds the command stream, and with it compile time and the
+  // emulator's memory.
+  int64_t max_tiles = 1 << 18;
   // Energy at the nominal voltage (0.9 V), per MAC / vector op / byte accessed.
   double energy_mac_int8_pj = 0.23;
   double energy_mac_int16_pj = 0.85;
