@@ -121,6 +121,11 @@ int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
     const int64_t bytes = AlignUp(TensorBytes(graph.nodes[out]));
     // First fit among addresses not used by a tensor whose lifetime overlaps [g, last_use].
     const int64_t first = static_cast<int64_t>(g), last = std::max(first, last_use[out]);
+    // Groups come in order: a tensor dead before this group is dead for every later one. Dropping
+    // it keeps `live` short (a chain of groups was quadratic in its length).
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Interval& other) { return other.last_group < first; }),
+               live.end());
     std::vector<Interval> overlapping;
     for (const Interval& other : live) {
       if (other.first_group <= last && first <= other.last_group) overlapping.push_back(other);
