@@ -245,56 +245,82 @@ bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b) {
 
 namespace {
 
-/*! \brief The element interval [first, last] of a box, or false when it has none. */
-bool Interval(const DmaCommand& dma, int64_t* first, int64_t* last) {
-  *first = 0;
-  *last = 0;
-  const std::vector<int64_t>& strides = dma.view.strides;
-  if (strides.size() != dma.box.begin.size()) return false;
-  for (size_t d = 0; d < strides.size(); ++d) {
-    if (strides[d] < 0 || dma.box.extent[d] <= 0) return false;
-    *first += dma.box.begin[d] * strides[d];
-    *last += (dma.box.begin[d] + dma.box.extent[d] - 1) * strides[d];
-  }
-  return true;
+// A box filed under more cells than this is compared with every query instead.
+constexpr int64_t kMaxCellsPerBox = 64;
+
+bool IsEmpty(const TensorBox& box) {
+  return std::any_of(box.extent.begin(), box.extent.end(), [](int64_t e) { return e <= 0; });
 }
 
 }  // namespace
 
+bool DramBoxIndex::CellsOf(const Bucket& bucket, const TensorBox& box, std::vector<Cell>* cells) {
+  const size_t rank = bucket.cell_extent.size();
+  if (box.begin.size() != rank) return false;
+  Cell lo(rank), hi(rank);
+  int64_t count = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = box.begin[d] / bucket.cell_extent[d];
+    hi[d] = (box.begin[d] + box.extent[d] - 1) / bucket.cell_extent[d];
+    count *= hi[d] - lo[d] + 1;
+    if (count > kMaxCellsPerBox) return false;
+  }
+  Cell cell = lo;
+  while (true) {
+    cells->push_back(cell);
+    size_t d = rank;
+    while (d > 0 && cell[d - 1] == hi[d - 1]) cell[d - 1] = lo[d - 1], --d;
+    if (d == 0) return true;
+    ++cell[d - 1];
+  }
+}
+
 void DramBoxIndex::Add(int64_t id, const DmaCommand* dma) {
-  int64_t first = 0, last = 0;
-  if (!Interval(*dma, &first, &last)) {
-    unindexed_.push_back(Entry{id, dma});
+  const TensorBox& box = dma->box;
+  if (IsEmpty(box)) {
+    empty_.push_back(Entry{id, dma});
     return;
   }
   Bucket& bucket = buckets_[dma->view.strides];
-  bucket.by_first.emplace(first, Entry{id, dma});
-  bucket.max_span = std::max(bucket.max_span, last - first);
+  if (bucket.cell_extent.empty()) bucket.cell_extent = box.extent;
+  std::vector<Cell> cells;
+  if (!CellsOf(bucket, box, &cells)) {
+    bucket.wide.push_back(Entry{id, dma});
+    return;
+  }
+  for (const Cell& cell : cells) bucket.cells[cell].push_back(Entry{id, dma});
 }
 
 void DramBoxIndex::ForEachOverlap(const DmaCommand& dma,
                                   const std::function<void(int64_t)>& fn) const {
-  for (const Entry& entry : unindexed_) {
-    if (BoxesMayOverlap(*entry.dma, dma)) fn(entry.id);
-  }
-  int64_t first = 0, last = 0;
-  const bool indexed = Interval(dma, &first, &last);
+  std::vector<int64_t> found;
+  auto check = [&](const Entry& entry) {
+    if (BoxesMayOverlap(*entry.dma, dma)) found.push_back(entry.id);
+  };
+  for (const Entry& entry : empty_) check(entry);
+  std::vector<Cell> cells;
   for (const auto& [strides, bucket] : buckets_) {
-    if (!indexed || strides != dma.view.strides) {
-      // Different strides always count as overlapping (BoxesMayOverlap's rule).
-      for (const auto& [unused, entry] : bucket.by_first) {
-        if (BoxesMayOverlap(*entry.dma, dma)) fn(entry.id);
+    for (const Entry& entry : bucket.wide) check(entry);
+    cells.clear();
+    // Different strides always count as overlapping (BoxesMayOverlap's rule): scan those.
+    const bool filed =
+        strides == dma.view.strides && !IsEmpty(dma.box) && CellsOf(bucket, dma.box, &cells);
+    if (!filed) {
+      for (const auto& [unused, entries] : bucket.cells) {
+        for (const Entry& entry : entries) check(entry);
       }
       continue;
     }
-    // An entry [f, f + span] with span <= max_span meets [first, last] only if f lies in
-    // [first - max_span, last].
-    auto it = bucket.by_first.lower_bound(first - bucket.max_span);
-    const auto end = bucket.by_first.upper_bound(last);
-    for (; it != end; ++it) {
-      if (BoxesMayOverlap(*it->second.dma, dma)) fn(it->second.id);
+    for (const Cell& cell : cells) {
+      auto it = bucket.cells.find(cell);
+      if (it == bucket.cells.end()) continue;
+      for (const Entry& entry : it->second) check(entry);
     }
   }
+  // A box filed under several cells is found once per cell.
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  for (int64_t id : found) fn(id);
 }
 
 TransferPlan PlanTransfers(const Program& program, bool forward) {

@@ -106,17 +106,17 @@ DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
 bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b);
 
 /*!
- * \brief The DRAM boxes of one tensor seen so far, queried for BoxesMayOverlap without scanning
- * every earlier box. A box read through non-negative strides lies inside the element interval
- * [first, last] of its corner offsets, and two boxes of equal strides that share an element have
- * intersecting intervals; so only boxes whose intervals intersect the query's are compared. Tiles
- * walked in order have disjoint intervals, which makes a query logarithmic instead of linear in
- * the tile count. The answers are exactly those of BoxesMayOverlap against every box added.
+ * \brief The DRAM boxes of one tensor seen so far, queried for BoxesMayOverlap without comparing
+ * against every earlier box. Boxes seen through one stride vector are filed under the cells of a
+ * grid whose cell is the first such box (a tiling walk starts with a full tile, so its tiles fall
+ * into one cell each and halo boxes into a few), and a query compares only the boxes filed under
+ * the cells it covers. That makes a query independent of the tile count, along any tiled dim.
+ * The answers are exactly those of BoxesMayOverlap against every box added.
  */
 class DramBoxIndex {
  public:
   void Add(int64_t id, const DmaCommand* dma);
-  /*! \brief Calls fn(id) for every added box that BoxesMayOverlap with `dma`, in no fixed order. */
+  /*! \brief Calls fn(id) once for every added box that BoxesMayOverlap with `dma`. */
   void ForEachOverlap(const DmaCommand& dma, const std::function<void(int64_t)>& fn) const;
 
  private:
@@ -124,14 +124,17 @@ class DramBoxIndex {
     int64_t id;
     const DmaCommand* dma;
   };
-  /*! \brief Boxes seen through one stride vector, keyed by their first element. */
+  using Cell = std::vector<int64_t>;
   struct Bucket {
-    std::multimap<int64_t, Entry> by_first;
-    int64_t max_span = 0;
+    std::vector<int64_t> cell_extent;  // the first box's extent
+    std::map<Cell, std::vector<Entry>> cells;
+    std::vector<Entry> wide;  // boxes covering too many cells to file: always compared
   };
+  /*! \brief The cells `box` covers; false (and nothing) when there are too many. */
+  static bool CellsOf(const Bucket& bucket, const TensorBox& box, std::vector<Cell>* cells);
+
   std::map<std::vector<int64_t>, Bucket> buckets_;
-  /*! \brief Boxes without an interval (empty, or negative strides): always compared. */
-  std::vector<Entry> unindexed_;
+  std::vector<Entry> empty_;  // boxes with an empty extent: always compared
 };
 
 }  // namespace example_npu
