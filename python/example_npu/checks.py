@@ -145,7 +145,7 @@ def check_nonempty_result(call: relax.Call) -> Verdict:
     """Every offloaded call's result has elements (run after each pattern row's own checks)."""
     shape = tensor_shape(call)
     if shape is not None and 0 in shape:
-        return reject(f"{_op_name(call)}: result {shape} is empty (empty tensors stay on the CPU)")
+        return reject(f"{op_name(call)}: result {shape} is empty (empty tensors stay on the CPU)")
     return ACCEPT
 
 
