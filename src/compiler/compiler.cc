@@ -26,6 +26,8 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
   int64_t tiles = 0;
   for (const FusedGroup& group : groups) {
     if (layout.is_view[group.anchor]) continue;  // read through strides, never materialised
+    // An empty result: nothing to compute (validation refused empty operands of other results).
+    if (kernels::NumElements(g.nodes[group.output()].shape) == 0) continue;
     std::unique_ptr<TilingRule> rule = MakeTilingRule(g, group, layout, config);
     TilePlan plan = rule->Plan();
     GroupInfo info;

@@ -334,6 +334,23 @@ void CheckZeroPoint(const Node& node, DType input_dtype) {
   }
 }
 
+/*!
+ * \brief An empty result is computed by doing nothing (the compiler emits no tiles for it). A
+ * non-empty result of an empty operand (a matmul over K = 0, a reduction over an empty axis,
+ * a concat with an empty piece) would need its own semantics (zeros, NaN, a copy of the other
+ * pieces): the pattern checks keep such ops on the CPU, and a graph that has one is refused.
+ */
+void CheckEmptyOperands(const Node& node, const std::vector<const Shape*>& input_shapes) {
+  if (kernels::NumElements(node.shape) == 0) return;
+  for (const Shape* shape : input_shapes) {
+    if (kernels::NumElements(*shape) == 0) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": an empty operand " << ShapeStr(*shape)
+                                << " with a non-empty result " << ShapeStr(node.shape)
+                                << " (such ops stay on the CPU)";
+    }
+  }
+}
+
 void CheckStructure(const Graph& graph) {
   int64_t count = static_cast<int64_t>(graph.nodes.size());
   for (int64_t i = 0; i < count; ++i) {
@@ -500,6 +517,7 @@ void ValidateGraph(const Graph& graph) {
     // After shape inference: the channel axis exists in the (now verified) shape.
     if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) CheckQnnChannels(node, *qnn);
     CheckZeroPoint(node, graph.nodes[node.inputs[0]].dtype);
+    CheckEmptyOperands(node, input_shapes);
   }
 }
 

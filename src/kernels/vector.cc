@@ -439,12 +439,15 @@ void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float
   if (s.inner == 1) {
     // Channels innermost (NHWC tiles): each pixel is one vectorised pass over the channels.
     ParallelFor(s.outer, RowGrain(s.axis, kCheapGrain), [&](int64_t begin, int64_t end) {
+      const float* __restrict__ r = inv_std.data();
       const float* __restrict__ m = mul.data();
       const float* __restrict__ a = add.data();
       for (int64_t o = begin; o < end; ++o) {
         const float* __restrict__ in_row = input + o * s.axis;
         float* __restrict__ out_row = out + o * s.axis;
-        for (int64_t c = 0; c < s.axis; ++c) out_row[c] = (in_row[c] - mean[c]) * m[c] + a[c];
+        for (int64_t c = 0; c < s.axis; ++c) {
+          out_row[c] = (in_row[c] - mean[c]) * r[c] * m[c] + a[c];
+        }
       }
     });
     return;

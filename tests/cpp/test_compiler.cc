@@ -440,6 +440,26 @@ TEST(CompilerTest, DramAndTileLimitsAreValueErrorsBeforeAnythingIsEmitted) {
   ExpectValueError([&] { Compile(graph, few_tiles); }, "NPUConfig.max_tiles");
 }
 
+TEST(CompilerTest, EmptyResultsCompileToNothingAndRun) {
+  // Issue 9: a zero-size dim made CountTiles divide by zero. TVM computes an empty result; so
+  // does the NPU, with no tiles at all.
+  const char* graph_json = R"({"version": 1, "symbol": "e", "nodes": [
+    {"op": "input", "name": "x", "shape": [0, 4], "dtype": "float32"},
+    {"op": "const", "name": "w", "shape": [4, 8], "dtype": "float32"},
+    {"op": "matmul", "name": "m", "inputs": [0, 1], "shape": [0, 8], "dtype": "float32"},
+    {"op": "nn.relu", "name": "r", "inputs": [2], "shape": [0, 8], "dtype": "float32"}],
+    "arg_nodes": [0], "heads": [3]})";
+  Graph graph = ParseGraph(graph_json);
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    const Program program = Compile(graph, config);
+    EXPECT_TRUE(program.groups.empty());
+    EXPECT_TRUE(program.commands.empty());
+    std::vector<float> weights(32, 1.0f);
+    EXPECT_TRUE(Emulated(program, {{}}, {weights}).empty());
+    EXPECT_EQ(Simulate(program).total_cycles, 0);
+  }
+}
+
 TEST(TilingTest, ClipWindowAlwaysAddsUpToTheWindowRange) {
   for (int64_t size : {1, 5, 17}) {
     for (int64_t first = -6; first <= size + 3; ++first) {

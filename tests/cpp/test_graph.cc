@@ -98,10 +98,12 @@ TEST(GraphTest, RejectsInconsistentGraphs) {
 
 TEST(GraphTest, RejectsHostileGraphsWithValueErrors) {
   // Issue 9's table: each of these crashed, hung or raised the wrong error.
-  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [0, 3], "dtype": "float32"},
-                         {"op": "nn.relu", "name": "r", "inputs": [0], "shape": [0, 3],
-                          "dtype": "float32"})"),
-                 "zero-size");
+  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [2, 0], "dtype": "float32"},
+                         {"op": "const", "name": "w", "shape": [0, 3], "dtype": "float32"},
+                         {"op": "matmul", "name": "m", "inputs": [0, 1], "shape": [2, 3],
+                          "dtype": "float32"})",
+                      "[2]"),
+                 "empty operand");
   ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [4611686018427387904, 4],
                           "dtype": "float32"})",
                       "[0]"),
