@@ -161,9 +161,9 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
         placement.kind == TensorPlacement::Kind::kInput   ? dram.inputs[placement.index]
         : placement.kind == TensorPlacement::Kind::kConst ? dram.constants[placement.index]
                                                           : dram.outputs[placement.index];
-    std::memcpy(
-        dram.outputs[i], source,
-        kernels::NumElements(graph.nodes[head].shape) * DTypeBytes(graph.nodes[head].dtype));
+    const int64_t bytes =
+        kernels::NumElements(graph.nodes[head].shape) * DTypeBytes(graph.nodes[head].dtype);
+    if (bytes > 0) std::memcpy(dram.outputs[i], source, bytes);  // empty tensors may have no data
   }
 }
 
