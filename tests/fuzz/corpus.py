@@ -2,8 +2,10 @@
 
 Nothing here lists ops by hand. The seeds are whatever ``example_npu``'s codegen emits for the
 random op cases (tests/python/op_cases.py, a few per family and dtype), the specification's
-models, the demo CNN and quantized (QDQ) layers, so an op or pattern added to the table and to
-the random suite reaches the fuzzer without touching it. Run on its own to write the corpus:
+models, the demo CNN and quantized (QDQ) layers, and the real-model architectures
+(tests/python/real_models.py) through both import paths, torch.export and ONNX, so an op or
+pattern added to the table and to the random suite, or an idiom a frontend emits, reaches the
+fuzzer without touching it. Run on its own to write the corpus:
 
     .venv/bin/python tests/fuzz/corpus.py build/fuzz/corpus.json
 """
@@ -26,6 +28,7 @@ sys.path.insert(0, str(TESTS))
 import example_npu  # noqa: E402
 import op_cases  # noqa: E402
 import qdq_models  # noqa: E402
+import real_models  # noqa: E402
 import spec_models  # noqa: E402
 from example_npu import codegen  # noqa: E402
 from example_npu.models import default_model  # noqa: E402
@@ -97,12 +100,23 @@ def _quantized_cnn() -> tvm.IRModule:
     return example_npu.quantize_model(mod, [rng.standard_normal(shape).astype("float32")])
 
 
+def _real_model_modules() -> Iterator[tvm.IRModule]:
+    """Every real-model architecture as torch.export and as the ONNX importer give it (the
+    frontends' idioms: views, concat, safe softmax, fused activation chains, whole networks)."""
+    for model in real_models.MODELS:
+        module, data = real_models.instantiate(model)
+        yield real_models.import_torch(module, data)
+        onnx_bytes = real_models.export_onnx(module, data)
+        yield real_models.import_onnx(onnx_bytes, model.input_shape)
+
+
 def _modules() -> Iterator[tvm.IRModule]:
     yield from _random_op_modules()
     yield from spec_models.SPEC_MODULES.values()
     yield default_model()
     yield _quantized_cnn()
     yield from _qdq_modules()
+    yield from _real_model_modules()
 
 
 def collect_graphs() -> list[dict]:

@@ -93,6 +93,8 @@ STRINGS = [
     "balanced",
     "low_power",
     "high_performance",
+    "output_stationary",
+    "weight_stationary",
     "\x00",
     "\udcff",
     "a" * 3000,
@@ -130,6 +132,7 @@ PLAUSIBLE_CONFIG = {
     "dram_bandwidth_gb_per_s": [0.001, 1.5, 1e6],
     "l2_latency_cycles": [1, 1000000],
     "power_mode": ["low_power", "high_performance"],
+    "dataflow": ["output_stationary", "weight_stationary"],
 }
 
 
