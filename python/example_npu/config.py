@@ -127,7 +127,7 @@ class NPUConfig:
             low, high = FIELD_RANGES[field.name]
             if not low <= value <= high:  # also rejects NaN
                 raise InvalidConfigError(
-                    f"NPUConfig.{field.name} must be in [{low:g}, {high:g}]: {value!r}"
+                    f"NPUConfig.{field.name} must be in [{low!r}, {high!r}]: {value!r}"
                 )
         if not isinstance(self.power_mode, str) or self.power_mode not in POWER_MODES:
             raise InvalidConfigError(
