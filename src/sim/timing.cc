@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -172,18 +173,33 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
 /*!
  * \brief The most bytes of `tier` in use at once. Groups overlap in time, each holding
  * [base, base + bytes) of the tier from its first to its last command; at every group's start,
- * the union of the ranges of the groups then running is measured.
+ * the union of the ranges of the groups then running is measured. The starts are swept in order,
+ * so only the groups running at each one are visited (a few, since groups that share on-chip bytes
+ * wait for each other), not every group.
  */
 int64_t PeakOnChipBytes(const std::vector<GroupInfo>& infos,
                         const std::vector<GroupProfile>& groups, Tier tier) {
+  std::vector<size_t> by_start(groups.size());
+  std::iota(by_start.begin(), by_start.end(), 0);
+  std::stable_sort(by_start.begin(), by_start.end(),
+                   [&](size_t a, size_t b) { return groups[a].start < groups[b].start; });
   int64_t peak = 0;
-  for (const GroupProfile& now : groups) {
+  std::vector<size_t> running;  // started at or before the current time, with on-chip bytes
+  size_t next = 0;
+  for (size_t now : by_start) {
+    const int64_t time = groups[now].start;
+    for (; next < by_start.size() && groups[by_start[next]].start <= time; ++next) {
+      const size_t g = by_start[next];
+      if ((tier == Tier::kL1 ? infos[g].l1_bytes : infos[g].l2_bytes) > 0) running.push_back(g);
+    }
+    running.erase(std::remove_if(running.begin(), running.end(),
+                                 [&](size_t g) { return groups[g].end <= time; }),
+                  running.end());
     std::vector<std::pair<int64_t, int64_t>> ranges;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      if (groups[g].start > now.start || groups[g].end <= now.start) continue;
+    for (size_t g : running) {
       const int64_t base = tier == Tier::kL1 ? infos[g].l1_base : infos[g].l2_base;
       const int64_t bytes = tier == Tier::kL1 ? infos[g].l1_bytes : infos[g].l2_bytes;
-      if (bytes > 0) ranges.emplace_back(base, base + bytes);
+      ranges.emplace_back(base, base + bytes);
     }
     std::sort(ranges.begin(), ranges.end());
     int64_t used = 0, covered = 0;
@@ -226,10 +242,16 @@ Profile Simulate(const Program& program) {
     profile.groups.push_back(group);
   }
   int64_t finished = 0;
+  // The end of the earlier groups' last command (the stream holds groups one after another).
+  int64_t current_group = -1, earlier_groups_end = 0;
   std::vector<bool> started(program.groups.size(), false);
   for (const Command& command : program.commands) {
+    if (command.group != current_group) {
+      current_group = command.group;
+      earlier_groups_end = finished;
+    }
     // Only dependencies order commands, across groups too (the scheduler records them).
-    int64_t ready = 0;
+    int64_t ready = command.after_earlier_groups ? earlier_groups_end : 0;
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
     Cost cost =
         command.is_dma ? DmaCost(program, command.dma) : ComputeCost(program, command.compute);

@@ -42,3 +42,24 @@ def test_fuzz_regression(path, worker):
     assert outcome in GOOD, f"{record['description']}: {outcome}\n{detail}"
     assert outcome == record.get("expect", outcome), detail
     assert record.get("match", "") in detail
+
+
+def _softmax_chain(groups: int) -> str:
+    """A chain of softmaxes: softmax does not fuse with softmax, so one group per node."""
+    nodes = [{"op": "input", "name": "x", "shape": [4, 16], "dtype": "float32"}]
+    nodes += [
+        {"op": "nn.softmax", "name": f"s{i}", "inputs": [i], "shape": [4, 16],
+         "dtype": "float32", "attrs": {"axis": -1}}
+        for i in range(groups)
+    ]  # fmt: skip
+    return json.dumps(
+        {"version": 1, "symbol": "f", "nodes": nodes, "arg_nodes": [0], "heads": [groups]}
+    )
+
+
+def test_a_long_chain_of_groups_compiles_in_linear_time(worker):
+    """200,000 groups (too big to keep as a file): the on-chip high-water mark compared every
+    group with every other (minutes); the groups running at each start are now swept in order."""
+    record = {"kind": "g", "text": _softmax_chain(200_000)}
+    outcome, detail = worker.run(from_record(record), timeout=60.0)
+    assert outcome == "ok", detail
