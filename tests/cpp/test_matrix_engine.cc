@@ -96,5 +96,22 @@ TEST(MatrixEngineTest, DataflowIsPartOfTheConfigJsonAndValidated) {
   EXPECT_THROW(NPUConfig::FromJSON(R"({"dataflow": 1})"), tvm::ffi::Error);
 }
 
+TEST(MatrixEngineTest, WorkBeyondInt64IsAValueErrorNotAWrappedCount) {
+  const int64_t huge = int64_t{1} << 40;
+  for (const char* dataflow : {"output_stationary", "weight_stationary"}) {
+    try {
+      MatrixEngineCycles(Array(1, dataflow), DType::kFloat32, MatrixWork{huge, huge, huge, 1});
+      ADD_FAILURE() << dataflow << ": no error";
+    } catch (const tvm::ffi::Error& err) {
+      EXPECT_EQ(err.kind(), "ValueError");
+      EXPECT_NE(std::string(err.message()).find("matrix"), std::string::npos) << err.message();
+    }
+  }
+  // The largest work that fits still counts exactly.
+  EXPECT_EQ(MatrixEngineCycles(Array(1, "output_stationary"), DType::kInt8,
+                               MatrixWork{1 << 20, 1 << 20, 1 << 20, 1}),
+            (int64_t{1} << 40) * (1 << 20));
+}
+
 }  // namespace
 }  // namespace example_npu
