@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "support/checked_math.h"
+
 namespace example_npu {
 namespace {
 
@@ -68,8 +70,10 @@ TensorView LayoutPlan::SourceView(const Graph& graph, int64_t id) const {
     case OpKind::kStridedSlice: {
       const SliceAttrs& slice = std::get<SliceAttrs>(node.attrs);
       for (size_t d = 0; d < source.strides.size(); ++d) {
-        view.offset += slice.begin[d] * source.strides[d];
-        view.strides.push_back(slice.step[d] * source.strides[d]);
+        view.offset = checked::Add(view.offset,
+                                   checked::Mul(slice.begin[d], source.strides[d], "view offset"),
+                                   "view offset");
+        view.strides.push_back(checked::Mul(slice.step[d], source.strides[d], "view stride"));
       }
       return view;
     }

@@ -227,7 +227,7 @@ Shape InferConcat(const Node& node, const std::vector<const Shape*>& in) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": input " << ShapeStr(*shape)
                                 << " does not match the others outside axis " << axis;
     }
-    out[axis] += (*shape)[axis];
+    out[axis] = checked::Add(out[axis], (*shape)[axis], "concat extent");
   }
   return out;
 }
@@ -242,8 +242,12 @@ Shape InferSlice(const Node& node, const Shape& data) {
   }
   for (size_t d = 0; d < data.size(); ++d) {
     const int64_t extent = node.shape[d];
-    const bool inside = slice.step[d] >= 1 && slice.begin[d] >= 0 &&
-                        (extent == 0 || slice.begin[d] + (extent - 1) * slice.step[d] < data[d]);
+    // begin <= data[d] also for an empty slice, so that views stay inside their tensor.
+    const bool inside =
+        slice.step[d] >= 1 && slice.begin[d] >= 0 && slice.begin[d] <= data[d] &&
+        (extent == 0 ||
+         checked::Add(slice.begin[d], checked::Mul(extent - 1, slice.step[d], "slice end"),
+                      "slice end") < data[d]);
     if (!inside) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": dim " << d << " (begin " << slice.begin[d]
                                 << ", step " << slice.step[d] << ", extent " << extent
