@@ -180,7 +180,7 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
     if (l2_stage_command_[cls] < 0) {
       // Stage the whole tensor in L2 once; every tile then loads from there.
       const Shape& full = graph_.nodes[view.tensor].shape;
-      TensorView storage = layout_.ViewOf(graph_, view.tensor);
+      TensorView storage = layout_.ViewOf(view.tensor);
       Command stage;
       stage.is_dma = true;
       stage.dma.view = storage;

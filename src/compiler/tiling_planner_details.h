@@ -6,6 +6,7 @@
 #define EXAMPLE_NPU_COMPILER_TILING_PLANNER_DETAILS_H_
 
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/tiling_planner.h"
@@ -83,9 +84,9 @@ class GroupTiler : public TilingRule {
   int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
 
   /*! \brief Whether `id` is the anchor or a chain member. */
-  bool IsMember(int64_t id) const;
+  bool IsMember(int64_t id) const { return member_position_.count(id) > 0; }
   /*! \brief Per member (anchor first): a member after its successor still reads its value. */
-  std::vector<bool> KeptMembers() const;
+  const std::vector<bool>& KeptMembers() const { return kept_members_; }
   /*!
    * \brief The chain's side-operand buffer classes, one result class per kept member, then the
    * result's (every class double-buffered).
@@ -124,6 +125,11 @@ class GroupTiler : public TilingRule {
   const NPUConfig& config_;
   int64_t chain_class_base_ = 0;
   int64_t result_class_ = 0;
+
+ private:
+  // Found once per group, so that a fused chain of thousands of ops costs linear time.
+  std::unordered_map<int64_t, size_t> member_position_;  // anchor 0, chain[c] c + 1
+  std::vector<bool> kept_members_;
 };
 
 std::unique_ptr<TilingRule> MakeMatmulRule(const Graph& graph, const FusedGroup& group,

@@ -198,7 +198,7 @@ class MatmulRule : public GroupTiler {
 
   /*! \brief Operand `index` as a rank_-dim [batch..., rows, cols] view (1-D operands lifted). */
   TensorView OperandMatrix(size_t index) const {
-    TensorView view = layout_.ViewOf(graph_, Anchor().inputs[index]);
+    TensorView view = layout_.ViewOf(Anchor().inputs[index]);
     if (view.shape.size() == 1) view = InsertUnitDim(view, index == 0 ? 0 : 1);
     const size_t pad = rank_ - view.shape.size();
     view.shape.insert(view.shape.begin(), pad, 1);
@@ -280,8 +280,8 @@ class ConvRule : public GroupTiler {
     }
     const std::vector<int64_t> ic_candidates =
         p_.groups == 1 ? Candidates(channels_, dim) : std::vector<int64_t>{group_in_};
-    const TensorView input = Lift(layout_.ViewOf(graph_, Anchor().inputs[0]));
-    const TensorView output = Lift(layout_.ViewOf(graph_, group_.output()));
+    const TensorView input = Lift(layout_.ViewOf(Anchor().inputs[0]));
+    const TensorView output = Lift(layout_.ViewOf(group_.output()));
     double best = std::numeric_limits<double>::infinity();
     TilePlan plan;
     plan.engine = depthwise ? Engine::kVector : Engine::kMatrix;
@@ -345,8 +345,8 @@ class ConvRule : public GroupTiler {
 
   void Emit(TileScheduler* scheduler) const override {
     const Node& anchor = Anchor();
-    TensorView input = Lift(layout_.ViewOf(graph_, anchor.inputs[0]));
-    TensorView weight = LiftWeight(layout_.ViewOf(graph_, anchor.inputs[1]));
+    TensorView input = Lift(layout_.ViewOf(anchor.inputs[0]));
+    TensorView weight = LiftWeight(layout_.ViewOf(anchor.inputs[1]));
     const std::vector<int64_t> weight_order =
         oihw_ ? std::vector<int64_t>{2, 3, 1, 0} : std::vector<int64_t>{0, 1, 2, 3};
     ForEachTile(out_, order_, OutTile(tile_),
