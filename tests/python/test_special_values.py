@@ -13,6 +13,8 @@ import example_npu
 import numpy as np
 import pytest
 import tvm
+from example_npu.report import partition_with_report
+from qdq_models import qdq_module
 from tvm import relax
 
 R = relax.op
@@ -83,6 +85,30 @@ def _conv(layout: str, kernel: str, groups: int = 1, padding=(1, 2, 2, 0)):
     return build
 
 
+def _clip(lo: float, hi: float):
+    return lambda bb, x: R.clip(x, relax.prim_value(lo), relax.prim_value(hi))
+
+
+def _hardswish(bb, x):
+    """torch.export's hardswish: x * clip(clip(x + 3, 0, inf), -inf, 6) / 6."""
+    shifted = bb.emit(R.add(x, relax.const(3.0)))
+    gate = bb.emit(_clip(-np.inf, 6.0)(bb, bb.emit(_clip(0.0, np.inf)(bb, shifted))))
+    return R.divide(bb.emit(R.multiply(x, gate)), relax.const(6.0))
+
+
+def _conv_hardswish(bb, x, w):
+    return _hardswish(bb, bb.emit(_conv("NHWC", "HWIO")(bb, x, w)))
+
+
+def _views(bb, x):
+    """reshape -> permute_dims -> strided_slice, then tanh on the view."""
+    reshaped = bb.emit(R.reshape(x, (4, 5, 8)))
+    permuted = bb.emit(R.permute_dims(reshaped, (2, 0, 1)))
+    return R.tanh(
+        bb.emit(R.strided_slice(permuted, axes=[0, 2], begin=[1, 0], end=[7, 5], strides=[2, 2]))
+    )
+
+
 # name -> (builder, operand shapes). Shapes are small but span several vectors and tiles.
 CASES = {
     "relu": (lambda bb, x: R.nn.relu(x), [(4, 40)]),
@@ -133,6 +159,30 @@ CASES = {
         ),
         [(4, 40)],
     ),
+    "maximum": (lambda bb, x, y: R.maximum(x, y), [(5, 24), (5, 24)]),
+    "minimum_broadcast": (lambda bb, x, y: R.minimum(x, y), [(3, 4, 10), (4, 1)]),
+    "clip_to_inf": (_clip(-1.5, np.inf), [(4, 40)]),
+    "clip_from_inf": (_clip(-np.inf, 2.0), [(4, 40)]),
+    "silu": (lambda bb, x: R.nn.silu(x), [(4, 40)]),
+    "x_sigmoid_x": (lambda bb, x: R.multiply(x, bb.emit(R.sigmoid(x))), [(4, 40)]),
+    "hardswish": (_hardswish, [(4, 40)]),
+    "conv_hardswish": (_conv_hardswish, [(1, 6, 7, 5), (3, 3, 5, 8)]),
+    "concat": (lambda bb, x, y: R.concat([x, y], axis=1), [(3, 5), (3, 7)]),
+    "views_tanh": (_views, [(20, 8)]),
+    "broadcast_sigmoid": (
+        lambda bb, x: R.sigmoid(bb.emit(R.broadcast_to(x, (3, 4, 10)))),
+        [(4, 1)],
+    ),
+    "mean_last": (lambda bb, x: R.mean(x, axis=[-1], keepdims=True), [(4, 40)]),
+    "mean_spatial": (lambda bb, x: R.mean(x, axis=[2, 3]), [(2, 3, 5, 6)]),
+    "adaptive_avg_pool": (lambda bb, x: R.nn.adaptive_avg_pool2d(x, (1, 1)), [(2, 3, 5, 6)]),
+    "layer_norm": (
+        lambda bb, x, g, b: R.nn.layer_norm(x, g, b, axes=[-1]),
+        [(4, 40), (40,), (40,)],
+    ),
+    "max_pool1d": (lambda bb, x: R.nn.max_pool1d(x, 3, 1, 1), [(2, 3, 17)]),
+    "matmul_row": (lambda bb, x, y: R.matmul(x, y), [(1, 20), (20, 7)]),
+    "matmul_column": (lambda bb, x, y: R.matmul(x, y), [(6, 20), (20, 1)]),
     "batch_norm": (
         lambda bb, x, g, b, m, v: R.nn.batch_norm(x, g, b, m, v, axis=1, training=False)[0],
         [(2, 4, 5, 6), (4,), (4,), (4,), (4,)],
@@ -140,7 +190,7 @@ CASES = {
 }
 
 
-SUMS = ("avg_pool", "conv", "depthwise", "matmul", "dense")
+SUMS = ("avg_pool", "conv", "depthwise", "matmul", "dense", "mean", "adaptive", "layer_norm")
 
 
 def _inputs(name: str, shapes) -> list[np.ndarray]:
@@ -162,8 +212,8 @@ def test_special_values_match_tvm(name, l1_kb):
     arrays = _inputs(name, shapes)
     expected = run(mod, arrays)
     config = example_npu.NPUConfig(l1_sram_kb=l1_kb) if l1_kb else None
-    partitioned = example_npu.partition_for_npu(mod, config=config)
-    assert "example_npu" in partitioned.script(), f"{name} was not offloaded"
+    partitioned, report = partition_with_report(mod, config=config)
+    assert not report.cpu_ops, f"{name} was not offloaded whole:\n{report.table()}"
     assert_same_special_values(run(partitioned, arrays), expected)
 
 
@@ -180,6 +230,53 @@ def test_softmax_rows_with_special_values(row):
     actual = run(example_npu.partition_for_npu(mod), [x])
     assert_same_special_values(actual, expected)
     np.testing.assert_array_equal(actual == 0, expected == 0)  # e^-inf is 0, not ~1e-38
+
+
+@pytest.mark.parametrize("l1_kb", [None, 16])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_of_all_minus_inf_is_nan_as_in_tvm(axis, l1_kb):
+    """Rows (or columns) of only -inf, long enough for the vector path and split by a small L1:
+    TVM gives NaN (e^(-inf - -inf)); a row with one finite value gives exactly 1 and 0s."""
+    x = np.random.default_rng(5).standard_normal((6, 70)).astype("float32")
+    x[1, :] = -np.inf
+    x[3, :] = -np.inf
+    x[3, 17] = 2.5
+    x[:, 40] = -np.inf
+    x = x if axis == -1 else x.T.copy()
+    mod = module(lambda bb, v: R.nn.softmax(v, axis=axis), x.shape)
+    expected = run(mod, [x])
+    config = example_npu.NPUConfig(l1_sram_kb=l1_kb) if l1_kb else None
+    actual = run(example_npu.partition_for_npu(mod, config=config), [x])
+    assert np.isnan(expected).any() and (expected == 1).any()
+    assert_same_special_values(actual, expected)
+    np.testing.assert_array_equal(actual == 0, expected == 0)
+
+
+@pytest.mark.parametrize("kind", ["conv2d", "dense"])
+def test_quantized_layers_with_special_inputs_match_tvm(kind):
+    """NaN and infinities reach the int8 kernels (VNNI or portable) through quantize: NaN and +inf
+    become the dtype's maximum, -inf its minimum, as TVM's build clips them; the integer layer
+    then stays within TVM's float QDQ build's 1 LSB."""
+    rng = np.random.default_rng(11)
+    x_shape, w_shape = ((1, 8, 9, 9), (16, 8, 3, 3)) if kind == "conv2d" else ((6, 64), (16, 64))
+    mod = qdq_module(
+        kind,
+        x_shape,
+        rng.integers(-127, 128, size=w_shape).astype("int8"),
+        rng.uniform(0.01, 0.02, size=w_shape[0]).astype("float32"),
+        (0.05, 3),
+        (0.1, -2),
+        bias=rng.standard_normal(w_shape[0]).astype("float32"),
+        activation="relu",
+        conv_attrs={"padding": (1, 1, 1, 1)} if kind == "conv2d" else None,
+        float_input=True,
+    )
+    x = salted(rng, x_shape, fraction=0.2)
+    expected = run(mod, [x])
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    actual = run(partitioned, [x])
+    assert np.abs(actual.astype(np.int64) - expected.astype(np.int64)).max() <= 1
 
 
 def test_huge_input_through_a_model_gives_tvms_nan():
