@@ -232,6 +232,32 @@ def test_softmax_rows_with_special_values(row):
     np.testing.assert_array_equal(actual == 0, expected == 0)  # e^-inf is 0, not ~1e-38
 
 
+def test_packed_gemm_path_with_special_values():
+    """A deep matmul tile on a 64 MB L1 is past the in-place GEMM's size, so the packed GEMM
+    computes it: NaN and infinities in single rows of A and columns of B give TVM's NaN and inf
+    rows and columns, the rest stays finite."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((48, 32768)).astype("float32")
+    b = rng.standard_normal((32768, 16)).astype("float32")
+    a[1, 5], a[2, 100], a[3, 7], a[3, 9] = np.nan, np.inf, np.inf, -np.inf
+    b[200, 3], b[10, 7] = np.inf, np.nan
+    mod = module(lambda bb, x, y: R.matmul(x, y), a.shape, b.shape)
+    config = example_npu.NPUConfig(l1_sram_kb=65536)
+    partitioned, report = partition_with_report(mod, config=config)
+    assert not report.cpu_ops, report.table()
+    expected = run(mod, [a, b])
+    finite = np.isfinite(expected)
+    assert np.isnan(expected).any() and np.isinf(expected).any() and finite.any()
+    actual = run(partitioned, [a, b])
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected), "NaN positions differ")
+    np.testing.assert_array_equal(actual[np.isinf(expected)], expected[np.isinf(expected)])
+    # Finite sums of 32768 products: within float32's summation error bound of the exact value.
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = a.astype("float64") @ b.astype("float64")
+        bound = a.shape[1] * np.finfo("float32").eps * (np.abs(a) @ np.abs(b).astype("float64"))
+    assert (np.abs(actual[finite] - exact[finite]) <= bound[finite]).all()
+
+
 @pytest.mark.parametrize("l1_kb", [None, 16])
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_softmax_of_all_minus_inf_is_nan_as_in_tvm(axis, l1_kb):
