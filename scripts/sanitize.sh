@@ -42,6 +42,10 @@ run_instrumented .venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/python/test_special_values.py tests/python/test_fuzz_regressions.py
 
 echo "== Sanitizers: fuzz smoke run (${FUZZ_SECONDS} s)"
-# ASan's shadow memory counts in the RSS, hence the larger limit.
+# The seed corpus is built outside the instrumented run (the model exporters need nothing of
+# it); ASan's shadow memory counts in the RSS, hence the larger limit.
+mkdir -p "$BUILD/fuzz"
+.venv/bin/python tests/fuzz/corpus.py "$BUILD/fuzz/corpus.json" 2>"$BUILD/fuzz/corpus.log" ||
+  { cat "$BUILD/fuzz/corpus.log"; exit 1; }
 run_instrumented .venv/bin/python tests/fuzz/fuzz.py --budget "$FUZZ_SECONDS" --seed 3 \
-  --out "$BUILD/fuzz" --max-rss-mb 12000 --timeout 60
+  --corpus "$BUILD/fuzz/corpus.json" --out "$BUILD/fuzz" --max-rss-mb 12000 --timeout 60

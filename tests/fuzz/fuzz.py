@@ -243,7 +243,12 @@ def minimise(inp: FuzzInput, outcome: str, detail: str, worker: Worker, timeout:
 def load_seeds(path: Path | None, out: Path) -> list[dict]:
     if path is None:
         path = out / "corpus.json"
-        subprocess.run([sys.executable, str(HERE / "corpus.py"), str(path)], check=True)
+        # The exporters' warnings are noise here; they are shown when the corpus fails to build.
+        built = subprocess.run([sys.executable, str(HERE / "corpus.py"), str(path)],
+                               capture_output=True, text=True)  # fmt: skip
+        if built.returncode != 0:
+            raise RuntimeError(f"the seed corpus failed to build:\n{built.stderr[-5000:]}")
+        print(built.stdout.strip(), flush=True)
     return json.loads(path.read_text())
 
 
