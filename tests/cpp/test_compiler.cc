@@ -18,6 +18,7 @@
 #include "sim/engines.h"
 #include "sim/timing.h"
 #include "sim/transfer_plan.h"
+#include "test_util.h"
 
 namespace example_npu {
 namespace {
@@ -412,17 +413,7 @@ TEST(SchedulerTest, UnfittableGroupIsAValueErrorNamingIt) {
   }
 }
 
-/*! \brief Expects `fn` to throw a ValueError whose message contains `needle`. */
-template <typename Fn>
-void ExpectValueError(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    FAIL() << "no error, expected one mentioning " << needle;
-  } catch (const tvm::ffi::Error& err) {
-    EXPECT_EQ(err.kind(), "ValueError");
-    EXPECT_NE(std::string(err.message()).find(needle), std::string::npos) << err.message();
-  }
-}
+using kernels::test_util::ExpectValueError;
 
 TEST(CompilerTest, DramAndTileLimitsAreValueErrorsBeforeAnythingIsEmitted) {
   Graph graph = ParseGraph(kConvNet);

@@ -38,6 +38,16 @@ struct ConvCase {
   int64_t OutW() const {
     return (w + padding[1] + padding[3] - (kw - 1) * dilation[1] - 1) / strides[1] + 1;
   }
+  Conv2dParams Params(DataLayout data_layout, KernelLayout kernel_layout) const {
+    Conv2dParams p;
+    p.strides = strides;
+    p.padding = padding;
+    p.dilation = dilation;
+    p.groups = groups;
+    p.data_layout = data_layout;
+    p.kernel_layout = kernel_layout;
+    return p;
+  }
   std::string ToString() const {
     std::ostringstream os;
     os << "N" << n << " C" << c_in << " H" << h << " W" << w << " O" << c_out << " K" << kh << "x"
@@ -117,13 +127,7 @@ void CheckConv(const ConvCase& c, std::mt19937* rng) {
       const std::vector<float> in = RandomVector(NumElements(in_shape), rng);
       const std::vector<float> wt = RandomVector(NumElements(w_shape), rng);
       std::vector<float> out(NumElements(out_shape), -123.0f);
-      Conv2dParams p;
-      p.strides = c.strides;
-      p.padding = c.padding;
-      p.dilation = c.dilation;
-      p.groups = c.groups;
-      p.data_layout = dl;
-      p.kernel_layout = kl;
+      const Conv2dParams p = c.Params(dl, kl);
       Conv2d(in.data(), in_shape, wt.data(), w_shape, out.data(), out_shape, p);
       const double reduction = static_cast<double>(c.c_in / c.groups * c.kh * c.kw);
       ExpectAllClose(out, NaiveConv(c, in, dl, wt, kl),
@@ -155,13 +159,7 @@ TEST(Conv2dTest, NaNAndInfinityAsTvmIncludingPaddingTimesInfiniteWeights) {
       for (size_t i = 0; i < in.size(); i += 7 + rng() % 40) in[i] = specials[rng() % 4];
       for (size_t i = 0; i < wt.size(); i += 5 + rng() % 20) wt[i] = specials[rng() % 4];
       std::vector<float> out(NumElements(out_shape));
-      Conv2dParams p;
-      p.strides = c.strides;
-      p.padding = c.padding;
-      p.dilation = c.dilation;
-      p.groups = c.groups;
-      p.data_layout = dl;
-      p.kernel_layout = kl;
+      const Conv2dParams p = c.Params(dl, kl);
       Conv2d(in.data(), in_shape, wt.data(), w_shape, out.data(), out_shape, p);
       const std::vector<double> expected = NaiveConv(c, in, dl, wt, kl);
       int64_t nan = 0;
@@ -240,8 +238,7 @@ TEST(Conv2dTest, StridedDepthwiseNhwcEqualsDenseCopies) {
        std::vector<ConvCase>{{1, 16, 6, 58, 16, 3, 3, {1, 1}, {0, 1, 0, 1}, {1, 1}, 16},
                              {2, 24, 9, 11, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 2}, 24},
                              {1, 19, 7, 30, 19, 5, 3, {1, 3}, {2, 0, 2, 1}, {1, 1}, 19}}) {
-    Conv2dParams p{c.strides, c.padding,         c.dilation,
-                   c.groups,  DataLayout::kNHWC, KernelLayout::kHWIO};
+    const Conv2dParams p = c.Params(DataLayout::kNHWC, KernelLayout::kHWIO);
     const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, DataLayout::kNHWC);
     const Shape w_shape = WeightShape(c, KernelLayout::kHWIO);
     const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), DataLayout::kNHWC);

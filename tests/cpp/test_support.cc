@@ -12,20 +12,12 @@
 
 #include "support/checked_math.h"
 #include "support/json_input.h"
+#include "test_util.h"
 
 namespace example_npu {
 namespace {
 
-template <typename Fn>
-void ExpectValueError(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    FAIL() << "no error, expected one mentioning " << needle;
-  } catch (const tvm::ffi::Error& err) {
-    EXPECT_EQ(err.kind(), "ValueError");
-    EXPECT_NE(std::string(err.message()).find(needle), std::string::npos) << err.message();
-  }
-}
+using kernels::test_util::ExpectValueError;
 
 TEST(CheckedMathTest, ExactResultsOrAValueErrorNamingTheQuantity) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
