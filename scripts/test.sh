@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: set-up, C++ unit tests (CTest), Python tests (pytest).
+# The whole test suite on a fresh machine: set-up, C++ unit tests (CTest), Python tests (pytest),
+# a fixed-budget fuzz run and the ASan + UBSan run (scripts/sanitize.sh).
 # Any failure, and pytest's "no tests ran" (exit 5), fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,3 +17,8 @@ echo "== Lint (ruff)"
 
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest tests/python -q -rs "$@"
+
+echo "== Fuzzing (tests/fuzz: fixed seed and budget; any crash, hang or wrong error fails)"
+.venv/bin/python tests/fuzz/fuzz.py --budget "${EXAMPLE_NPU_FUZZ_BUDGET:-150}" --seed 1
+
+bash scripts/sanitize.sh

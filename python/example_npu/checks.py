@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -109,10 +110,58 @@ def op_name(call: relax.Call) -> str:
 
 
 def check_static_shapes(call: relax.Call) -> Verdict:
+    """Static shapes whose bytes fit the NPU's DRAM (check_tensor_sizes)."""
     tensors = [call, *[arg for arg in call.args if isinstance(arg.ty, relax.TensorType)]]
     for tensor in tensors:
         if tensor_shape(tensor) is None:
             return reject(f"{op_name(call)}: dynamic or unknown shape {tensor.ty}")
+    return check_tensor_sizes(call, tensors)
+
+
+def check_tensor_sizes(call: relax.Call, tensors: list[Any]) -> Verdict:
+    """The op's tensors together fit the DRAM of the target NPU (``NPUConfig.dram_mb``); the
+    runtime refuses a larger graph with a ValueError, so such an op stays on the CPU."""
+    total = 0
+    for tensor in tensors:
+        shape = tensor_shape(tensor)
+        if shape is not None:
+            total += math.prod(shape) * dtype_bytes(tensor_dtype(tensor))
+    dram_bytes = _TARGET_CONFIG.get().dram_mb << 20
+    if total > dram_bytes:
+        name = op_name(call)
+        return reject(f"{name}: its tensors need {total} bytes, more than the DRAM's {dram_bytes}")
+    return ACCEPT
+
+
+def _shapes(ty: Any) -> list[list[int]]:
+    fields = ty.fields if isinstance(ty, tvm.ir.type.TupleType) else [ty]
+    shapes = []
+    for field in fields:
+        if isinstance(field, relax.TensorType) and field.shape is not None:
+            try:
+                shapes.append([int(dim) for dim in field.shape])
+            except TypeError:
+                continue
+    return shapes
+
+
+def check_empty_operands(call: relax.Call) -> Verdict:
+    """No non-empty result from an empty operand (run for every pattern row, after its checks).
+
+    The NPU computes an empty result by doing nothing, exactly like TVM. A non-empty result of
+    an empty operand (matmul over K = 0 gives zeros, a mean over an empty axis NaN, a concat
+    copies its other pieces) needs the op's own semantics: such calls stay on the CPU (the
+    runtime refuses them too).
+    """
+    if not any(0 not in shape for shape in _shapes(call.ty)):
+        return ACCEPT
+    for arg in call.args:
+        for shape in _shapes(arg.ty) if isinstance(arg, relax.Expr) else []:
+            if 0 in shape:
+                return reject(
+                    f"{op_name(call)}: a non-empty result from the empty operand {shape} "
+                    "(stays on the CPU)"
+                )
     return ACCEPT
 
 

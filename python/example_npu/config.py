@@ -32,6 +32,46 @@ class InvalidConfigError(ValueError):
     """An NPUConfig that describes no buildable NPU."""
 
 
+# Inclusive range of every numeric field, mirrored from src/config/npu_config.cc (a test compares
+# them with the C++ table). The ranges keep derived cycles, bytes and energies far from overflow
+# and cover any NPU worth modelling.
+FIELD_RANGES: dict[str, tuple[float, float]] = {
+    "l0_register_kb": (1, 1024),
+    "l1_sram_kb": (1, 1 << 20),
+    "l2_cmx_kb": (1, 1 << 20),
+    "tile_height": (1, 1024),
+    "tile_width": (1, 1024),
+    "vector_elements": (1, 1024),
+    "matrix_engine_dim": (1, 1024),
+    "vector_unit_width": (1, 65536),
+    "activation_unit_lanes": (1, 65536),
+    "pooling_unit_lanes": (1, 65536),
+    "dma_channels": (1, 64),
+    "l1_latency_cycles": (1, 1_000_000),
+    "l2_latency_cycles": (1, 1_000_000),
+    "dram_mb": (1, 1 << 20),
+    "max_tiles": (1, 1 << 24),
+    "l1_bandwidth_bytes_per_cycle": (1e-3, 1e6),
+    "l2_bandwidth_bytes_per_cycle": (1e-3, 1e6),
+    "dram_bandwidth_gb_per_s": (1e-3, 1e6),
+    "dram_latency_ns": (1e-3, 1e6),
+    **{
+        name: (1e-6, 1e6)
+        for name in (
+            "energy_mac_int8_pj",
+            "energy_mac_int16_pj",
+            "energy_mac_float16_pj",
+            "energy_mac_float32_pj",
+            "energy_vector_op_pj",
+            "energy_l0_pj_per_byte",
+            "energy_l1_pj_per_byte",
+            "energy_l2_pj_per_byte",
+            "energy_dram_pj_per_byte",
+        )
+    },
+}
+
+
 @dataclass(frozen=True)
 class NPUConfig:
     """Architecture parameters; field names say tier and unit."""
@@ -58,6 +98,11 @@ class NPUConfig:
     l1_latency_cycles: int = 2
     l2_latency_cycles: int = 20
     dram_latency_ns: float = 100.0
+    # DRAM capacity: an NPU function's inputs, weights, outputs and intermediates must fit.
+    dram_mb: int = 4096
+    # Op tiles one NPU function may compile to: every op of a fused group counts once per tile
+    # (bounds the command stream and compile time).
+    max_tiles: int = 1 << 18
     # Energy at the nominal 0.9 V (pJ per MAC / vector op / byte).
     energy_mac_int8_pj: float = 0.23
     energy_mac_int16_pj: float = 0.85
@@ -75,11 +120,16 @@ class NPUConfig:
             value = getattr(self, field.name)
             if field.type == "str":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InvalidConfigError(f"NPUConfig.{field.name} must be positive: {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidConfigError(f"NPUConfig.{field.name} must be a number: {value!r}")
             if field.type == "int" and not isinstance(value, int):
                 raise InvalidConfigError(f"NPUConfig.{field.name} must be an int: {value!r}")
-        if self.power_mode not in POWER_MODES:
+            low, high = FIELD_RANGES[field.name]
+            if not low <= value <= high:  # also rejects NaN
+                raise InvalidConfigError(
+                    f"NPUConfig.{field.name} must be in [{low!r}, {high!r}]: {value!r}"
+                )
+        if not isinstance(self.power_mode, str) or self.power_mode not in POWER_MODES:
             raise InvalidConfigError(
                 f"NPUConfig.power_mode {self.power_mode!r} is not one of {sorted(POWER_MODES)}"
             )
@@ -110,8 +160,14 @@ class NPUConfig:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> NPUConfig:
-        data = json.loads(text)
+    def from_json(cls, text: str | bytes) -> NPUConfig:
+        """Parses ``to_json()`` output; anything malformed raises InvalidConfigError."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, deep nesting
+            raise InvalidConfigError(f"NPUConfig JSON is not valid: {err}") from None
+        if not isinstance(data, dict):
+            raise InvalidConfigError(f"NPUConfig JSON must be an object, got {type(data).__name__}")
         known = {field.name for field in fields(cls)}
         unknown = set(data) - known
         if unknown:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import tvm
+from tvm import relax
 from tvm.relax.backend import _ffi_api as _registry_api
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
 from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, is_tuple, wildcard
@@ -58,6 +59,11 @@ class PatternRow:
             call = context.annotated_expr[annotation]
             if not checks.explain(call, call_check(call)):
                 return False
+        # Every row, including rows without call checks (the quantized chains).
+        for call in context.annotated_expr.values():
+            if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op):
+                if not checks.explain(call, checks.check_empty_operands(call)):
+                    return False
         if self.region_check is not None:
             return checks.explain(root, self.region_check(context.annotated_expr))
         return True

@@ -83,6 +83,7 @@ std::string Program::ToText() const {
          << " macs=" << k.macs;
     }
     if (!c.deps.empty()) os << " deps=" << Join(c.deps);
+    if (c.after_earlier_groups) os << " after=earlier-groups";
     os << "\n";
   }
   return os.str();

@@ -112,6 +112,11 @@ struct Command {
   DmaCommand dma;
   ComputeCommand compute;
   std::vector<int64_t> deps;
+  /*!
+   * \brief Also waits for every command of the earlier groups: set where the hazards on DRAM
+   * were too many to list one by one (compiler/dram_hazards.h).
+   */
+  bool after_earlier_groups = false;
 };
 
 /*! \brief Per fused group facts kept for the profile. */

@@ -7,6 +7,8 @@
 #include "compiler/memory_planner.h"
 #include "compiler/tile_scheduler.h"
 #include "compiler/tiling_planner.h"
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 
@@ -19,9 +21,13 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
   std::vector<FusedGroup> groups = FuseGraph(g);
   LayoutPlan layout = PlanLayout(g, groups);
   program.dram_scratch_bytes = PlanDram(g, groups, layout, &program.placements);
+  CheckDramCapacity(g, program.placements, program.dram_scratch_bytes, config);
   TileScheduler scheduler(g, layout, &program);
+  int64_t tiles = 0;
   for (const FusedGroup& group : groups) {
     if (layout.is_view[group.anchor]) continue;  // read through strides, never materialised
+    // An empty result: nothing to compute (validation refused empty operands of other results).
+    if (kernels::NumElements(g.nodes[group.output()].shape) == 0) continue;
     std::unique_ptr<TilingRule> rule = MakeTilingRule(g, group, layout, config);
     TilePlan plan = rule->Plan();
     GroupInfo info;
@@ -29,13 +35,27 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
     info.nodes.push_back(group.anchor);
     info.nodes.insert(info.nodes.end(), group.chain.begin(), group.chain.end());
     if (!plan.ok) {
-      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << plan.reason;
+      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << Printable(info.name) << ": "
+                                << plan.reason;
+    }
+    // Every op of the group runs on every tile: that many compute steps (and their loads) go
+    // into the command stream. Checked before the group is emitted, so the limit bounds what
+    // compiling costs.
+    const int64_t op_tiles =
+        checked::Mul(plan.tiles, static_cast<int64_t>(info.nodes.size()), "tile count");
+    tiles = checked::Add(tiles, op_tiles, "tile count");
+    if (tiles > config.max_tiles) {
+      TVM_FFI_THROW(ValueError) << "NPU compiler: the function needs more than " << config.max_tiles
+                                << " op tiles (NPUConfig.max_tiles); group " << Printable(info.name)
+                                << " alone needs " << plan.tiles << " tiles x " << info.nodes.size()
+                                << " ops";
     }
     // Alternate ends of L1 and L2, so a group can load while the previous one computes.
     const bool from_top = program.groups.size() % 2 == 1;
     BufferPlanResult buffers = PlanBuffers(plan.buffers, config, from_top);
     if (!buffers.ok) {
-      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << info.name << ": " << buffers.reason;
+      TVM_FFI_THROW(ValueError) << "NPU compiler: group " << Printable(info.name) << ": "
+                                << buffers.reason;
     }
     info.engine = plan.engine;
     info.tiles = plan.tiles;

@@ -35,108 +35,130 @@ bool IsElementwise(OpKind op) {
 
 namespace {
 
-bool IsHead(const Graph& graph, int64_t id) {
-  return std::find(graph.heads.begin(), graph.heads.end(), id) != graph.heads.end();
-}
-
-bool Contains(const std::vector<int64_t>& ids, int64_t id) {
-  return std::find(ids.begin(), ids.end(), id) != ids.end();
-}
-
 /*!
- * \brief Whether node `id` is data that exists before any group runs or after an earlier one:
- * a graph input or constant, an earlier group's value, or a view of such data that the layout
- * never materialises (a non-output permute / slice / broadcast of ready data, or a reshape of an
- * input or constant, as a conv bias reshaped to (1, C, 1, 1)).
+ * \brief Per-graph facts the chain search reads: consumers, outputs, and each node's position in
+ * the chain being built (-1: not a member). Lookups are O(1), so a chain of thousands of ops
+ * costs linear time.
  */
-bool Ready(const Graph& graph, const std::vector<bool>& grouped, int64_t id) {
-  const Node& node = graph.nodes[id];
-  if (node.kind != NodeKind::kOp || grouped[id]) return true;
-  if (IsHead(graph, id)) return false;
-  switch (node.op) {
-    case OpKind::kPermuteDims:
-    case OpKind::kStridedSlice:
-    case OpKind::kBroadcastTo:
-      return Ready(graph, grouped, node.inputs[0]);
-    case OpKind::kReshape:
-      return graph.nodes[node.inputs[0]].kind != NodeKind::kOp;
-    default:
-      return false;
-  }
-}
-
-/*!
- * \brief The first consumer of `tail` (the chain's latest value) that may extend the chain, or -1.
- * It is elementwise with the tail's shape and reads the tail once (batch_norm: as operand 0);
- * every other operand is a value on chip (an earlier member of `members`) or one an earlier
- * group has stored to DRAM.
- */
-int64_t ChainableConsumer(const Graph& graph, const std::vector<std::vector<int64_t>>& consumers,
-                          const std::vector<bool>& grouped, const std::vector<int64_t>& members,
-                          int64_t tail) {
-  if (IsHead(graph, tail)) return -1;
-  for (int64_t next : consumers[tail]) {
-    const Node& node = graph.nodes[next];
-    if (grouped[next] || !IsElementwise(node.op) || node.shape != graph.nodes[tail].shape) continue;
-    if (std::count(node.inputs.begin(), node.inputs.end(), tail) != 1) continue;
-    if (node.op == OpKind::kBatchNorm && node.inputs[0] != tail) continue;
-    bool operands_ready = true;
-    for (int64_t input : node.inputs) {
-      const bool on_chip = Contains(members, input);
-      const bool in_dram = Ready(graph, grouped, input);
-      operands_ready &= input == tail || on_chip || in_dram;
+struct ChainSearch {
+  explicit ChainSearch(const Graph& graph)
+      : graph(graph),
+        consumers(graph.nodes.size()),
+        head(graph.nodes.size(), false),
+        grouped(graph.nodes.size(), false),
+        position(graph.nodes.size(), -1) {
+    for (size_t id = 0; id < graph.nodes.size(); ++id) {
+      for (int64_t input : graph.nodes[id].inputs) {
+        // A node reading the same producer twice counts once: it is one consumer.
+        std::vector<int64_t>& list = consumers[input];
+        if (list.empty() || list.back() != static_cast<int64_t>(id)) list.push_back(id);
+      }
     }
-    if (operands_ready) return next;
+    for (int64_t id : graph.heads) head[id] = true;
   }
-  return -1;
-}
 
-/*!
- * \brief The longest prefix of `members` (anchor first) that is a valid group: every member but
- * the last is read only inside the prefix (it is never stored) and is no graph output.
- */
-size_t ValidPrefix(const Graph& graph, const std::vector<std::vector<int64_t>>& consumers,
-                   const std::vector<int64_t>& members) {
-  for (size_t length = members.size(); length > 1; --length) {
-    const std::vector<int64_t> prefix(members.begin(), members.begin() + length);
-    bool valid = true;
-    for (size_t k = 0; k + 1 < length && valid; ++k) {
-      valid = !IsHead(graph, prefix[k]);
-      for (int64_t consumer : consumers[prefix[k]]) valid &= Contains(prefix, consumer);
+  /*!
+   * \brief Whether node `id` is data that exists before any group runs or after an earlier one:
+   * a graph input or constant, an earlier group's value, or a view of such data that the layout
+   * never materialises (a non-output permute / slice / broadcast of ready data, or a reshape of
+   * an input or constant, as a conv bias reshaped to (1, C, 1, 1)).
+   */
+  bool Ready(int64_t id) const {
+    while (true) {  // along a chain of views, without recursion
+      const Node& node = graph.nodes[id];
+      if (node.kind != NodeKind::kOp || grouped[id]) return true;
+      if (head[id]) return false;
+      switch (node.op) {
+        case OpKind::kPermuteDims:
+        case OpKind::kStridedSlice:
+        case OpKind::kBroadcastTo:
+          id = node.inputs[0];
+          continue;
+        case OpKind::kReshape:
+          return graph.nodes[node.inputs[0]].kind != NodeKind::kOp;
+        default:
+          return false;
+      }
     }
-    if (valid) return length;
   }
-  return 1;
-}
+
+  /*!
+   * \brief The first consumer of `tail` (the chain's latest value) that may extend the chain, or
+   * -1. It is elementwise with the tail's shape and reads the tail once (batch_norm: as operand
+   * 0); every other operand is a value on chip (an earlier member) or one an earlier group has
+   * stored to DRAM.
+   */
+  int64_t ChainableConsumer(int64_t tail) const {
+    if (head[tail]) return -1;
+    for (int64_t next : consumers[tail]) {
+      const Node& node = graph.nodes[next];
+      if (grouped[next] || !IsElementwise(node.op) || node.shape != graph.nodes[tail].shape) {
+        continue;
+      }
+      if (std::count(node.inputs.begin(), node.inputs.end(), tail) != 1) continue;
+      if (node.op == OpKind::kBatchNorm && node.inputs[0] != tail) continue;
+      bool operands_ready = true;
+      for (int64_t input : node.inputs) {
+        operands_ready &= input == tail || position[input] >= 0 || Ready(input);
+      }
+      if (operands_ready) return next;
+    }
+    return -1;
+  }
+
+  /*!
+   * \brief The longest prefix of `members` (anchor first) that is a valid group: every member but
+   * the last is read only inside the prefix (it is never stored) and is no graph output. A
+   * prefix of length L is valid when each member k <= L - 2 is no output and its consumers all
+   * sit before L, i.e. when the running maximum of those consumers' positions is below L.
+   */
+  size_t ValidPrefix(const std::vector<int64_t>& members) const {
+    const int64_t outside = static_cast<int64_t>(members.size());  // "not in the chain"
+    std::vector<int64_t> reach(members.size());  // max consumer position over members 0..k
+    int64_t running = 0;
+    for (size_t k = 0; k < members.size(); ++k) {
+      int64_t furthest = head[members[k]] ? outside : 0;
+      for (int64_t consumer : consumers[members[k]]) {
+        furthest = std::max(furthest, position[consumer] >= 0 ? position[consumer] : outside);
+      }
+      running = std::max(running, furthest);
+      reach[k] = running;
+    }
+    for (size_t length = members.size(); length > 1; --length) {
+      if (reach[length - 2] < static_cast<int64_t>(length)) return length;
+    }
+    return 1;
+  }
+
+  const Graph& graph;
+  std::vector<std::vector<int64_t>> consumers;
+  std::vector<bool> head;
+  std::vector<bool> grouped;
+  std::vector<int64_t> position;
+};
 
 }  // namespace
 
 std::vector<FusedGroup> FuseGraph(const Graph& graph) {
   const int64_t count = static_cast<int64_t>(graph.nodes.size());
-  std::vector<std::vector<int64_t>> consumers(count);
-  for (int64_t id = 0; id < count; ++id) {
-    for (int64_t input : graph.nodes[id].inputs) {
-      // A node reading the same producer twice counts once: it is one consumer.
-      auto& list = consumers[input];
-      if (std::find(list.begin(), list.end(), id) == list.end()) list.push_back(id);
-    }
-  }
-  std::vector<bool> grouped(count, false);
+  ChainSearch search(graph);
   std::vector<FusedGroup> groups;
   for (int64_t id = 0; id < count; ++id) {
-    if (graph.nodes[id].kind != NodeKind::kOp || grouped[id]) continue;
+    if (graph.nodes[id].kind != NodeKind::kOp || search.grouped[id]) continue;
     std::vector<int64_t> members = {id};
-    grouped[id] = true;
+    search.grouped[id] = true;
+    search.position[id] = 0;
     // Data movement is a view (see layout.h) or a DMA copy, which has no result tile to extend.
     if (!IsDataMovement(graph.nodes[id].op)) {
-      for (int64_t next;
-           (next = ChainableConsumer(graph, consumers, grouped, members, members.back())) >= 0;) {
+      for (int64_t next; (next = search.ChainableConsumer(members.back())) >= 0;) {
+        search.position[next] = static_cast<int64_t>(members.size());
         members.push_back(next);
-        grouped[next] = true;
+        search.grouped[next] = true;
       }
     }
-    const size_t length = ValidPrefix(graph, consumers, members);
-    for (size_t k = length; k < members.size(); ++k) grouped[members[k]] = false;
+    const size_t length = search.ValidPrefix(members);
+    for (size_t k = length; k < members.size(); ++k) search.grouped[members[k]] = false;
+    for (int64_t member : members) search.position[member] = -1;
     FusedGroup group;
     group.anchor = id;
     group.chain.assign(members.begin() + 1, members.begin() + length);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "support/checked_math.h"
+
 namespace example_npu {
 namespace {
 
@@ -74,7 +76,7 @@ bool UsesNHWCTiles(const Graph& graph, const FusedGroup& group) {
 
 TensorView LayoutPlan::SourceView(const Graph& graph, int64_t id) const {
   const Node& node = graph.nodes[id];
-  TensorView source = ViewOf(graph, node.inputs[0]);
+  const TensorView& source = ViewOf(node.inputs[0]);
   TensorView view{source.tensor, node.shape, {}, source.offset};
   switch (node.op) {
     case OpKind::kPermuteDims:
@@ -85,8 +87,10 @@ TensorView LayoutPlan::SourceView(const Graph& graph, int64_t id) const {
     case OpKind::kStridedSlice: {
       const SliceAttrs& slice = std::get<SliceAttrs>(node.attrs);
       for (size_t d = 0; d < source.strides.size(); ++d) {
-        view.offset += slice.begin[d] * source.strides[d];
-        view.strides.push_back(slice.step[d] * source.strides[d]);
+        view.offset = checked::Add(view.offset,
+                                   checked::Mul(slice.begin[d], source.strides[d], "view offset"),
+                                   "view offset");
+        view.strides.push_back(checked::Mul(slice.step[d], source.strides[d], "view stride"));
       }
       return view;
     }
@@ -107,12 +111,6 @@ TensorView LayoutPlan::SourceView(const Graph& graph, int64_t id) const {
   }
 }
 
-TensorView LayoutPlan::ViewOf(const Graph& graph, int64_t id) const {
-  if (is_view[id]) return SourceView(graph, id);
-  return TensorView{id, graph.nodes[id].shape,
-                    OrderedStrides(graph.nodes[id].shape, storage_order[id])};
-}
-
 LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups) {
   const size_t count = graph.nodes.size();
   LayoutPlan plan;
@@ -127,39 +125,47 @@ LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups)
     group_of[groups[g].anchor] = static_cast<int64_t>(g);
     for (int64_t id : groups[g].chain) group_of[id] = static_cast<int64_t>(g);
   }
-  auto is_head = [&](int64_t id) {
-    return std::find(graph.heads.begin(), graph.heads.end(), id) != graph.heads.end();
-  };
+  std::vector<bool> is_head(count, false);
+  for (int64_t head : graph.heads) is_head[head] = true;
+  // Per node: (consumer, operand index) of every op that reads it.
+  std::vector<std::vector<std::pair<int64_t, size_t>>> consumers(count);
+  for (size_t id = 0; id < count; ++id) {
+    const Node& node = graph.nodes[id];
+    if (node.kind != NodeKind::kOp) continue;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      consumers[node.inputs[k]].emplace_back(static_cast<int64_t>(id), k);
+    }
+  }
   // Boundary layout conversions: an NCHW result of a spatial group whose every consumer is the
   // data operand of another NCHW spatial group stays in NHWC between them.
   for (const FusedGroup& group : groups) {
     int64_t out = group.output();
-    if (!UsesNHWCTiles(graph, group) || is_head(out)) continue;
+    if (!UsesNHWCTiles(graph, group) || is_head[out] || consumers[out].empty()) continue;
     bool all_nhwc_consumers = true;
-    bool any_consumer = false;
-    for (size_t id = 0; id < count; ++id) {
-      const Node& consumer = graph.nodes[id];
-      if (consumer.kind != NodeKind::kOp) continue;
-      for (size_t k = 0; k < consumer.inputs.size(); ++k) {
-        if (consumer.inputs[k] != out) continue;
-        any_consumer = true;
-        const FusedGroup& consumer_group = groups[group_of[id]];
-        bool data_operand = consumer_group.anchor == static_cast<int64_t>(id) && k == 0;
-        all_nhwc_consumers &= data_operand && UsesNHWCTiles(graph, consumer_group);
-      }
+    for (const auto& [id, k] : consumers[out]) {
+      const FusedGroup& consumer_group = groups[group_of[id]];
+      bool data_operand = consumer_group.anchor == id && k == 0;
+      all_nhwc_consumers &= data_operand && UsesNHWCTiles(graph, consumer_group);
     }
-    if (any_consumer && all_nhwc_consumers) plan.storage_order[out] = {0, 2, 3, 1};
+    if (all_nhwc_consumers) plan.storage_order[out] = {0, 2, 3, 1};
   }
   // Views: data movement read by other ops only (reshape needs a contiguous source; concat
-  // is always materialised, each input copied into its slice).
+  // is always materialised, each input copied into its slice). Inputs come before their
+  // consumers, so each node's view is resolved from its input's, already resolved.
+  plan.views.resize(count);
   for (size_t id = 0; id < count; ++id) {
     const Node& node = graph.nodes[id];
-    if (node.kind != NodeKind::kOp || is_head(static_cast<int64_t>(id))) continue;
-    if (node.op == OpKind::kReshape) {
-      plan.is_view[id] = IsContiguous(plan.ViewOf(graph, node.inputs[0]));
-    } else {
-      plan.is_view[id] = IsDataMovement(node.op) && node.op != OpKind::kConcat;
+    if (node.kind == NodeKind::kOp && !is_head[id]) {
+      if (node.op == OpKind::kReshape) {
+        plan.is_view[id] = IsContiguous(plan.ViewOf(node.inputs[0]));
+      } else {
+        plan.is_view[id] = IsDataMovement(node.op) && node.op != OpKind::kConcat;
+      }
     }
+    plan.views[id] = plan.is_view[id]
+                         ? plan.SourceView(graph, static_cast<int64_t>(id))
+                         : TensorView{static_cast<int64_t>(id), node.shape,
+                                      OrderedStrides(node.shape, plan.storage_order[id])};
   }
   return plan;
 }

@@ -25,10 +25,14 @@ struct LayoutPlan {
   std::vector<std::vector<int64_t>> storage_order;
   /*! \brief Per node: a permute_dims / reshape whose consumers read its source directly. */
   std::vector<bool> is_view;
+  /*!
+   * \brief Per node: how consumers address it, views resolved to the tensor that holds the data.
+   * Resolved once, in node order (a chain of 20,000 views is no deeper than one).
+   */
+  std::vector<TensorView> views;
 
-  /*! \brief How consumers address node `id` (resolving views to the tensor that holds the data). */
-  TensorView ViewOf(const Graph& graph, int64_t id) const;
-  /*! \brief For permute_dims / reshape: its value as a view of its input, materialised or not. */
+  const TensorView& ViewOf(int64_t id) const { return views[id]; }
+  /*! \brief For a data-movement node: its value as a view of its input, materialised or not. */
   TensorView SourceView(const Graph& graph, int64_t id) const;
 };
 

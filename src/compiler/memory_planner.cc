@@ -1,14 +1,25 @@
 #include "compiler/memory_planner.h"
 
+#include <tvm/ffi/error.h>
+
 #include <algorithm>
 #include <sstream>
+
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
 
 constexpr int64_t kAlign = 64;
 
-int64_t AlignUp(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+int64_t AlignUp(int64_t bytes) {
+  return checked::Add(bytes, kAlign - 1, "tensor byte size") / kAlign * kAlign;
+}
+
+int64_t TensorBytes(const Node& node) {
+  return checked::Mul(kernels::NumElements(node.shape), DTypeBytes(node.dtype), "tensor bytes");
+}
 
 struct Interval {
   int64_t offset;
@@ -107,10 +118,14 @@ int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
     const int64_t out = groups[g].output();
     TensorPlacement& placement = (*placements)[out];
     if (placement.kind != TensorPlacement::Kind::kNone || layout.is_view[out]) continue;
-    const int64_t bytes =
-        AlignUp(kernels::NumElements(graph.nodes[out].shape) * DTypeBytes(graph.nodes[out].dtype));
+    const int64_t bytes = AlignUp(TensorBytes(graph.nodes[out]));
     // First fit among addresses not used by a tensor whose lifetime overlaps [g, last_use].
     const int64_t first = static_cast<int64_t>(g), last = std::max(first, last_use[out]);
+    // Groups come in order: a tensor dead before this group is dead for every later one. Dropping
+    // it keeps `live` short (a chain of groups was quadratic in its length).
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Interval& other) { return other.last_group < first; }),
+               live.end());
     std::vector<Interval> overlapping;
     for (const Interval& other : live) {
       if (other.first_group <= last && first <= other.last_group) overlapping.push_back(other);
@@ -119,15 +134,34 @@ int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
               [](const Interval& a, const Interval& b) { return a.offset < b.offset; });
     int64_t offset = 0;
     for (const Interval& other : overlapping) {
-      if (offset + bytes <= other.offset) break;
+      if (checked::Add(offset, bytes, "DRAM scratch") <= other.offset) break;
       offset = std::max(offset, other.offset + other.bytes);
     }
     placement.kind = TensorPlacement::Kind::kScratch;
     placement.index = offset;
     live.push_back(Interval{offset, bytes, first, last});
-    scratch = std::max(scratch, offset + bytes);
+    scratch = std::max(scratch, checked::Add(offset, bytes, "DRAM scratch"));
   }
   return scratch;
+}
+
+void CheckDramCapacity(const Graph& graph, const std::vector<TensorPlacement>& placements,
+                       int64_t scratch_bytes, const NPUConfig& config) {
+  const char* what = "DRAM footprint";
+  int64_t total = scratch_bytes;
+  for (size_t id = 0; id < graph.nodes.size(); ++id) {
+    const TensorPlacement::Kind kind = placements[id].kind;
+    if (kind == TensorPlacement::Kind::kInput || kind == TensorPlacement::Kind::kConst ||
+        kind == TensorPlacement::Kind::kOutput) {
+      total = checked::Add(total, TensorBytes(graph.nodes[id]), what);
+    }
+  }
+  if (total > config.TierBytes(Tier::kDram)) {
+    TVM_FFI_THROW(ValueError) << "NPU function " << Printable(graph.symbol) << " needs " << total
+                              << " bytes of DRAM (inputs, weights, outputs and " << scratch_bytes
+                              << " bytes of intermediates), more than the " << config.dram_mb
+                              << " MB of NPUConfig.dram_mb";
+  }
 }
 
 }  // namespace example_npu

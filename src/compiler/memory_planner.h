@@ -42,6 +42,14 @@ BufferPlanResult PlanBuffers(const std::vector<BufferClass>& classes, const NPUC
 int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
                  const LayoutPlan& layout, std::vector<TensorPlacement>* placements);
 
+/*!
+ * \brief Throws ValueError when the DRAM the function needs (its inputs, constants and outputs
+ * plus `scratch_bytes` of intermediates) exceeds NPUConfig.dram_mb. Runs before any tile or
+ * command is planned and before the emulator allocates, so an oversized graph costs nothing.
+ */
+void CheckDramCapacity(const Graph& graph, const std::vector<TensorPlacement>& placements,
+                       int64_t scratch_bytes, const NPUConfig& config);
+
 }  // namespace example_npu
 
 #endif  // EXAMPLE_NPU_COMPILER_MEMORY_PLANNER_H_

@@ -51,6 +51,10 @@ void TileScheduler::BeginGroup(int64_t group, const std::vector<BufferClass>& cl
       slots_[c].push_back(slot);
     }
   }
+  slot_at_offset_.clear();
+  for (auto& cls : slots_) {
+    for (Slot& slot : cls) slot_at_offset_[slot.offset] = &slot;
+  }
 }
 
 void TileScheduler::RetireGroup() {
@@ -66,6 +70,7 @@ void TileScheduler::RetireGroup() {
                                            l2_stage_command_[c], l2_readers_[c]});
     }
   }
+  dram_.BeginGroup();
 }
 
 void TileScheduler::AfterEarlierOnChip(Command* command, Tier tier, int64_t begin, int64_t end) {
@@ -105,38 +110,16 @@ TileScheduler::DramRange TileScheduler::DramRangeOf(const TensorView& view,
 }
 
 void TileScheduler::OrderDram(Command* command, const DramRange& range, bool store) {
-  if (range.begin >= range.end) return;
-  DramUses& uses = dram_uses_[range.space];
-  auto order_after = [&](std::vector<DramUse>* list) {
-    auto kept = list->begin();
-    for (DramUse& use : *list) {
-      const bool earlier = use.group < group_;
-      const bool overlaps = use.begin < range.end && range.begin < use.end;
-      if (earlier && overlaps) command->deps.push_back(use.command);
-      // Covered by a store that waits for it: ordered before everything after that store.
-      if (store && earlier && range.begin <= use.begin && use.end <= range.end) continue;
-      *kept++ = use;
-    }
-    list->erase(kept, list->end());
-  };
-  order_after(&uses.stores);            // read-after-write, write-after-write
-  if (store) order_after(&uses.loads);  // write-after-read
-}
-
-void TileScheduler::RecordDram(const DramRange& range, int64_t id, bool store) {
-  if (range.begin >= range.end) return;
-  DramUses& uses = dram_uses_[range.space];
-  (store ? uses.stores : uses.loads).push_back(DramUse{range.begin, range.end, id, group_});
+  if (!dram_.Order(range.space, range.begin, range.end, store, &command->deps)) {
+    command->after_earlier_groups = true;
+  }
 }
 
 TileScheduler::Slot& TileScheduler::SlotAt(const TileRef& tile) {
-  for (auto& cls : slots_) {
-    for (Slot& slot : cls) {
-      if (slot.offset == tile.offset) return slot;
-    }
-  }
-  TVM_FFI_THROW(InternalError) << "no L1 slot at offset " << tile.offset;
-  TVM_FFI_UNREACHABLE();
+  // A map, not a scan: a group fusing a long elementwise chain has thousands of slots.
+  auto it = slot_at_offset_.find(tile.offset);
+  TVM_FFI_ICHECK(it != slot_at_offset_.end()) << "no L1 slot at offset " << tile.offset;
+  return *it->second;
 }
 
 int64_t TileScheduler::Append(Command command) {
@@ -197,7 +180,7 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
     if (l2_stage_command_[cls] < 0) {
       // Stage the whole tensor in L2 once; every tile then loads from there.
       const Shape& full = graph_.nodes[view.tensor].shape;
-      TensorView storage = layout_.ViewOf(graph_, view.tensor);
+      TensorView storage = layout_.ViewOf(view.tensor);
       Command stage;
       stage.is_dma = true;
       stage.dma.view = storage;
@@ -210,7 +193,7 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
       const DramRange source = DramRangeOf(storage, stage.dma.box);
       OrderDram(&stage, source, /*store=*/false);
       l2_stage_command_[cls] = Append(std::move(stage));
-      RecordDram(source, l2_stage_command_[cls], /*store=*/false);
+      dram_.Record(source.space, source.begin, source.end, l2_stage_command_[cls], /*store=*/false);
     }
     dma.remote_tier = Tier::kL2;
     dma.remote_offset = l2_offsets_[cls];
@@ -230,7 +213,7 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
   slot.readers.clear();
   slot.key = std::move(key);
   if (from_l2) l2_readers_[cls].push_back(slot.writer);
-  RecordDram(source, slot.writer, /*store=*/false);
+  dram_.Record(source.space, source.begin, source.end, slot.writer, /*store=*/false);
   return program_->commands[slot.writer].dma.tile;
 }
 
@@ -272,7 +255,7 @@ void TileScheduler::Store(const TileRef& tile, const TensorView& view, const Ten
   OrderDram(&command, target, /*store=*/true);
   const int64_t id = Append(std::move(command));
   slot.readers.push_back(id);
-  RecordDram(target, id, /*store=*/true);
+  dram_.Record(target.space, target.begin, target.end, id, /*store=*/true);
 }
 
 }  // namespace example_npu

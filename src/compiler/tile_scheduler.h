@@ -15,11 +15,11 @@
 #define EXAMPLE_NPU_COMPILER_TILE_SCHEDULER_H_
 
 #include <cstdint>
-#include <map>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/command_stream.h"
+#include "compiler/dram_hazards.h"
 #include "compiler/layout.h"
 
 namespace example_npu {
@@ -89,38 +89,29 @@ class TileScheduler {
   };
   /*! \brief The bytes [begin, end) a DMA touches in one DRAM address space. */
   struct DramRange {
-    std::pair<int, int64_t> space;  // placement kind and index (one space for all scratch)
+    DramHazards::Space space;  // placement kind and index (one space for all scratch)
     int64_t begin = 0;
     int64_t end = 0;
-  };
-  struct DramUse {
-    int64_t begin = 0;
-    int64_t end = 0;
-    int64_t command = -1;
-    int64_t group = -1;
-  };
-  struct DramUses {
-    std::vector<DramUse> loads;
-    std::vector<DramUse> stores;
   };
 
   Slot& SlotAt(const TileRef& tile);
   int64_t Append(Command command);
   void AddDeps(Command* command, Slot* slot, bool writes);
-  /*! \brief Moves this group's buffers into earlier_on_chip_ (at the start of the next group). */
+  /*! \brief Hands this group's buffers and DRAM uses to the next group as earlier ones. */
   void RetireGroup();
   /*! \brief A first write of [begin, end): waits for earlier groups' writers and readers there. */
   void AfterEarlierOnChip(Command* command, Tier tier, int64_t begin, int64_t end);
   DramRange DramRangeOf(const TensorView& view, const TensorBox& box) const;
-  /*! \brief Waits for earlier groups' conflicting DMAs of `range`, then records `id`'s use. */
+  /*! \brief Waits for earlier groups' conflicting DMAs of `range` (see DramHazards). */
   void OrderDram(Command* command, const DramRange& range, bool store);
-  void RecordDram(const DramRange& range, int64_t id, bool store);
 
   const Graph& graph_;
   const LayoutPlan& layout_;
   Program* program_;
   int64_t group_ = 0;
   std::vector<std::vector<Slot>> slots_;
+  /*! \brief Every slot of slots_ by its L1 offset (offsets are distinct within a group). */
+  std::unordered_map<int64_t, Slot*> slot_at_offset_;
   std::vector<int64_t> next_slot_;
   std::vector<BufferClass> classes_;
   std::vector<int64_t> l2_offsets_;
@@ -128,7 +119,7 @@ class TileScheduler {
   std::vector<int64_t> l2_stage_command_;
   std::vector<std::vector<int64_t>> l2_readers_;  // [class]: loads from its staged copy
   std::vector<OnChipUse> earlier_on_chip_;
-  std::map<std::pair<int, int64_t>, DramUses> dram_uses_;
+  DramHazards dram_;
 };
 
 /*!

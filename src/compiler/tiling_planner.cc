@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "compiler/tiling_planner_details.h"
 #include "kernels/window.h"
+#include "support/checked_math.h"
 
 namespace example_npu {
 namespace tiling {
@@ -44,8 +46,18 @@ void ForEachTile(
 
 int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile) {
   int64_t count = 1;
-  for (size_t d = 0; d < full.size(); ++d) count *= (full[d] + tile[d] - 1) / tile[d];
+  for (size_t d = 0; d < full.size(); ++d) {
+    TVM_FFI_ICHECK_GT(tile[d], 0) << "tile extents are positive (empty tensors never reach tiling)";
+    count = checked::Mul(count, (full[d] + tile[d] - 1) / tile[d], "tile count");
+  }
   return count;
+}
+
+ClippedWindow ClipWindow(int64_t first, int64_t last, int64_t size) {
+  const int64_t lo = std::max<int64_t>(first, 0);
+  const int64_t hi = std::min(last, size);
+  if (hi <= lo) return ClippedWindow{std::clamp<int64_t>(first, 0, size), 0, last - first, 0};
+  return ClippedWindow{lo, hi - lo, lo - first, last - hi};
 }
 
 std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
@@ -57,10 +69,23 @@ std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
 
 GroupTiler::GroupTiler(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
                        const NPUConfig& config)
-    : graph_(graph), group_(group), layout_(layout), config_(config) {}
+    : graph_(graph), group_(group), layout_(layout), config_(config) {
+  member_position_.emplace(group_.anchor, 0);
+  for (size_t c = 0; c < group_.chain.size(); ++c) member_position_.emplace(group_.chain[c], c + 1);
+  // Chain member k's value is kept when a later member other than its successor reads it.
+  kept_members_.assign(group_.chain.size() + 1, false);
+  for (size_t later = 1; later <= group_.chain.size(); ++later) {
+    for (int64_t input : graph_.nodes[group_.chain[later - 1]].inputs) {
+      auto found = member_position_.find(input);
+      if (found != member_position_.end() && found->second + 2 <= later) {
+        kept_members_[found->second] = true;
+      }
+    }
+  }
+}
 
 TensorView GroupTiler::OperandView(const Node& node, size_t input, size_t rank) const {
-  TensorView view = layout_.ViewOf(graph_, node.inputs[input]);
+  TensorView view = layout_.ViewOf(node.inputs[input]);
   if (node.op == OpKind::kBatchNorm && input > 0) {
     // A per-channel parameter: unit everywhere except the normalised axis.
     const int64_t axis = std::get<BatchNormAttrs>(node.attrs).axis;
@@ -84,25 +109,6 @@ TensorBox GroupTiler::ProjectBox(const TensorView& view, const TensorBox& out_bo
     }
   }
   return box;
-}
-
-bool GroupTiler::IsMember(int64_t id) const {
-  return id == group_.anchor ||
-         std::find(group_.chain.begin(), group_.chain.end(), id) != group_.chain.end();
-}
-
-std::vector<bool> GroupTiler::KeptMembers() const {
-  // Chain member k's value is kept when a later member other than its successor reads it.
-  std::vector<int64_t> members = {group_.anchor};
-  members.insert(members.end(), group_.chain.begin(), group_.chain.end());
-  std::vector<bool> kept(members.size(), false);
-  for (size_t k = 0; k < members.size(); ++k) {
-    for (size_t later = k + 2; later < members.size(); ++later) {
-      const std::vector<int64_t>& inputs = graph_.nodes[members[later]].inputs;
-      if (std::find(inputs.begin(), inputs.end(), members[k]) != inputs.end()) kept[k] = true;
-    }
-  }
-  return kept;
 }
 
 std::vector<BufferClass> GroupTiler::EpilogueBuffers(const std::vector<int64_t>& out_extent) const {
@@ -212,19 +218,18 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
 void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
                               const TensorBox& out_box) const {
   const size_t rank = OutputNode().shape.size();
-  const std::vector<bool> kept = KeptMembers();
+  const std::vector<bool>& kept = KeptMembers();
   const int64_t kept_classes = std::count(kept.begin(), kept.end(), true);
   int64_t side_class = chain_class_base_;
   int64_t kept_class = result_class_ - kept_classes;
-  std::vector<std::pair<int64_t, TileRef>> on_chip = {{group_.anchor, result}};
+  std::unordered_map<int64_t, TileRef> on_chip = {{group_.anchor, result}};
   TileRef current = result;
   for (size_t c = 0; c < group_.chain.size(); ++c) {
     const int64_t id = group_.chain[c];
     const Node& node = graph_.nodes[id];
     std::vector<TileRef> inputs;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      auto member = std::find_if(on_chip.begin(), on_chip.end(),
-                                 [&](const auto& entry) { return entry.first == node.inputs[k]; });
+      auto member = on_chip.find(node.inputs[k]);
       if (member != on_chip.end()) {
         inputs.push_back(member->second);
         continue;
@@ -242,9 +247,9 @@ void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
         kept[c] ? scheduler->NewResult(kept_class++, current.shape, current.dtype) : current;
     scheduler->Compute(MakeCompute(node, id, std::move(inputs), output, std::move(attrs)));
     current = output;
-    on_chip.emplace_back(id, current);
+    on_chip.emplace(id, current);
   }
-  scheduler->Store(current, Lift(layout_.ViewOf(graph_, group_.output())), out_box);
+  scheduler->Store(current, Lift(layout_.ViewOf(group_.output())), out_box);
 }
 
 /*!
@@ -394,9 +399,9 @@ class CopyRule : public OutputTiler {
 
   CopyViews Views() const {
     const Node& anchor = Anchor();
-    const TensorView own = layout_.ViewOf(graph_, group_.anchor);
+    const TensorView own = layout_.ViewOf(group_.anchor);
     if (anchor.op == OpKind::kReshape) {
-      const TensorView source = layout_.ViewOf(graph_, anchor.inputs[0]);
+      const TensorView source = layout_.ViewOf(anchor.inputs[0]);
       return {source, TensorView{own.tensor, source.shape, ContiguousStrides(source.shape)}};
     }
     return {layout_.SourceView(graph_, group_.anchor), own};
@@ -442,7 +447,7 @@ class ReduceRule : public OutputTiler {
   }
 
   void Emit(TileScheduler* scheduler) const override {
-    const TensorView input = layout_.ViewOf(graph_, Anchor().inputs[0]);
+    const TensorView input = layout_.ViewOf(Anchor().inputs[0]);
     ForEachTile(kept_shape_, order_, tile_,
                 [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
                   TensorBox out_box{-1, begin, extent, order_};
@@ -495,7 +500,7 @@ class PoolRule : public OutputTiler {
     nchw_ = p.layout == kernels::DataLayout::kNCHW;
     order_ = nchw_ ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 1, 2, 3};
     auto input_bytes = [&](const std::vector<int64_t>& extent) {
-      return AlignUp(LargestInputElements(extent) * DTypeBytes(Anchor().dtype));
+      return AlignUp(LargestInputElements(extent) * OperandBytes(0));
     };
     auto cost = [&](const std::vector<int64_t>& extent) {
       return 2 * input_bytes(extent) + EpilogueBytes(extent);
@@ -509,7 +514,7 @@ class PoolRule : public OutputTiler {
   }
 
   void Emit(TileScheduler* scheduler) const override {
-    TensorView input = layout_.ViewOf(graph_, Anchor().inputs[0]);
+    TensorView input = layout_.ViewOf(Anchor().inputs[0]);
     ForEachTile(Anchor().shape, order_, tile_,
                 [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
                   TensorBox out_box{-1, begin, extent, order_};
@@ -519,6 +524,7 @@ class PoolRule : public OutputTiler {
                   kernels::Pool2dParams tile_params = Params();
                   tile_params.layout = kernels::DataLayout::kNHWC;
                   tile_params.padding = halo.padding;
+                  tile_params.drop_trailing_window = false;
                   ComputeCommand compute =
                       MakeCompute(Anchor(), group_.anchor, {in}, result, TileAttrs(tile_params));
                   compute.elements = kernels::NumElements(result.shape) * tile_params.pool_size[0] *
@@ -574,12 +580,12 @@ class PoolRule : public OutputTiler {
       const int64_t first = out_box.begin[axis] * p.strides[s] - p.padding[s];
       const int64_t last = (out_box.begin[axis] + out_box.extent[axis] - 1) * p.strides[s] -
                            p.padding[s] + (p.pool_size[s] - 1) * p.dilation[s] + 1;
-      const int64_t lo = std::max<int64_t>(0, first);
-      const int64_t hi = std::min(in_shape[axis], last);
-      halo.box.begin[axis] = lo;
-      halo.box.extent[axis] = std::max<int64_t>(0, hi - lo);
-      halo.padding[s] = lo - first;
-      halo.padding[s + 2] = std::min(p.padding[s + 2], std::max<int64_t>(0, last - in_shape[axis]));
+      const ClippedWindow window = ClipWindow(first, last, in_shape[axis]);
+      halo.box.begin[axis] = window.begin;
+      halo.box.extent[axis] = window.extent;
+      halo.padding[s] = window.pad_before;
+      // ceil_mode windows may run past the user's padding; the kernel adds that part itself.
+      halo.padding[s + 2] = std::min(p.padding[s + 2], window.pad_after);
     }
     return halo;
   }

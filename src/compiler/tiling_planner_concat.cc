@@ -53,10 +53,10 @@ class ConcatRule : public OutputTiler {
   void Emit(TileScheduler* scheduler) const override {
     const Node& anchor = Anchor();
     const int64_t axis = Axis();
-    const TensorView target = layout_.ViewOf(graph_, group_.anchor);
+    const TensorView target = layout_.ViewOf(group_.anchor);
     int64_t offset = 0;
     for (size_t k = 0; k < anchor.inputs.size(); ++k) {
-      const TensorView source = layout_.ViewOf(graph_, anchor.inputs[k]);
+      const TensorView source = layout_.ViewOf(anchor.inputs[k]);
       const bool requantize = Requantizes(k);
       ForEachTile(source.shape, order_, input_tiles_[k],
                   [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {

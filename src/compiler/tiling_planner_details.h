@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/tiling_planner.h"
@@ -29,6 +30,21 @@ void ForEachTile(
     const std::function<void(const std::vector<int64_t>&, const std::vector<int64_t>&)>& fn);
 
 int64_t CountTiles(const Shape& full, const std::vector<int64_t>& tile);
+
+/*!
+ * \brief A tile's window range [first, last) along one input axis of extent `size`, split into
+ * the input rows it reads, [begin, begin + extent), and the padding its kernel adds before and
+ * after them. pad_before + extent + pad_after == last - first always, also when the range lies
+ * wholly in the padding (extent 0, e.g. padding wider than a 1x1 kernel): the tile's kernel then
+ * computes exactly the tile's outputs.
+ */
+struct ClippedWindow {
+  int64_t begin;
+  int64_t extent;
+  int64_t pad_before;
+  int64_t pad_after;
+};
+ClippedWindow ClipWindow(int64_t first, int64_t last, int64_t size);
 
 /*! \brief `values` permuted into `order`. */
 std::vector<int64_t> Permuted(const std::vector<int64_t>& values,
@@ -71,9 +87,9 @@ class GroupTiler : public TilingRule {
   int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
 
   /*! \brief Whether `id` is the anchor or a chain member. */
-  bool IsMember(int64_t id) const;
+  bool IsMember(int64_t id) const { return member_position_.count(id) > 0; }
   /*! \brief Per member (anchor first): a member after its successor still reads its value. */
-  std::vector<bool> KeptMembers() const;
+  const std::vector<bool>& KeptMembers() const { return kept_members_; }
   /*!
    * \brief The chain's side-operand buffer classes, one result class per kept member, then the
    * result's (every class double-buffered).
@@ -112,6 +128,11 @@ class GroupTiler : public TilingRule {
   const NPUConfig& config_;
   int64_t chain_class_base_ = 0;
   int64_t result_class_ = 0;
+
+ private:
+  // Found once per group, so that a fused chain of thousands of ops costs linear time.
+  std::unordered_map<int64_t, size_t> member_position_;  // anchor 0, chain[c] c + 1
+  std::vector<bool> kept_members_;
 };
 
 /*!

@@ -234,7 +234,7 @@ class MatmulRule : public GroupTiler {
 
   /*! \brief Operand `index` as a rank_-dim [batch..., rows, cols] view (1-D operands lifted). */
   TensorView OperandMatrix(size_t index) const {
-    TensorView view = layout_.ViewOf(graph_, Anchor().inputs[index]);
+    TensorView view = layout_.ViewOf(Anchor().inputs[index]);
     if (view.shape.size() == 1) view = InsertUnitDim(view, index == 0 ? 0 : 1);
     const size_t pad = rank_ - view.shape.size();
     view.shape.insert(view.shape.begin(), pad, 1);
@@ -266,7 +266,7 @@ class MatmulRule : public GroupTiler {
     lhs_rows[rank_ - 1] = lhs.shape[rank_ - 1];  // K columns where the output has N
     if (!MergeLeadingDims(lhs, lhs_rows, rank_ - 1)) return false;
     std::vector<TensorView> views;
-    views.push_back(Lift(layout_.ViewOf(graph_, group_.output())));
+    views.push_back(Lift(layout_.ViewOf(group_.output())));
     for (int64_t id : group_.chain) {
       const Node& node = graph_.nodes[id];
       for (size_t k = 0; k < node.inputs.size(); ++k) {
@@ -354,8 +354,8 @@ class ConvRule : public GroupTiler {
     }
     const std::vector<int64_t> ic_candidates =
         p_.groups == 1 ? Candidates(channels_, dim) : std::vector<int64_t>{group_in_};
-    const TensorView input = Lift(layout_.ViewOf(graph_, Anchor().inputs[0]));
-    const TensorView output = Lift(layout_.ViewOf(graph_, group_.output()));
+    const TensorView input = Lift(layout_.ViewOf(Anchor().inputs[0]));
+    const TensorView output = Lift(layout_.ViewOf(group_.output()));
     double best = std::numeric_limits<double>::infinity();
     TilePlan plan;
     plan.engine = depthwise ? Engine::kVector : Engine::kMatrix;
@@ -419,8 +419,8 @@ class ConvRule : public GroupTiler {
 
   void Emit(TileScheduler* scheduler) const override {
     const Node& anchor = Anchor();
-    TensorView input = Lift(layout_.ViewOf(graph_, anchor.inputs[0]));
-    TensorView weight = LiftWeight(layout_.ViewOf(graph_, anchor.inputs[1]));
+    TensorView input = Lift(layout_.ViewOf(anchor.inputs[0]));
+    TensorView weight = LiftWeight(layout_.ViewOf(anchor.inputs[1]));
     const std::vector<int64_t> weight_order =
         oihw_ ? std::vector<int64_t>{2, 3, 1, 0} : std::vector<int64_t>{0, 1, 2, 3};
     ForEachTile(out_, order_, OutTile(tile_),
@@ -537,12 +537,11 @@ class ConvRule : public GroupTiler {
       const int64_t first = out_box.begin[axis] * p_.strides[s] - p_.padding[s];
       const int64_t last = (out_box.begin[axis] + out_box.extent[axis] - 1) * p_.strides[s] -
                            p_.padding[s] + (kernel - 1) * p_.dilation[s] + 1;
-      const int64_t lo = std::max<int64_t>(0, first);
-      const int64_t hi = std::min(in_[axis], last);
-      halo.box.begin[axis] = lo;
-      halo.box.extent[axis] = std::max<int64_t>(0, hi - lo);
-      halo.padding[s] = lo - first;
-      halo.padding[s + 2] = std::max<int64_t>(0, last - in_[axis]);
+      const ClippedWindow window = ClipWindow(first, last, in_[axis]);
+      halo.box.begin[axis] = window.begin;
+      halo.box.extent[axis] = window.extent;
+      halo.padding[s] = window.pad_before;
+      halo.padding[s + 2] = window.pad_after;
     }
     const int64_t oc0 = out_box.begin[c_axis_];
     halo.box.begin[c_axis_] = p_.groups == 1 ? ic0 : oc0 / group_out_ * group_in_;

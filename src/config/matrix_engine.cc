@@ -2,10 +2,13 @@
 
 #include <algorithm>
 
+#include "support/checked_math.h"
+
 namespace example_npu {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// The work comes from user shapes: every product and sum is overflow-checked.
+int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 bool Empty(const MatrixWork& work) {
   return work.pixels <= 0 || work.channels <= 0 || work.depth <= 0 || work.groups <= 0;
@@ -18,12 +21,13 @@ int64_t MatrixPasses(DType dtype) { return std::clamp<int64_t>(DTypeBytes(dtype)
 int64_t MatrixFolds(const NPUConfig& config, const MatrixWork& work) {
   if (Empty(work)) return 0;
   const int64_t dim = config.matrix_engine_dim;
-  const int64_t channel_folds = work.groups * CeilDiv(CeilDiv(work.channels, work.groups), dim);
+  const int64_t channel_folds =
+      checked::Mul(work.groups, CeilDiv(CeilDiv(work.channels, work.groups), dim), "matrix folds");
   switch (config.matrix_dataflow()) {
     case MatrixDataflow::kOutputStationary:
-      return CeilDiv(work.pixels, dim) * channel_folds;
+      return checked::Mul(CeilDiv(work.pixels, dim), channel_folds, "matrix folds");
     case MatrixDataflow::kWeightStationary:
-      return CeilDiv(work.depth, dim) * channel_folds;
+      return checked::Mul(CeilDiv(work.depth, dim), channel_folds, "matrix folds");
   }
   return 0;
 }
@@ -32,16 +36,17 @@ int64_t MatrixEngineCycles(const NPUConfig& config, DType dtype, const MatrixWor
   if (Empty(work)) return 0;
   const int64_t dim = config.matrix_engine_dim;
   const int64_t passes = MatrixPasses(dtype);
+  const char* what = "matrix engine cycles";
   int64_t per_fold = 0;
   switch (config.matrix_dataflow()) {
     case MatrixDataflow::kOutputStationary:
-      per_fold = 2 * dim - 2 + work.depth * passes;
+      per_fold = checked::Add(2 * dim - 2, checked::Mul(work.depth, passes, what), what);
       break;
     case MatrixDataflow::kWeightStationary:
-      per_fold = 3 * dim - 2 + work.pixels * passes;
+      per_fold = checked::Add(3 * dim - 2, checked::Mul(work.pixels, passes, what), what);
       break;
   }
-  return MatrixFolds(config, work) * per_fold;
+  return checked::Mul(MatrixFolds(config, work), per_fold, what);
 }
 
 }  // namespace example_npu

@@ -2,6 +2,7 @@
 
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/json.h>
+#include <tvm/ffi/reflection/registry.h>
 
 #include <algorithm>
 #include <array>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "config/matrix_engine.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
@@ -41,7 +43,7 @@ MatrixDataflow FindDataflow(const std::string& name) {
   for (const auto& [dataflow_name, dataflow] : kDataflows) {
     if (name == dataflow_name) return dataflow;
   }
-  TVM_FFI_THROW(ValueError) << "NPUConfig.dataflow '" << name
+  TVM_FFI_THROW(ValueError) << "NPUConfig.dataflow '" << Printable(name)
                             << "' is not one of output_stationary, weight_stationary";
   TVM_FFI_UNREACHABLE();
 }
@@ -50,41 +52,54 @@ const PowerMode& FindPowerMode(const std::string& name) {
   for (const PowerMode& mode : kPowerModes) {
     if (name == mode.name) return mode;
   }
-  TVM_FFI_THROW(ValueError) << "NPUConfig.power_mode '" << name
+  TVM_FFI_THROW(ValueError) << "NPUConfig.power_mode '" << Printable(name)
                             << "' is not one of high_performance, balanced, low_power";
   TVM_FFI_UNREACHABLE();
 }
 
-const std::array<std::pair<const char*, int64_t NPUConfig::*>, 13> kIntFields = {{
-    {"l0_register_kb", &NPUConfig::l0_register_kb},
-    {"l1_sram_kb", &NPUConfig::l1_sram_kb},
-    {"l2_cmx_kb", &NPUConfig::l2_cmx_kb},
-    {"tile_height", &NPUConfig::tile_height},
-    {"tile_width", &NPUConfig::tile_width},
-    {"vector_elements", &NPUConfig::vector_elements},
-    {"matrix_engine_dim", &NPUConfig::matrix_engine_dim},
-    {"vector_unit_width", &NPUConfig::vector_unit_width},
-    {"activation_unit_lanes", &NPUConfig::activation_unit_lanes},
-    {"pooling_unit_lanes", &NPUConfig::pooling_unit_lanes},
-    {"dma_channels", &NPUConfig::dma_channels},
-    {"l1_latency_cycles", &NPUConfig::l1_latency_cycles},
-    {"l2_latency_cycles", &NPUConfig::l2_latency_cycles},
+/*! \brief A numeric field with its documented, validated range [min, max]. */
+template <typename T>
+struct Field {
+  const char* name;
+  T NPUConfig::*member;
+  T min;
+  T max;
+};
+
+// The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
+// NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
+const std::array<Field<int64_t>, 15> kIntFields = {{
+    {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
+    {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
+    {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
+    {"tile_height", &NPUConfig::tile_height, 1, 1024},
+    {"tile_width", &NPUConfig::tile_width, 1, 1024},
+    {"vector_elements", &NPUConfig::vector_elements, 1, 1024},
+    {"matrix_engine_dim", &NPUConfig::matrix_engine_dim, 1, 1024},
+    {"vector_unit_width", &NPUConfig::vector_unit_width, 1, 65536},
+    {"activation_unit_lanes", &NPUConfig::activation_unit_lanes, 1, 65536},
+    {"pooling_unit_lanes", &NPUConfig::pooling_unit_lanes, 1, 65536},
+    {"dma_channels", &NPUConfig::dma_channels, 1, 64},
+    {"l1_latency_cycles", &NPUConfig::l1_latency_cycles, 1, 1000000},
+    {"l2_latency_cycles", &NPUConfig::l2_latency_cycles, 1, 1000000},
+    {"dram_mb", &NPUConfig::dram_mb, 1, 1 << 20},
+    {"max_tiles", &NPUConfig::max_tiles, 1, 1 << 24},
 }};
 
-const std::array<std::pair<const char*, double NPUConfig::*>, 13> kRealFields = {{
-    {"l1_bandwidth_bytes_per_cycle", &NPUConfig::l1_bandwidth_bytes_per_cycle},
-    {"l2_bandwidth_bytes_per_cycle", &NPUConfig::l2_bandwidth_bytes_per_cycle},
-    {"dram_bandwidth_gb_per_s", &NPUConfig::dram_bandwidth_gb_per_s},
-    {"dram_latency_ns", &NPUConfig::dram_latency_ns},
-    {"energy_mac_int8_pj", &NPUConfig::energy_mac_int8_pj},
-    {"energy_mac_int16_pj", &NPUConfig::energy_mac_int16_pj},
-    {"energy_mac_float16_pj", &NPUConfig::energy_mac_float16_pj},
-    {"energy_mac_float32_pj", &NPUConfig::energy_mac_float32_pj},
-    {"energy_vector_op_pj", &NPUConfig::energy_vector_op_pj},
-    {"energy_l0_pj_per_byte", &NPUConfig::energy_l0_pj_per_byte},
-    {"energy_l1_pj_per_byte", &NPUConfig::energy_l1_pj_per_byte},
-    {"energy_l2_pj_per_byte", &NPUConfig::energy_l2_pj_per_byte},
-    {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte},
+const std::array<Field<double>, 13> kRealFields = {{
+    {"l1_bandwidth_bytes_per_cycle", &NPUConfig::l1_bandwidth_bytes_per_cycle, 1e-3, 1e6},
+    {"l2_bandwidth_bytes_per_cycle", &NPUConfig::l2_bandwidth_bytes_per_cycle, 1e-3, 1e6},
+    {"dram_bandwidth_gb_per_s", &NPUConfig::dram_bandwidth_gb_per_s, 1e-3, 1e6},
+    {"dram_latency_ns", &NPUConfig::dram_latency_ns, 1e-3, 1e6},
+    {"energy_mac_int8_pj", &NPUConfig::energy_mac_int8_pj, 1e-6, 1e6},
+    {"energy_mac_int16_pj", &NPUConfig::energy_mac_int16_pj, 1e-6, 1e6},
+    {"energy_mac_float16_pj", &NPUConfig::energy_mac_float16_pj, 1e-6, 1e6},
+    {"energy_mac_float32_pj", &NPUConfig::energy_mac_float32_pj, 1e-6, 1e6},
+    {"energy_vector_op_pj", &NPUConfig::energy_vector_op_pj, 1e-6, 1e6},
+    {"energy_l0_pj_per_byte", &NPUConfig::energy_l0_pj_per_byte, 1e-6, 1e6},
+    {"energy_l1_pj_per_byte", &NPUConfig::energy_l1_pj_per_byte, 1e-6, 1e6},
+    {"energy_l2_pj_per_byte", &NPUConfig::energy_l2_pj_per_byte, 1e-6, 1e6},
+    {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte, 1e-6, 1e6},
 }};
 
 const std::array<std::pair<const char*, std::string NPUConfig::*>, 2> kStringFields = {{
@@ -109,31 +124,28 @@ const char* TierName(Tier tier) {
 }
 
 NPUConfig NPUConfig::FromJSON(const std::string& json_text) {
-  String error;
-  json::Value value = json::Parse(json_text, &error);
+  json::Value value = ParseUntrustedJson(json_text, "NPUConfig JSON");
   auto object = value.try_cast<json::Object>();
-  if (!error.empty() || !object.has_value()) {
-    TVM_FFI_THROW(ValueError) << "NPUConfig JSON is not a JSON object: " << error;
-  }
+  if (!object.has_value()) TVM_FFI_THROW(ValueError) << "NPUConfig JSON is not a JSON object";
   NPUConfig config;
   for (const auto& [key_any, field_value] : *object) {
     std::string key(key_any.cast<String>());
     bool known = false;
-    for (const auto& [name, member] : kIntFields) {
-      if (key != name) continue;
-      auto number = field_value.try_cast<int64_t>();
-      if (!number.has_value() || field_value.type_index() != tvm::ffi::TypeIndex::kTVMFFIInt) {
+    for (const auto& field : kIntFields) {
+      if (key != field.name) continue;
+      if (field_value.type_index() != tvm::ffi::TypeIndex::kTVMFFIInt) {
         TVM_FFI_THROW(ValueError) << "NPUConfig." << key << " must be an integer";
       }
-      config.*member = *number;
+      config.*field.member = field_value.cast<int64_t>();
       known = true;
     }
-    for (const auto& [name, member] : kRealFields) {
-      if (key != name) continue;
+    for (const auto& field : kRealFields) {
+      if (key != field.name) continue;
       auto number = field_value.try_cast<double>();
-      if (!number.has_value())
+      if (!number.has_value() || field_value.type_index() == tvm::ffi::TypeIndex::kTVMFFIBool) {
         TVM_FFI_THROW(ValueError) << "NPUConfig." << key << " must be a number";
-      config.*member = *number;
+      }
+      config.*field.member = *number;
       known = true;
     }
     for (const auto& [name, member] : kStringFields) {
@@ -144,7 +156,7 @@ NPUConfig NPUConfig::FromJSON(const std::string& json_text) {
       config.*member = std::string(*text);
       known = true;
     }
-    if (!known) TVM_FFI_THROW(ValueError) << "NPUConfig has no field '" << key << "'";
+    if (!known) TVM_FFI_THROW(ValueError) << "NPUConfig has no field '" << Printable(key) << "'";
   }
   config.Validate();
   return config;
@@ -152,23 +164,45 @@ NPUConfig NPUConfig::FromJSON(const std::string& json_text) {
 
 std::string NPUConfig::ToJSON() const {
   json::Object object;
-  for (const auto& [name, member] : kIntFields) object.Set(String(name), this->*member);
-  for (const auto& [name, member] : kRealFields) object.Set(String(name), this->*member);
+  for (const auto& field : kIntFields) object.Set(String(field.name), this->*field.member);
+  for (const auto& field : kRealFields) object.Set(String(field.name), this->*field.member);
   for (const auto& [name, member] : kStringFields) object.Set(String(name), String(this->*member));
   return std::string(json::Stringify(object));
 }
 
+std::string NPUConfig::FieldRangesJSON() {
+  const NPUConfig defaults;
+  json::Object object;
+  auto add = [&](const auto& field) {
+    json::Object range;
+    range.Set(String("default"), defaults.*field.member);
+    range.Set(String("min"), field.min);
+    range.Set(String("max"), field.max);
+    object.Set(String(field.name), range);
+  };
+  for (const auto& field : kIntFields) add(field);
+  for (const auto& field : kRealFields) add(field);
+  return std::string(json::Stringify(object));
+}
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  tvm::ffi::reflection::GlobalDef().def("example_npu.npu_config_field_ranges",
+                                        [] { return String(NPUConfig::FieldRangesJSON()); });
+}
+
 void NPUConfig::Validate() const {
-  for (const auto& [name, member] : kIntFields) {
-    if (this->*member <= 0) {
-      TVM_FFI_THROW(ValueError) << "NPUConfig." << name << " must be positive, got "
-                                << this->*member;
+  for (const auto& field : kIntFields) {
+    const int64_t value = this->*field.member;
+    if (value < field.min || value > field.max) {
+      TVM_FFI_THROW(ValueError) << "NPUConfig." << field.name << " must be in [" << field.min
+                                << ", " << field.max << "], got " << value;
     }
   }
-  for (const auto& [name, member] : kRealFields) {
-    if (!(this->*member > 0.0) || !std::isfinite(this->*member)) {
-      TVM_FFI_THROW(ValueError) << "NPUConfig." << name << " must be a positive number, got "
-                                << this->*member;
+  for (const auto& field : kRealFields) {
+    const double value = this->*field.member;
+    if (!(value >= field.min && value <= field.max)) {
+      TVM_FFI_THROW(ValueError) << "NPUConfig." << field.name << " must be in [" << field.min
+                                << ", " << field.max << "], got " << value;
     }
   }
   FindPowerMode(power_mode);
@@ -190,7 +224,7 @@ int64_t NPUConfig::TierBytes(Tier tier) const {
     case Tier::kL2:
       return l2_cmx_kb * 1024;
     case Tier::kDram:
-      return INT64_MAX;
+      return dram_mb * 1024 * 1024;
   }
   return 0;
 }

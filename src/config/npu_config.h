@@ -52,6 +52,13 @@ struct NPUConfig {
   int64_t l1_latency_cycles = 2;
   int64_t l2_latency_cycles = 20;
   double dram_latency_ns = 100.0;
+  // Capacity of the DRAM the NPU addresses: an NPU function's inputs, weights, outputs and
+  // intermediates (after reuse) must fit, checked at compile time before anything is allocated.
+  int64_t dram_mb = 4096;
+  // Op tiles one NPU function may compile to: every op of a fused group counts once per tile
+  // (reduction chunks included). Bounds the command stream, and with it compile time and the
+  // emulator's memory.
+  int64_t max_tiles = 1 << 18;
   // Energy at the nominal voltage (0.9 V), per MAC / vector op / byte accessed.
   double energy_mac_int8_pj = 0.23;
   double energy_mac_int16_pj = 0.85;
@@ -68,8 +75,14 @@ struct NPUConfig {
    * defaults, unknown keys and invalid values raise ValueError. */
   static NPUConfig FromJSON(const std::string& json_text);
   std::string ToJSON() const;
-  /*! \brief Raises ValueError for a configuration that describes no buildable NPU. */
+  /*!
+   * \brief Raises ValueError for a configuration that describes no buildable NPU: a field
+   * outside its documented range (FieldRangesJSON), or an L1 smaller than one float32 tile.
+   */
   void Validate() const;
+  /*! \brief {"field": {"default": d, "min": lo, "max": hi}, ...} of every numeric field (the
+   * Python mirror example_npu.NPUConfig is tested against it). */
+  static std::string FieldRangesJSON();
 
   int64_t TierBytes(Tier tier) const;
   double clock_mhz() const;

@@ -11,11 +11,13 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "graph/op.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 
@@ -41,6 +43,10 @@ class JsonObject {
   std::string String_(const char* key) const {
     auto value = Get(key).try_cast<tvm::ffi::String>();
     if (!value.has_value()) TVM_FFI_THROW(ValueError) << Field(key) << " must be a string";
+    // A \u escape can decode to a lone surrogate; such a name could not reach Python.
+    if (!IsValidUtf8(std::string_view(value->data(), value->size()))) {
+      TVM_FFI_THROW(ValueError) << Field(key) << " is not valid UTF-8";
+    }
     return std::string(*value);
   }
 
@@ -102,6 +108,37 @@ class JsonObject {
   json::Object obj_;
   std::string where_;
 };
+
+/*! \brief A number the kernels use as a float32: +-inf or inside the float32 range, not NaN. */
+inline float Float32(const JsonObject& attrs, const char* key) {
+  const double value = attrs.Number(key);
+  if (!std::isinf(value) && !(std::abs(value) <= std::numeric_limits<float>::max())) {
+    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " = " << value << " is not a float32 value";
+  }
+  return static_cast<float>(value);
+}
+
+/*!
+ * \brief A zero point, which lies in a quantized dtype's range (int8, uint8 or int16 together:
+ * [-32768, 65535]); ValidateGraph narrows it to the input's own dtype where it knows it.
+ */
+inline int64_t ZeroPoint(const JsonObject& attrs, const char* key) {
+  const int64_t value = attrs.Int(key);
+  if (value < -32768 || value > 65535) {
+    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " " << value
+                              << " is not a zero point of int8, uint8 or int16";
+  }
+  return value;
+}
+
+/*! \brief A fixed-point value computed from user scales, limited to `limit` in magnitude. */
+inline int64_t BoundedRound(double value, double limit, const std::string& what) {
+  if (!(std::abs(value) < limit)) {
+    TVM_FFI_THROW(ValueError) << what << " = " << value << " is outside (-" << limit << ", "
+                              << limit << ")";
+  }
+  return kernels::RoundHalfEven(value);
+}
 
 template <size_t N>
 std::array<int64_t, N> FixedInts(const JsonObject& attrs, const char* key) {

@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include "graph/attr_parsers.h"
 #include "graph/runtime_params.h"
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 
@@ -26,14 +29,15 @@ using tvm::ffi::String;
 kernels::DataLayout ParseDataLayout(const std::string& layout, const std::string& what) {
   if (layout == "NCHW" || layout == "NCW") return kernels::DataLayout::kNCHW;
   if (layout == "NHWC" || layout == "NWC") return kernels::DataLayout::kNHWC;
-  TVM_FFI_THROW(ValueError) << what << ": layout " << layout << " is not supported (NCHW/NHWC)";
+  TVM_FFI_THROW(ValueError) << what << ": layout " << Printable(layout)
+                            << " is not supported (NCHW/NHWC)";
   TVM_FFI_UNREACHABLE();
 }
 
 kernels::KernelLayout ParseKernelLayout(const std::string& layout, const std::string& what) {
   if (layout == "OIHW" || layout == "OIW") return kernels::KernelLayout::kOIHW;
   if (layout == "HWIO" || layout == "WIO") return kernels::KernelLayout::kHWIO;
-  TVM_FFI_THROW(ValueError) << what << ": kernel layout " << layout
+  TVM_FFI_THROW(ValueError) << what << ": kernel layout " << Printable(layout)
                             << " is not supported (OIHW/HWIO)";
   TVM_FFI_UNREACHABLE();
 }
@@ -67,7 +71,7 @@ BatchNormAttrs ParseBatchNormAttrs(const JsonObject& attrs) {
   }
   BatchNormAttrs result;
   result.axis = attrs.Int("axis");
-  result.epsilon = static_cast<float>(attrs.Number("epsilon"));
+  result.epsilon = Float32(attrs, "epsilon");
   result.center = attrs.Bool("center");
   result.scale = attrs.Bool("scale");
   return result;
@@ -106,11 +110,11 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       return result;
     }
     case OpKind::kClip:
-      return ClipAttrs{static_cast<float>(attrs.Number("min")),
-                       static_cast<float>(attrs.Number("max"))};
+      return ClipAttrs{Float32(attrs, "min"), Float32(attrs, "max")};
     case OpKind::kQuantize:
     case OpKind::kDequantize: {
-      QuantAttrs q{static_cast<float>(PositiveScale(attrs, "scale")), attrs.Int("zero_point")};
+      QuantAttrs q{Float32(attrs, "scale"), attrs.Int("zero_point")};
+      if (!(q.scale > 0)) TVM_FFI_THROW(ValueError) << attrs.Field("scale") << " must be > 0";
       if (kind == OpKind::kQuantize) std::tie(q.min, q.max) = IntegerRange(dtype, where);
       return q;
     }
@@ -130,18 +134,21 @@ Node ParseNode(const Any& value, size_t index) {
   JsonObject obj(value, where);
   Node node;
   node.name = obj.String_("name");
-  where += " (" + node.name + ")";
+  where += " (" + Printable(node.name) + ")";
   std::string op = obj.String_("op");
   std::string dtype = obj.String_("dtype");
   auto parsed_dtype = ParseDType(dtype);
   if (!parsed_dtype.has_value()) {
-    TVM_FFI_THROW(ValueError) << where << ": dtype " << dtype << " is not an NPU dtype";
+    TVM_FFI_THROW(ValueError) << where << ": dtype " << Printable(dtype) << " is not an NPU dtype";
   }
   node.dtype = *parsed_dtype;
   node.shape = obj.Ints("shape");
   for (int64_t dim : node.shape) {
     if (dim < 0) TVM_FFI_THROW(ValueError) << where << ": negative dimension in shape";
   }
+  // Every later size computation multiplies sub-shapes of this one, so one check covers them.
+  checked::Mul(checked::Product(node.shape, "tensor element count"), DTypeBytes(node.dtype),
+               "tensor byte size");
   if (op == "input") {
     node.kind = NodeKind::kInput;
   } else if (op == "const") {
@@ -149,7 +156,8 @@ Node ParseNode(const Any& value, size_t index) {
   } else {
     auto kind = ParseOpKind(op);
     if (!kind.has_value()) {
-      TVM_FFI_THROW(ValueError) << where << ": op \"" << op << "\" is not an NPU operator";
+      TVM_FFI_THROW(ValueError) << where << ": op \"" << Printable(op)
+                                << "\" is not an NPU operator";
     }
     node.kind = NodeKind::kOp;
     node.op = *kind;
@@ -212,9 +220,7 @@ Graph ParseGraph(const std::string& json_text) {
     graph.unbound_json = json_text;
     return graph;
   }
-  String error;
-  json::Value value = json::Parse(json_text, &error);
-  if (!error.empty()) TVM_FFI_THROW(ValueError) << "NPU graph is not valid JSON: " << error;
+  json::Value value = ParseUntrustedJson(json_text, "NPU graph");
   JsonObject root(value, "NPU graph");
   if (root.Int("version") != 1) {
     TVM_FFI_THROW(ValueError) << "NPU graph version " << root.Int("version")

@@ -24,14 +24,18 @@ kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dty
   kernels::QuantizedOutput out;
   out.zero_point = attrs.Int("output_zero_point");
   std::tie(out.min, out.max) = IntegerRange(dtype, where);
-  if (attrs.Has("min_value")) {
-    out.min = std::max(out.min, out.zero_point + kernels::RoundHalfEven(attrs.Number("min_value") /
-                                                                        *output_scale));
+  if (out.zero_point < out.min || out.zero_point > out.max) {
+    TVM_FFI_THROW(ValueError) << attrs.Field("output_zero_point") << " " << out.zero_point
+                              << " is outside the " << DTypeName(dtype) << " range";
   }
-  if (attrs.Has("max_value")) {
-    out.max = std::min(out.max, out.zero_point + kernels::RoundHalfEven(attrs.Number("max_value") /
-                                                                        *output_scale));
-  }
+  // A bound in output steps; beyond the dtype range it no longer matters, so clamp first.
+  auto steps = [&](const char* key) {
+    const double value = attrs.Number(key);
+    if (std::isnan(value)) TVM_FFI_THROW(ValueError) << attrs.Field(key) << " is NaN";
+    return kernels::RoundHalfEven(std::clamp(value / *output_scale, -65536.0, 65536.0));
+  };
+  if (attrs.Has("min_value")) out.min = std::max(out.min, out.zero_point + steps("min_value"));
+  if (attrs.Has("max_value")) out.max = std::min(out.max, out.zero_point + steps("max_value"));
   if (out.min > out.max) TVM_FFI_THROW(ValueError) << where << ": empty output clamp range";
   return out;
 }
@@ -39,7 +43,7 @@ kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dty
 /*! \brief A real rescaling factor as a fixed-point multiplier, or a ValueError naming it. */
 kernels::FixedPointMultiplier Multiplier(double real, const std::string& where) {
   if (!(real >= std::ldexp(1.0, -31) && real < std::ldexp(1.0, 30))) {
-    TVM_FFI_THROW(ValueError) << where << ": rescaling factor " << real
+    TVM_FFI_THROW(ValueError) << where << ": requantization multiplier " << real
                               << " is outside [2^-31, 2^30)";
   }
   return kernels::QuantizeMultiplier(real);
@@ -51,8 +55,8 @@ QnnRequantizeAttrs ParseQnnRequantizeAttrs(const JsonObject& attrs, DType dtype,
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   const double input_scale = PositiveScale(attrs, "input_scale");
   Multiplier(input_scale / output_scale, where);
-  return QnnRequantizeAttrs{
-      kernels::MakeRequantizeParams(input_scale, attrs.Int("input_zero_point"), output_scale, out)};
+  return QnnRequantizeAttrs{kernels::MakeRequantizeParams(
+      input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale, out)};
 }
 
 QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
@@ -69,7 +73,8 @@ QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType d
   }
   return QnnBinaryAttrs{kernels::MakeQuantizedBinaryParams(
       add ? kernels::QuantizedBinaryKind::kAdd : kernels::QuantizedBinaryKind::kMultiply, lhs,
-      attrs.Int("lhs_zero_point"), rhs, attrs.Int("rhs_zero_point"), output_scale, out)};
+      ZeroPoint(attrs, "lhs_zero_point"), rhs, ZeroPoint(attrs, "rhs_zero_point"), output_scale,
+      out)};
 }
 
 QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, DType dtype,
@@ -77,11 +82,20 @@ QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, 
   double output_scale = 1;
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   const kernels::Pool2dParams pool = ParsePoolAttrs(attrs, kind).params;
+  // Average pooling keeps one multiplier per tap count, so the window bounds the table's size.
+  constexpr int64_t kMaxWindowTaps = int64_t{1} << 20;
+  if (pool.pool_size[0] < 1 || pool.pool_size[1] < 1 || pool.pool_size[0] > kMaxWindowTaps ||
+      pool.pool_size[1] > kMaxWindowTaps ||
+      pool.pool_size[0] * pool.pool_size[1] > kMaxWindowTaps) {
+    TVM_FFI_THROW(ValueError) << where << ": a pooling window of " << pool.pool_size[0] << " x "
+                              << pool.pool_size[1] << " taps (1 to " << kMaxWindowTaps
+                              << " taps are supported)";
+  }
   const double input_scale = PositiveScale(attrs, "input_scale");
   Multiplier(input_scale / output_scale, where);
   Multiplier(input_scale / (output_scale * pool.pool_size[0] * pool.pool_size[1]), where);
   return QnnPoolAttrs{kernels::MakeQuantizedPoolParams(
-      pool, input_scale, attrs.Int("input_zero_point"), output_scale, out)};
+      pool, input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale, out)};
 }
 
 QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
@@ -89,6 +103,12 @@ QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const s
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   const std::vector<double> scales = attrs.Numbers("input_scales");
   const std::vector<int64_t> zero_points = attrs.Ints("input_zero_points");
+  for (int64_t zero_point : zero_points) {
+    if (zero_point < -32768 || zero_point > 65535) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("input_zero_points") << ": " << zero_point
+                                << " is not a zero point of int8, uint8 or int16";
+    }
+  }
   if (scales.size() != zero_points.size()) {
     TVM_FFI_THROW(ValueError) << where << ": " << scales.size() << " input scales but "
                               << zero_points.size() << " zero points";
@@ -110,9 +130,13 @@ QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const s
 QnnLutAttrs ParseQnnLutAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
   auto [lo, hi] = IntegerRange(dtype, where);
   QnnLutAttrs result;
-  result.table.index_offset = attrs.Int("index_offset");
+  result.table.index_offset = ZeroPoint(attrs, "index_offset");
   const std::vector<int64_t> table = attrs.Ints("table");
   const int64_t size = static_cast<int64_t>(table.size());
+  if (size != 256) {
+    TVM_FFI_THROW(ValueError) << attrs.Field("table") << " has " << size
+                              << " entries (an 8-bit table has 256)";
+  }
   for (int64_t i = 0; i < size; ++i) {
     const int64_t value = table[((result.table.index_offset + i) % size + size) % size];
     if (value < lo || value > hi) {
@@ -140,7 +164,7 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   QnnAttrs q;
   if (kind == OpKind::kQnnConv2d) q.conv = ParseConv2dAttrs(attrs).params;
   q.input_scale = PositiveScale(attrs, "input_scale");
-  q.input_zero_point = attrs.Int("input_zero_point");
+  q.input_zero_point = ZeroPoint(attrs, "input_zero_point");
   q.weight_scales = attrs.Numbers("weight_scales");
   q.output_scale = PositiveScale(attrs, "output_scale");
   if (attrs.Has("bias")) q.bias = attrs.Numbers("bias");
@@ -153,13 +177,27 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   r.min = out.min;
   r.max = out.max;
   for (double weight_scale : q.weight_scales) {
-    if (!(weight_scale > 0)) TVM_FFI_THROW(ValueError) << where << ": weight scales must be > 0";
-    r.multipliers.push_back(
-        kernels::QuantizeMultiplier(q.input_scale * weight_scale / q.output_scale));
+    if (!(weight_scale > 0) || !std::isfinite(weight_scale)) {
+      TVM_FFI_THROW(ValueError) << where << ": weight scales must be positive and finite";
+    }
+    // The fixed-point multiplier m0 * 2^-shift needs shift in [1, 62] (as the pattern check).
+    r.multipliers.push_back(Multiplier(q.input_scale * weight_scale / q.output_scale, where));
   }
+  // Per-channel scales and biases agree in length (ValidateGraph matches them to the channels).
+  auto check_channels = [&](size_t biases) {
+    if (q.weight_scales.size() > 1 && biases != q.weight_scales.size()) {
+      TVM_FFI_THROW(ValueError) << where << ": " << biases << " biases for "
+                                << q.weight_scales.size() << " weight scales";
+    }
+  };
+  check_channels(q.bias.size() ? q.bias.size() : q.weight_scales.size());
+  auto int32_bias = [&](double value, size_t c) {
+    // The quantized bias is an int32, as in onnxruntime's QDQ models.
+    return BoundedRound(value, 0x1p31, where + ": quantized bias[" + std::to_string(c) + "]");
+  };
   for (size_t c = 0; c < q.bias.size(); ++c) {
     const double weight_scale = q.weight_scales[q.weight_scales.size() > 1 ? c : 0];
-    r.bias.push_back(kernels::RoundHalfEven(q.bias[c] / (q.input_scale * weight_scale)));
+    r.bias.push_back(int32_bias(q.bias[c] / (q.input_scale * weight_scale), c));
   }
   if (attrs.Has("int32_bias")) {
     // onnxruntime's int32 bias, dequantized with int32_bias_scales: stored in accumulator units
@@ -167,6 +205,7 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
     if (!q.bias.empty()) TVM_FFI_THROW(ValueError) << where << ": both bias and int32_bias given";
     const std::vector<int64_t> values = attrs.Ints("int32_bias");
     const std::vector<double> scales = attrs.Numbers("int32_bias_scales");
+    check_channels(values.size());
     if (scales.size() != 1 && scales.size() != values.size()) {
       TVM_FFI_THROW(ValueError) << where << ": " << scales.size() << " bias scales for "
                                 << values.size() << " biases";
@@ -176,10 +215,14 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
       const double bias_scale = scales[scales.size() > 1 ? c : 0];
       const float accumulator_scale =
           static_cast<float>(q.input_scale) * static_cast<float>(weight_scale);
-      r.bias.push_back(static_cast<float>(bias_scale) == accumulator_scale
-                           ? values[c]
-                           : kernels::RoundHalfEven(bias_scale * static_cast<double>(values[c]) /
-                                                    (q.input_scale * weight_scale)));
+      if (!(bias_scale > 0) || !std::isfinite(bias_scale)) {
+        TVM_FFI_THROW(ValueError) << where << ": int32 bias scales must be positive and finite";
+      }
+      r.bias.push_back(int32_bias(
+          static_cast<float>(bias_scale) == accumulator_scale
+              ? static_cast<double>(values[c])
+              : bias_scale * static_cast<double>(values[c]) / (q.input_scale * weight_scale),
+          c));
     }
     q.bias.assign(r.bias.begin(), r.bias.end());
   }

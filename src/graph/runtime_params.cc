@@ -4,11 +4,14 @@
 #include <tvm/ffi/extra/json.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
 #include "graph/op.h"
 #include "kernels/kernels.h"
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
@@ -17,10 +20,14 @@ namespace json = tvm::ffi::json;
 using tvm::ffi::Any;
 using tvm::ffi::String;
 
+/*!
+ * \brief Most elements one runtime parameter may hold: quantization parameters are per tensor or
+ * per channel, so a larger one is a malformed graph (and its placeholder would exhaust memory).
+ */
+constexpr int64_t kMaxRuntimeParamElements = int64_t{1} << 24;
+
 json::Object ParseRoot(const std::string& json_text) {
-  String error;
-  json::Value value = json::Parse(json_text, &error);
-  if (!error.empty()) TVM_FFI_THROW(ValueError) << "NPU graph is not valid JSON: " << error;
+  json::Value value = ParseUntrustedJson(json_text, "NPU graph");
   auto root = value.try_cast<json::Object>();
   if (!root.has_value()) TVM_FFI_THROW(ValueError) << "NPU graph must be a JSON object";
   return *root;
@@ -83,17 +90,40 @@ std::pair<int64_t, bool> InputFacts(const json::Array& nodes, int64_t id) {
     TVM_FFI_THROW(ValueError) << "NPU graph: a runtime parameter refers to node " << id
                               << ", which is not an input";
   }
+  auto shape = node->Get(String("shape"));
+  auto dims = shape.has_value() ? shape->try_cast<json::Array>() : std::nullopt;
+  auto dtype_field = node->Get(String("dtype"));
+  auto dtype_name = dtype_field.has_value() ? dtype_field->try_cast<String>() : std::nullopt;
+  if (!dims.has_value() || !dtype_name.has_value()) {
+    TVM_FFI_THROW(ValueError) << "NPU graph: runtime parameter node " << id
+                              << " needs a shape list and a dtype string";
+  }
   int64_t elements = 1;
-  for (const Any& dim : node->at(String("shape")).cast<json::Array>())
-    elements *= dim.cast<int64_t>();
-  const auto dtype = ParseDType(std::string(node->at(String("dtype")).cast<String>()));
+  for (const Any& dim : *dims) {
+    if (dim.type_index() != tvm::ffi::TypeIndex::kTVMFFIInt || dim.cast<int64_t>() < 0) {
+      TVM_FFI_THROW(ValueError) << "NPU graph: runtime parameter node " << id
+                                << " has a shape that is not a list of non-negative integers";
+    }
+    elements = checked::Mul(elements, dim.cast<int64_t>(), "runtime parameter element count");
+  }
+  if (elements > kMaxRuntimeParamElements) {
+    TVM_FFI_THROW(ValueError) << "NPU graph: runtime parameter node " << id << " has " << elements
+                              << " elements (a quantization parameter has at most "
+                              << kMaxRuntimeParamElements << ")";
+  }
+  const auto dtype = ParseDType(std::string(*dtype_name));
   const bool integer = dtype.has_value() && *dtype != DType::kFloat32 && *dtype != DType::kFloat16;
   return {elements, integer};
 }
 
 Any AsJson(const std::vector<double>& values, bool integer) {
   auto element = [&](double v) -> Any {
-    if (integer) return static_cast<int64_t>(v);
+    if (integer) {
+      if (!(std::abs(v) < 0x1p62)) {
+        TVM_FFI_THROW(ValueError) << "runtime parameter value " << v << " is not an integer";
+      }
+      return static_cast<int64_t>(v);
+    }
     return v;
   };
   if (values.size() == 1) return element(values[0]);
@@ -105,10 +135,9 @@ Any AsJson(const std::vector<double>& values, bool integer) {
 }  // namespace
 
 std::vector<int64_t> RuntimeParamInputs(const std::string& json_text) {
+  json::Value value = ParseUntrustedJson(json_text, "NPU graph");
   // Malformed graphs have none; ParseGraph then names what is wrong with them.
-  String error;
-  json::Value value = json::Parse(json_text, &error);
-  auto root = error.empty() ? value.try_cast<json::Object>() : std::nullopt;
+  auto root = value.try_cast<json::Object>();
   auto nodes = root.has_value() ? root->Get(String("nodes")) : std::nullopt;
   auto list = nodes.has_value() ? nodes->try_cast<json::Array>() : std::nullopt;
   if (!list.has_value()) return {};

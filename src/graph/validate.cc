@@ -15,6 +15,8 @@
 
 #include "graph/graph.h"
 #include "kernels/window.h"
+#include "support/checked_math.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
@@ -28,7 +30,7 @@ std::string ShapeStr(const Shape& shape) {
 }
 
 std::string Where(const Node& node) {
-  return "node " + node.name + " (" + OpKindName(node.op) + ")";
+  return "node " + Printable(node.name) + " (" + OpKindName(node.op) + ")";
 }
 
 void ExpectRank(const Node& node, const Shape& shape, size_t rank, const char* what) {
@@ -90,11 +92,28 @@ Shape InferMatmul(const Node& node, const Shape& a, const Shape& b) {
   return batch;
 }
 
+// Window attributes (strides, dilation, padding, pool size) beyond this are no real model's and
+// would let the tiling's window arithmetic overflow.
+constexpr int64_t kMaxWindowAttr = int64_t{1} << 31;
+
 int64_t WindowOutput(const Node& node, int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel,
                      int64_t stride, int64_t dilation, bool ceil_mode) {
   if (stride <= 0 || dilation <= 0 || kernel <= 0 || pad_lo < 0 || pad_hi < 0) {
     TVM_FFI_THROW(ValueError) << Where(node)
                               << ": strides, dilation and window must be positive, padding >= 0";
+  }
+  if (stride > kMaxWindowAttr || dilation > kMaxWindowAttr || pad_lo > kMaxWindowAttr ||
+      pad_hi > kMaxWindowAttr) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": strides, dilation and padding must be <= 2^31";
+  }
+  // The padded extent and the dilated window span, checked once: every later window computation
+  // (kernels, tiling halos) stays below them.
+  const char* what = "window span";
+  const int64_t padded = checked::Add(checked::Add(in, pad_lo, what), pad_hi, what);
+  const int64_t window = checked::Add(checked::Mul(kernel - 1, dilation, what), 1, what);
+  checked::Add(padded, stride, what);
+  if (window > padded) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": window larger than the padded input";
   }
   int64_t out = kernels::WindowOutputSize(in, kernel, stride, dilation, pad_lo, pad_hi, ceil_mode);
   if (out <= 0) TVM_FFI_THROW(ValueError) << Where(node) << ": window larger than the padded input";
@@ -119,7 +138,7 @@ Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) 
           w = nchw ? data[3] : data[2];
   int64_t o = oihw ? weight[0] : weight[3], i = oihw ? weight[1] : weight[2],
           kh = oihw ? weight[2] : weight[0], kw = oihw ? weight[3] : weight[1];
-  if (p.groups <= 0 || c % p.groups != 0 || o % p.groups != 0 || i * p.groups != c) {
+  if (p.groups <= 0 || c % p.groups != 0 || o % p.groups != 0 || c / p.groups != i) {
     TVM_FFI_THROW(ValueError) << Where(node) << ": groups=" << p.groups << " inconsistent with "
                               << c << " input channels, weight " << ShapeStr(weight_in);
   }
@@ -139,6 +158,9 @@ const kernels::Pool2dParams& PoolParams(const Node& node) {
 Shape InferPool(const Node& node, const Shape& data) {
   const kernels::Pool2dParams& p = PoolParams(node);
   ExpectRank(node, data, 4, "data");
+  if (p.pool_size[0] > kMaxWindowAttr || p.pool_size[1] > kMaxWindowAttr) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": pool_size must be <= 2^31";
+  }
   bool nchw = p.layout == kernels::DataLayout::kNCHW;
   int64_t h = nchw ? data[2] : data[1], w = nchw ? data[3] : data[2];
   int64_t oh = WindowOutput(node, h, p.padding[0], p.padding[2], p.pool_size[0], p.strides[0],
@@ -218,7 +240,7 @@ Shape InferConcat(const Node& node, const std::vector<const Shape*>& in) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": input " << ShapeStr(*shape)
                                 << " does not match the others outside axis " << axis;
     }
-    out[axis] += (*shape)[axis];
+    out[axis] = checked::Add(out[axis], (*shape)[axis], "concat extent");
   }
   return out;
 }
@@ -233,8 +255,12 @@ Shape InferSlice(const Node& node, const Shape& data) {
   }
   for (size_t d = 0; d < data.size(); ++d) {
     const int64_t extent = node.shape[d];
-    const bool inside = slice.step[d] >= 1 && slice.begin[d] >= 0 &&
-                        (extent == 0 || slice.begin[d] + (extent - 1) * slice.step[d] < data[d]);
+    // begin <= data[d] also for an empty slice, so that views stay inside their tensor.
+    const bool inside =
+        slice.step[d] >= 1 && slice.begin[d] >= 0 && slice.begin[d] <= data[d] &&
+        (extent == 0 ||
+         checked::Add(slice.begin[d], checked::Mul(extent - 1, slice.step[d], "slice end"),
+                      "slice end") < data[d]);
     if (!inside) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": dim " << d << " (begin " << slice.begin[d]
                                 << ", step " << slice.step[d] << ", extent " << extent
@@ -327,6 +353,43 @@ void CheckQnnChannels(const Node& node, const QnnAttrs& qnn) {
   }
 }
 
+/*! \brief Zero points lie in their integer dtype's range, as Relax's int8 / int16 constants do. */
+void CheckZeroPoint(const Node& node, DType input_dtype) {
+  int64_t zero_point = 0;
+  DType dtype = input_dtype;
+  if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) {
+    zero_point = qnn->input_zero_point;
+  } else if (const auto* quant = std::get_if<QuantAttrs>(&node.attrs)) {
+    zero_point = quant->zero_point;
+    if (node.op == OpKind::kQuantize) dtype = node.dtype;
+  } else {
+    return;
+  }
+  const auto [lo, hi] = IsQuantizedDType(dtype) ? QuantizedRange(dtype)
+                                                : std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
+  if (zero_point < lo || zero_point > hi) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": zero point " << zero_point << " is outside the "
+                              << DTypeName(dtype) << " range";
+  }
+}
+
+/*!
+ * \brief An empty result is computed by doing nothing (the compiler emits no tiles for it). A
+ * non-empty result of an empty operand (a matmul over K = 0, a reduction over an empty axis,
+ * a concat with an empty piece) would need its own semantics (zeros, NaN, a copy of the other
+ * pieces): the pattern checks keep such ops on the CPU, and a graph that has one is refused.
+ */
+void CheckEmptyOperands(const Node& node, const std::vector<const Shape*>& input_shapes) {
+  if (kernels::NumElements(node.shape) == 0) return;
+  for (const Shape* shape : input_shapes) {
+    if (kernels::NumElements(*shape) == 0) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": an empty operand " << ShapeStr(*shape)
+                                << " with a non-empty result " << ShapeStr(node.shape)
+                                << " (such ops stay on the CPU)";
+    }
+  }
+}
+
 void CheckStructure(const Graph& graph) {
   int64_t count = static_cast<int64_t>(graph.nodes.size());
   for (int64_t i = 0; i < count; ++i) {
@@ -357,7 +420,7 @@ void CheckStructure(const Graph& graph) {
   }
   for (int64_t i = 0; i < count; ++i) {
     if (graph.nodes[i].kind == NodeKind::kInput && !seen[i]) {
-      TVM_FFI_THROW(ValueError) << "NPU graph: input node " << graph.nodes[i].name
+      TVM_FFI_THROW(ValueError) << "NPU graph: input node " << Printable(graph.nodes[i].name)
                                 << " is missing from arg_nodes";
     }
   }
@@ -501,19 +564,22 @@ void ValidateGraph(const Graph& graph) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Node& producer = graph.nodes[node.inputs[k]];
       if (!DTypeAllowed(node, k, producer.dtype)) {
-        TVM_FFI_THROW(ValueError) << Where(node) << ": input " << producer.name << " is "
+        TVM_FFI_THROW(ValueError) << Where(node) << ": input " << Printable(producer.name) << " is "
                                   << DTypeName(producer.dtype) << " but the node is "
                                   << DTypeName(node.dtype) << " (mixed dtypes are not supported)";
       }
       input_shapes.push_back(&producer.shape);
     }
-    if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) CheckQnnChannels(node, *qnn);
     CheckQnnInputs(graph, node);
     Shape inferred = InferShape(node, input_shapes);
     if (inferred != node.shape) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": declared shape " << ShapeStr(node.shape)
                                 << " but the op computes " << ShapeStr(inferred);
     }
+    // After shape inference: the channel axis exists in the (now verified) shape.
+    if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) CheckQnnChannels(node, *qnn);
+    CheckZeroPoint(node, graph.nodes[node.inputs[0]].dtype);
+    CheckEmptyOperands(node, input_shapes);
   }
 }
 

@@ -7,7 +7,9 @@
  * all taps and write each output once, instead of re-reading the output once per tap.
  */
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/conv_internal.h"
@@ -154,7 +156,7 @@ void DepthwisePlanes(const float* input, const float* weight, float* out, const 
  */
 void DepthwiseRows(const float* input, const PixelStrides& in, const float* weight, float* out,
                    const PixelStrides& out_strides, const ConvGeometry& g, const Conv2dParams& p,
-                   int64_t begin, int64_t end) {
+                   bool nonfinite_weights, int64_t begin, int64_t end) {
   const int64_t channels = g.in_channels;
   const int64_t sw = p.strides[1], dw = p.dilation[1];
   std::vector<const float*> tap_in(g.kernel_h * g.kernel_w);
@@ -207,6 +209,21 @@ void DepthwiseRows(const float* input, const PixelStrides& in, const float* weig
       Pixels<1>(tap_in.data(), tap_w.data(), gather_taps(ow), step, channels,
                 out_row + ow * out_step, out_step);
     }
+    if (!nonfinite_weights) continue;
+    // TVM multiplies the zero padding too: 0 * inf and 0 * NaN make those outputs NaN.
+    for (ow = 0; ow < g.out_w; ++ow) {
+      const Range kws = ValidRange(ow * sw - p.padding[1], dw, g.in_w, g.kernel_w);
+      float* out_px = out_row + ow * out_step;
+      for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+        for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+          if (kh >= khs.begin && kh < khs.end && kw >= kws.begin && kw < kws.end) continue;
+          const float* w = weight + (kh * g.kernel_w + kw) * channels;
+          for (int64_t c = 0; c < channels; ++c) {
+            if (!std::isfinite(w[c])) out_px[c] = std::numeric_limits<float>::quiet_NaN();
+          }
+        }
+      }
+    }
   }
 }
 
@@ -233,9 +250,13 @@ void DepthwiseNhwc(const float* input, const PixelStrides& in_strides, const flo
                    float* out, const PixelStrides& out_strides, const ConvGeometry& g,
                    const Conv2dParams& p) {
   const int64_t row_work = std::max<int64_t>(g.out_w * g.in_channels * g.kernel_h * g.kernel_w, 1);
+  const int64_t weights = g.kernel_h * g.kernel_w * g.in_channels;
+  const bool nonfinite_weights =
+      std::any_of(weight, weight + weights, [](float w) { return !std::isfinite(w); });
   ParallelFor(g.batch * g.out_h, std::max<int64_t>(1, (1 << 16) / row_work),
               [&](int64_t begin, int64_t end) {
-                DepthwiseRows(input, in_strides, weight, out, out_strides, g, p, begin, end);
+                DepthwiseRows(input, in_strides, weight, out, out_strides, g, p, nonfinite_weights,
+                              begin, end);
               });
 }
 

@@ -86,6 +86,9 @@ struct Pool2dParams {
   std::array<int64_t, 2> dilation{1, 1};
   std::array<int64_t, 4> padding{0, 0, 0, 0};
   bool ceil_mode = false;
+  /*! \brief ceil_mode drops a last window that starts beyond the padded input (TVM's rule);
+   * false for a tile of a larger pooling, whose last window is not the tensor's. */
+  bool drop_trailing_window = true;
   /*! \brief Average pooling divides by the full window (padding included) when true. */
   bool count_include_pad = false;
   DataLayout layout = DataLayout::kNCHW;

@@ -63,6 +63,47 @@ inline float Divisor(const AxisPlan& ph, const AxisPlan& pw, int64_t oh, int64_t
 }
 
 /*!
+ * \brief TVM's max: `acc > x ? acc : x` (LLVM's ordered compare and select; one maxps). Unlike
+ * std::max it lets a NaN x replace the running max, and the next value replace the NaN, so with
+ * the taps visited in TVM's order (kh, then kw, padded taps as the lowest float) every NaN and
+ * infinity ends up exactly where TVM's LLVM build puts it.
+ */
+inline float TvmMax(float acc, float x) { return acc > x ? acc : x; }
+
+/*! \brief Whether any of the n floats is NaN (one vectorisable pass). */
+bool AnyNaN(const float* data, int64_t n) {
+  int32_t found = 0;
+  for (int64_t i = 0; i < n; ++i) found |= data[i] != data[i];
+  return found != 0;
+}
+
+/*!
+ * \brief One NCHW plane of max pooling in TVM's tap order (what PoolPlanes computes for
+ * NaN-free planes; its row-then-column order would move NaNs).
+ */
+void MaxPlaneInTapOrder(const float* in_c, float* out_c, int64_t in_w, const AxisPlan& ph,
+                        const AxisPlan& pw, const Pool2dParams& p) {
+  const float lowest = std::numeric_limits<float>::lowest();
+  const int64_t out_h = static_cast<int64_t>(ph.start.size());
+  const int64_t out_w = static_cast<int64_t>(pw.start.size());
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      float acc = lowest;
+      for (int64_t kh = 0; kh < p.pool_size[0]; ++kh) {
+        const bool h_inside = kh >= ph.tap_lo[oh] && kh < ph.tap_hi[oh];
+        const int64_t ih = ph.start[oh] + kh * p.dilation[0];
+        for (int64_t kw = 0; kw < p.pool_size[1]; ++kw) {
+          const bool inside = h_inside && kw >= pw.tap_lo[ow] && kw < pw.tap_hi[ow];
+          const int64_t iw = pw.start[ow] + kw * p.dilation[1];
+          acc = TvmMax(acc, inside ? in_c[ih * in_w + iw] : lowest);
+        }
+      }
+      out_c[oh * out_w + ow] = acc;
+    }
+  }
+}
+
+/*!
  * \brief NCHW planes [begin, end): per output row, the window's input rows are first reduced
  * elementwise into a padded row buffer (contiguous, vectorised), then each output takes its
  * kernel_w taps from that buffer. The buffer's padding holds the reduction's identity, so the
@@ -95,6 +136,10 @@ void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int6
   for (int64_t plane = begin; plane < end; ++plane) {
     const float* in_c = input + plane * in_h * in_w;
     float* out_c = out + plane * out_h * out_w;
+    if (kIsMax && AnyNaN(in_c, in_h * in_w)) {
+      MaxPlaneInTapOrder(in_c, out_c, in_w, ph, pw, p);
+      continue;
+    }
     for (int64_t oh = 0; oh < out_h; ++oh) {
       const int64_t kh_lo = ph.tap_lo[oh];
       const int64_t kh_hi = ph.tap_hi[oh];
@@ -135,6 +180,30 @@ void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int6
   }
 }
 
+/*!
+ * \brief Max over the whole window of an NHWC output pixel that has padded taps: every tap in
+ * TVM's order, a padded one as the lowest float (TVM's pad value, which replaces a NaN there).
+ */
+__attribute__((noinline)) void MaxPixelAllTaps(const float* input, float* out_px, int64_t n,
+                                               int64_t in_h, int64_t in_w, int64_t channels,
+                                               const AxisPlan& ph, const AxisPlan& pw, int64_t oh,
+                                               int64_t ow, const Pool2dParams& p) {
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (int64_t kh = 0; kh < p.pool_size[0]; ++kh) {
+    const bool h_inside = kh >= ph.tap_lo[oh] && kh < ph.tap_hi[oh];
+    const int64_t ih = ph.start[oh] + kh * p.dilation[0];
+    for (int64_t kw = 0; kw < p.pool_size[1]; ++kw) {
+      if (!(h_inside && kw >= pw.tap_lo[ow] && kw < pw.tap_hi[ow])) {
+        for (int64_t c = 0; c < channels; ++c) out_px[c] = TvmMax(out_px[c], lowest);
+        continue;
+      }
+      const int64_t iw = pw.start[ow] + kw * p.dilation[1];
+      const float* in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
+      for (int64_t c = 0; c < channels; ++c) out_px[c] = TvmMax(out_px[c], in_px[c]);
+    }
+  }
+}
+
 /*! \brief NHWC rows [begin, end) of (n, oh): per output pixel, the channel loop is innermost. */
 template <bool kIsMax>
 void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
@@ -146,16 +215,22 @@ void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int6
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / out_h;
     const int64_t oh = r % out_h;
+    const bool h_padded = ph.tap_lo[oh] > 0 || ph.tap_hi[oh] < p.pool_size[0];
     for (int64_t ow = 0; ow < out_w; ++ow) {
       float* __restrict__ out_px = out + ((n * out_h + oh) * out_w + ow) * channels;
       std::fill(out_px, out_px + channels, init);
+      if (kIsMax && (h_padded || pw.tap_lo[ow] > 0 || pw.tap_hi[ow] < p.pool_size[1])) {
+        MaxPixelAllTaps(input, out_px, n, in_h, in_w, channels, ph, pw, oh, ow, p);
+        continue;
+      }
+      // Only taps inside the input: a sum skips padded taps (they add 0).
       for (int64_t kh = ph.tap_lo[oh]; kh < ph.tap_hi[oh]; ++kh) {
         const int64_t ih = ph.start[oh] + kh * p.dilation[0];
         for (int64_t kw = pw.tap_lo[ow]; kw < pw.tap_hi[ow]; ++kw) {
           const int64_t iw = pw.start[ow] + kw * p.dilation[1];
           const float* __restrict__ in_px = input + ((n * in_h + ih) * in_w + iw) * channels;
           for (int64_t c = 0; c < channels; ++c) {
-            out_px[c] = kIsMax ? std::max(out_px[c], in_px[c]) : out_px[c] + in_px[c];
+            out_px[c] = kIsMax ? TvmMax(out_px[c], in_px[c]) : out_px[c] + in_px[c];
           }
         }
       }
@@ -182,10 +257,11 @@ std::pair<AxisPlan, AxisPlan> PlanWindows(const Shape& in_shape, const Shape& ou
   const int64_t out_w = nchw ? out_shape[3] : out_shape[2];
   TVM_FFI_ICHECK(out_shape[0] == in_shape[0] && (nchw ? out_shape[1] : out_shape[3]) == channels)
       << "Pool2d: output batch/channels differ from the input";
-  TVM_FFI_ICHECK(out_h == WindowOutputSize(in_h, p.pool_size[0], p.strides[0], p.dilation[0],
-                                           p.padding[0], p.padding[2], p.ceil_mode) &&
-                 out_w == WindowOutputSize(in_w, p.pool_size[1], p.strides[1], p.dilation[1],
-                                           p.padding[1], p.padding[3], p.ceil_mode))
+  TVM_FFI_ICHECK(
+      out_h == WindowOutputSize(in_h, p.pool_size[0], p.strides[0], p.dilation[0], p.padding[0],
+                                p.padding[2], p.ceil_mode, p.drop_trailing_window) &&
+      out_w == WindowOutputSize(in_w, p.pool_size[1], p.strides[1], p.dilation[1], p.padding[1],
+                                p.padding[3], p.ceil_mode, p.drop_trailing_window))
       << "Pool2d: output spatial size does not match the attributes";
   return {PlanAxis(in_h, out_h, p.pool_size[0], p.strides[0], p.dilation[0], p.padding[0],
                    p.padding[2]),
@@ -302,8 +378,8 @@ void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, cons
       std::max<int64_t>(out_w * channels * params.pool.pool_size[0] * params.pool.pool_size[1], 1);
   ParallelFor(in_shape[0] * out_h, std::max<int64_t>(1, (1 << 16) / row_work),
               [&](int64_t begin, int64_t end) {
-                QuantizedPoolRows(input, out, begin, end, in_shape[1], in_shape[2], channels, ph, pw,
-                                  params);
+                QuantizedPoolRows(input, out, begin, end, in_shape[1], in_shape[2], channels, ph,
+                                  pw, params);
               });
 }
 

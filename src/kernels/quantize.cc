@@ -448,11 +448,13 @@ void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_
 
 void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,
               float* out) {
-  // float32 throughout, as Relax computes it; clamping in float keeps huge inputs defined.
+  // float32 throughout, as Relax computes it; clamping in float keeps huge inputs defined. The
+  // clamp is TVM's clip, max(min(q, hi), lo) with selects, so NaN becomes hi, as in TVM's build.
   const float low = static_cast<float>(lo), high = static_cast<float>(hi);
   for (int64_t i = 0; i < size; ++i) {
     const float q = std::nearbyint(x[i] / scale) + static_cast<float>(zero_point);
-    out[i] = std::min(std::max(q, low), high);
+    const float upper = q < high ? q : high;
+    out[i] = upper > low ? upper : low;
   }
 }
 

@@ -22,6 +22,7 @@ namespace simd {
 constexpr int64_t kLanes = 8;
 typedef float V8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
+typedef uint32_t U8 __attribute__((vector_size(32)));
 // Unaligned, may-alias twin used only for loads and stores (as immintrin's __m256_u).
 typedef float V8u __attribute__((vector_size(32), may_alias, aligned(4)));
 
@@ -37,6 +38,17 @@ EXAMPLE_NPU_INLINE V8 CopySign(V8 mag, V8 sign) {
   return (V8)(((I8)mag & 0x7fffffff) | ((I8)sign & (int32_t)0x80000000));
 }
 
+/*! \brief Whether every lane of a comparison mask is true (one movmskps with AVX). */
+EXAMPLE_NPU_INLINE bool AllLanes(I8 mask) {
+#if defined(__AVX__)
+  return __builtin_ia32_movmskps256((V8)mask) == 0xFF;
+#else
+  uint64_t words[4];
+  __builtin_memcpy(words, &mask, sizeof(words));
+  return (words[0] & words[1] & words[2] & words[3]) == ~uint64_t{0};
+#endif
+}
+
 /*! \brief Sum / max of the 8 lanes. */
 EXAMPLE_NPU_INLINE float HorizontalSum(V8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
@@ -48,26 +60,47 @@ EXAMPLE_NPU_INLINE float HorizontalMax(V8 v) {
 }
 
 /*!
- * \brief e^x (Cephes expf): x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial for e^r,
- * and 2^n built in the exponent bits. Inputs are clamped to the finite float range, so large
- * arguments saturate at ~3.4e38 and very negative ones give ~1e-38 (a relative error there is
- * far below any float tolerance of the ops using it).
+ * \brief e^x (Cephes expf) for x already clamped to [-104, 89]: x = n ln2 + r with |r| <= ln2 / 2,
+ * a degree-6 polynomial p for e^r; returns p and n.
  */
-EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
-  x = Min(Max(x, Splat(-87.3f)), Splat(88.3f));
+EXAMPLE_NPU_INLINE V8 ExpPolynomial(V8 x, I8* n) {
   // Round x / ln2 to nearest with the 1.5 * 2^23 trick (exact for |x / ln2| < 2^22).
   const V8 magic = Splat(12582912.0f);
   const V8 nf = (x * 1.44269504088896341f + magic) - magic;
   V8 r = x - nf * 0.693359375f;
   r = r - nf * -2.12194440e-4f;
   V8 p = Splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const I8 n = __builtin_convertvector(nf, I8);
-  return (V8)((I8)p + (n << 23));
+  *n = __builtin_convertvector(nf, I8);
+  return p * (r * r) + r + 1.0f;
+}
+
+/*!
+ * \brief e^x, as libm's expf (TVM's LLVM build) at the edges too: overflow gives inf, very
+ * negative arguments round once into the subnormals and then to 0, NaN gives NaN. Vectors whose
+ * lanes all lie in [-87.3, 88.7] (the normal-result range) take the short path, p * 2^n built
+ * in the exponent bits; any other vector applies 2^n as two normal factors 2^(n/2) * 2^(n - n/2).
+ * Both give the same bits for normal results.
+ */
+EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
+  const I8 in_range = (x >= -87.3f) & (x <= 88.7f);  // false for NaN
+  I8 n;
+  if (__builtin_expect(AllLanes(in_range), 1)) {
+    const V8 p = ExpPolynomial(x, &n);
+    return (V8)((U8)p + ((U8)n << 23));
+  }
+  // Outside [-104, 89] e^x is 0 or inf in float; the clamp keeps n in [-150, 129] (and maps NaN
+  // to -104: NaN is restored at the end).
+  const V8 p = ExpPolynomial(Min(Max(x, Splat(-104.0f)), Splat(89.0f)), &n);
+  const I8 n_half = n >> 1;                        // n1 + n2 = n, both in [-75, 65]
+  const U8 p_scaled = (U8)p + ((U8)n_half << 23);  // p * 2^n1, exact
+  const U8 two_n2 = (U8)(n - n_half + 127) << 23;  // 2^n2
+  const V8 result = (V8)p_scaled * (V8)two_n2;     // one rounding (subnormal), or inf
+  return x == x ? result : x;
 }
 
 /*! \brief 1 / (1 + e^-x). */

@@ -243,15 +243,17 @@ void BinaryRows(BinaryOp op, const float* lhs, const float* rhs, float* out,
 
 /*! \brief Rows [begin, end) of an [outer, axis, inner] batch norm, one channel per row. */
 void BatchNormRows(const float* input, float* out, int64_t axis, int64_t inner, const float* mean,
-                   const float* mul, const float* add, int64_t begin, int64_t end) {
+                   const float* inv_std, const float* mul, const float* add, int64_t begin,
+                   int64_t end) {
   for (int64_t row = begin; row < end; ++row) {
     const int64_t c = row % axis;
     const float* __restrict__ in_row = input + row * inner;
     float* __restrict__ out_row = out + row * inner;
     const float mu = mean[c];
+    const float s = inv_std[c];
     const float m = mul[c];
     const float a = add[c];
-    for (int64_t i = 0; i < inner; ++i) out_row[i] = (in_row[i] - mu) * m + a;
+    for (int64_t i = 0; i < inner; ++i) out_row[i] = (in_row[i] - mu) * s * m + a;
   }
 }
 
@@ -444,30 +446,36 @@ void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float
                const float* beta, const float* mean, const float* var, float epsilon, bool center,
                bool scale, float* out) {
   const AxisSplit s = SplitAt(shape, axis);
-  // Per-channel constants are folded once; mean is still subtracted first (rather than folded
-  // into the offset) to avoid cancellation when x and mean are large and close.
+  // TVM's order, ((x - mean) / sqrt(var + eps)) * gamma + beta, with the division as a multiply
+  // by the reciprocal: a huge normalised value overflows to inf before gamma scales it, as in TVM
+  // (folding gamma into the reciprocal first would keep it finite).
+  std::vector<float> inv_std(s.axis);
   std::vector<float> mul(s.axis);
   std::vector<float> add(s.axis);
   for (int64_t c = 0; c < s.axis; ++c) {
-    const float inv_std = 1.0f / std::sqrt(var[c] + epsilon);
-    mul[c] = scale ? inv_std * gamma[c] : inv_std;
+    inv_std[c] = 1.0f / std::sqrt(var[c] + epsilon);
+    mul[c] = scale ? gamma[c] : 1.0f;
     add[c] = center ? beta[c] : 0.0f;
   }
   if (s.inner == 1) {
     // Channels innermost (NHWC tiles): each pixel is one vectorised pass over the channels.
     ParallelFor(s.outer, RowGrain(s.axis, kCheapGrain), [&](int64_t begin, int64_t end) {
+      const float* __restrict__ r = inv_std.data();
       const float* __restrict__ m = mul.data();
       const float* __restrict__ a = add.data();
       for (int64_t o = begin; o < end; ++o) {
         const float* __restrict__ in_row = input + o * s.axis;
         float* __restrict__ out_row = out + o * s.axis;
-        for (int64_t c = 0; c < s.axis; ++c) out_row[c] = (in_row[c] - mean[c]) * m[c] + a[c];
+        for (int64_t c = 0; c < s.axis; ++c) {
+          out_row[c] = (in_row[c] - mean[c]) * r[c] * m[c] + a[c];
+        }
       }
     });
     return;
   }
   ParallelFor(s.outer * s.axis, RowGrain(s.inner, kCheapGrain), [&](int64_t begin, int64_t end) {
-    BatchNormRows(input, out, s.axis, s.inner, mean, mul.data(), add.data(), begin, end);
+    BatchNormRows(input, out, s.axis, s.inner, mean, inv_std.data(), mul.data(), add.data(), begin,
+                  end);
   });
 }
 

@@ -31,15 +31,17 @@ inline Range ValidRange(int64_t offset, int64_t step, int64_t extent, int64_t co
 /*!
  * \brief Output extent of a window of `kernel` taps (dilated) sliding with `stride` over `extent`
  * padded by pad_lo/pad_hi; 0 when the window does not fit. ceil_mode (pooling) rounds up but, as
- * in TVM, drops a last window that would start beyond the user-padded input.
+ * in TVM, drops a last window that would start beyond the user-padded input, unless
+ * `drop_trailing` is false (a tile of a larger pooling: its last window is not the tensor's).
  */
 inline int64_t WindowOutputSize(int64_t extent, int64_t kernel, int64_t stride, int64_t dilation,
-                                int64_t pad_lo, int64_t pad_hi, bool ceil_mode = false) {
+                                int64_t pad_lo, int64_t pad_hi, bool ceil_mode = false,
+                                bool drop_trailing = true) {
   int64_t span = extent + pad_lo + pad_hi - (kernel - 1) * dilation - 1;
   if (ceil_mode) span += stride - 1;
   if (span < 0) return 0;
   int64_t out = span / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= extent + pad_lo) --out;
+  if (ceil_mode && drop_trailing && (out - 1) * stride >= extent + pad_lo) --out;
   return out;
 }
 

@@ -196,8 +196,8 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
   const Graph& graph = program_.graph;
   const std::string& sym = graph.symbol;
   if (!constants_bound_) {
-    TVM_FFI_THROW(RuntimeError) << sym << ": constants were not initialised (__init_" << sym
-                                << " was not called)";
+    TVM_FFI_THROW(ValueError) << sym << ": constants were not initialised (__init_" << sym
+                              << " was not called)";
   }
   if (inputs.size() != graph.arg_nodes.size() || outputs.size() != graph.heads.size()) {
     TVM_FFI_THROW(ValueError) << sym << " expects " << graph.arg_nodes.size() << " inputs and "
@@ -234,9 +234,9 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
         placement.kind == TensorPlacement::Kind::kInput   ? dram.inputs[placement.index]
         : placement.kind == TensorPlacement::Kind::kConst ? dram.constants[placement.index]
                                                           : dram.outputs[placement.index];
-    std::memcpy(
-        dram.outputs[i], source,
-        kernels::NumElements(graph.nodes[head].shape) * DTypeBytes(graph.nodes[head].dtype));
+    const int64_t bytes =
+        kernels::NumElements(graph.nodes[head].shape) * DTypeBytes(graph.nodes[head].dtype);
+    if (bytes > 0) std::memcpy(dram.outputs[i], source, bytes);  // empty tensors may have no data
   }
 }
 

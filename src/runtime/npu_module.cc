@@ -14,6 +14,7 @@
 #include <tvm/ffi/string.h>
 
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "config/npu_config.h"
 #include "graph/graph.h"
 #include "runtime/executor.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
@@ -52,6 +54,22 @@ void RecordProfile(const Executor& executor) {
   if (profiling_session) profiling_session->push_back(executor.profile_json());
 }
 constexpr int64_t kBytesFormatVersion = 1;
+
+/*!
+ * \brief Runs `body`, turning a host allocation failure into a ValueError: the configured limits
+ * (NPUConfig.dram_mb, max_tiles) keep every allocation bounded, so running out of memory means
+ * the model or the configuration is too large for this host, which the user can change.
+ */
+template <typename Body>
+auto UserErrorsOnly(const char* what, Body body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    TVM_FFI_THROW(ValueError) << what << ": out of host memory; the model or NPUConfig (dram_mb, "
+                              << "max_tiles, l1_sram_kb, l2_cmx_kb) is too large for this machine";
+  }
+  TVM_FFI_UNREACHABLE();
+}
 
 class NPUModuleObj : public ffi::ModuleObj {
  public:
@@ -93,14 +111,18 @@ class NPUModuleObj : public ffi::ModuleObj {
     }
     if (name == "__init_" + symbol) {
       return ffi::Function::FromTyped([executor](ffi::Array<ffi::Tensor> constants) {
-        executor->SetConstants(std::vector<ffi::Tensor>(constants.begin(), constants.end()));
-        return 0;
+        return UserErrorsOnly("example_npu constants", [&] {
+          executor->SetConstants(std::vector<ffi::Tensor>(constants.begin(), constants.end()));
+          return 0;
+        });
       });
     }
     if (name == symbol) {
       return ffi::Function::FromPacked([executor](ffi::PackedArgs args, ffi::Any*) {
-        Call(*executor, args);
-        RecordProfile(*executor);
+        UserErrorsOnly("example_npu call", [&] {
+          Call(*executor, args);
+          RecordProfile(*executor);
+        });
       });
     }
     if (name == "get_profile") {
@@ -125,10 +147,14 @@ class NPUModuleObj : public ffi::ModuleObj {
   }
 
   static ffi::Module LoadFromBytes(const ffi::Bytes& bytes) {
-    ffi::String error;
-    json::Value value = json::Parse(ffi::String(bytes.data(), bytes.size()), &error);
+    return UserErrorsOnly("example_npu_json module bytes", [&] { return Load(bytes); });
+  }
+
+  static ffi::Module Load(const ffi::Bytes& bytes) {
+    json::Value value = ParseUntrustedJson(std::string_view(bytes.data(), bytes.size()),
+                                           "example_npu_json module bytes");
     auto root = value.try_cast<json::Object>();
-    if (!error.empty() || !root.has_value()) {
+    if (!root.has_value()) {
       TVM_FFI_THROW(ValueError) << "example_npu_json module bytes are corrupt or truncated";
     }
     auto format = root->Get(ffi::String("format"));
@@ -193,10 +219,13 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("runtime.ExampleNPUJSONRuntimeCreate",
            [](ffi::String symbol, ffi::String graph_json, ffi::Array<ffi::String> const_names) {
              std::vector<std::string> names(const_names.begin(), const_names.end());
-             ffi::Module module = NPUModuleObj::Create(std::string(graph_json), names);
+             ffi::Module module = UserErrorsOnly("example_npu graph", [&] {
+               return NPUModuleObj::Create(std::string(graph_json), names);
+             });
              auto get_symbol = module->GetFunction("get_symbol");
              if ((*get_symbol)().cast<ffi::String>() != symbol) {
-               TVM_FFI_THROW(ValueError) << "graph symbol does not match " << symbol;
+               TVM_FFI_THROW(ValueError)
+                   << "graph symbol does not match " << Printable(std::string(symbol));
              }
              return module;
            })

@@ -102,10 +102,6 @@ class HazardTracker {
     int64_t writer = -1;
     std::vector<int64_t> readers;  // since the last write
   };
-  struct DramAccess {
-    int64_t command;
-    const DmaCommand* dma;
-  };
 
   void Read(int64_t i, const BufferKey& key) {
     Buffer& buffer = buffers_[key];
@@ -121,23 +117,21 @@ class HazardTracker {
     buffer.readers.clear();
   }
 
-  void Conflicts(const std::vector<DramAccess>& earlier, const DmaCommand& dma) {
-    for (const DramAccess& access : earlier) {
-      if (BoxesMayOverlap(*access.dma, dma)) deps_->push_back(access.command);
-    }
+  void Conflicts(const DramBoxIndex& earlier, const DmaCommand& dma) {
+    earlier.ForEachOverlap(dma, [this](int64_t command) { deps_->push_back(command); });
   }
 
   void ReadDram(int64_t i, const DmaCommand& dma) {
     const DramKey key = DramKeyOf(program_, dma);
     Conflicts(stores_[key], dma);
-    loads_[key].push_back(DramAccess{i, &dma});
+    loads_[key].Add(i, &dma);
   }
 
   void WriteDram(int64_t i, const DmaCommand& dma) {
     const DramKey key = DramKeyOf(program_, dma);
     Conflicts(stores_[key], dma);
     Conflicts(loads_[key], dma);
-    stores_[key].push_back(DramAccess{i, &dma});
+    stores_[key].Add(i, &dma);
   }
 
   const Program& program_;
@@ -145,7 +139,7 @@ class HazardTracker {
   Dataflow* dataflow_;
   std::vector<int64_t>* deps_ = nullptr;
   std::map<BufferKey, Buffer> buffers_;
-  std::map<DramKey, std::vector<DramAccess>> loads_, stores_;
+  std::map<DramKey, DramBoxIndex> loads_, stores_;
 };
 
 /*! \brief Work of a command in elements: moved (DMA) or multiply-adds plus results (compute). */

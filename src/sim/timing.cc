@@ -7,10 +7,12 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <utility>
 #include <vector>
 
 #include "config/matrix_engine.h"
+#include "support/checked_math.h"
 
 namespace example_npu {
 namespace {
@@ -33,7 +35,7 @@ class Timeline {
       if (prev->second > start) start = prev->second;
     }
     for (; it != busy_.end(); ++it) {
-      if (it->first >= start + duration) break;
+      if (it->first >= checked::Add(start, duration, "cycle count")) break;
       start = std::max(start, it->second);
     }
     return start;
@@ -41,7 +43,7 @@ class Timeline {
 
   void Reserve(int64_t start, int64_t duration) {
     if (duration <= 0) return;
-    int64_t end = start + duration;
+    int64_t end = checked::Add(start, duration, "cycle count");
     auto next = busy_.lower_bound(start);
     if (next != busy_.begin()) {
       auto prev = std::prev(next);
@@ -90,7 +92,7 @@ Cost DmaCost(const Program& program, const DmaCommand& dma) {
   const Tier remote = dma.store ? Tier::kDram : dma.remote_tier;
   const double bandwidth =
       std::min(config.BandwidthBytesPerCycle(remote), config.BandwidthBytesPerCycle(dma.tile.tier));
-  cost.cycles = kIssueCycles + static_cast<int64_t>(std::ceil(dma.bus_bytes / bandwidth));
+  cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(dma.bus_bytes / bandwidth), "DMA cycles");
   cost.latency = config.LatencyCycles(remote);
   cost.bytes[TierIndex(remote)] += dma.bus_bytes;
   cost.bytes[TierIndex(dma.tile.tier)] += TileBytes(dma.tile);
@@ -171,18 +173,33 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
 /*!
  * \brief The most bytes of `tier` in use at once. Groups overlap in time, each holding
  * [base, base + bytes) of the tier from its first to its last command; at every group's start,
- * the union of the ranges of the groups then running is measured.
+ * the union of the ranges of the groups then running is measured. The starts are swept in order,
+ * so only the groups running at each one are visited (a few, since groups that share on-chip bytes
+ * wait for each other), not every group.
  */
 int64_t PeakOnChipBytes(const std::vector<GroupInfo>& infos,
                         const std::vector<GroupProfile>& groups, Tier tier) {
+  std::vector<size_t> by_start(groups.size());
+  std::iota(by_start.begin(), by_start.end(), 0);
+  std::stable_sort(by_start.begin(), by_start.end(),
+                   [&](size_t a, size_t b) { return groups[a].start < groups[b].start; });
   int64_t peak = 0;
-  for (const GroupProfile& now : groups) {
+  std::vector<size_t> running;  // started at or before the current time, with on-chip bytes
+  size_t next = 0;
+  for (size_t now : by_start) {
+    const int64_t time = groups[now].start;
+    for (; next < by_start.size() && groups[by_start[next]].start <= time; ++next) {
+      const size_t g = by_start[next];
+      if ((tier == Tier::kL1 ? infos[g].l1_bytes : infos[g].l2_bytes) > 0) running.push_back(g);
+    }
+    running.erase(std::remove_if(running.begin(), running.end(),
+                                 [&](size_t g) { return groups[g].end <= time; }),
+                  running.end());
     std::vector<std::pair<int64_t, int64_t>> ranges;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      if (groups[g].start > now.start || groups[g].end <= now.start) continue;
+    for (size_t g : running) {
       const int64_t base = tier == Tier::kL1 ? infos[g].l1_base : infos[g].l2_base;
       const int64_t bytes = tier == Tier::kL1 ? infos[g].l1_bytes : infos[g].l2_bytes;
-      if (bytes > 0) ranges.emplace_back(base, base + bytes);
+      ranges.emplace_back(base, base + bytes);
     }
     std::sort(ranges.begin(), ranges.end());
     int64_t used = 0, covered = 0;
@@ -225,10 +242,16 @@ Profile Simulate(const Program& program) {
     profile.groups.push_back(group);
   }
   int64_t finished = 0;
+  // The end of the earlier groups' last command (the stream holds groups one after another).
+  int64_t current_group = -1, earlier_groups_end = 0;
   std::vector<bool> started(program.groups.size(), false);
   for (const Command& command : program.commands) {
+    if (command.group != current_group) {
+      current_group = command.group;
+      earlier_groups_end = finished;
+    }
     // Only dependencies order commands, across groups too (the scheduler records them).
-    int64_t ready = 0;
+    int64_t ready = command.after_earlier_groups ? earlier_groups_end : 0;
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
     Cost cost =
         command.is_dma ? DmaCost(program, command.dma) : ComputeCost(program, command.compute);
@@ -257,24 +280,27 @@ Profile Simulate(const Program& program) {
       start = best;
       channels[channel].Reserve(start, cost.cycles);
       port.Reserve(start, cost.cycles);
-      profile.busy_cycles[static_cast<int>(Engine::kDma)] += cost.cycles;
+      int64_t& busy = profile.busy_cycles[static_cast<int>(Engine::kDma)];
+      busy = checked::Add(busy, cost.cycles, "DMA busy cycles");
     } else {
       Timeline& engine = engines[static_cast<int>(command.compute.engine)];
       start = engine.EarliestFree(ready, cost.cycles);
       engine.Reserve(start, cost.cycles);
-      profile.busy_cycles[static_cast<int>(command.compute.engine)] += cost.cycles;
-      profile.macs += command.compute.macs;
+      int64_t& busy = profile.busy_cycles[static_cast<int>(command.compute.engine)];
+      busy = checked::Add(busy, cost.cycles, "engine busy cycles");
+      profile.macs = checked::Add(profile.macs, command.compute.macs, "MAC count");
       profile.groups[command.group].macs += command.compute.macs;
     }
-    end[command.id] = start + cost.cycles + cost.latency;
+    end[command.id] =
+        checked::Add(checked::Add(start, cost.cycles, "cycle count"), cost.latency, "cycle count");
     finished = std::max(finished, end[command.id]);
     GroupProfile& group = profile.groups[command.group];
     group.start = started[command.group] ? std::min(group.start, start) : start;
     started[command.group] = true;
     group.end = std::max(group.end, end[command.id]);
     for (int t = 0; t < kNumTiers; ++t) {
-      group.bytes[t] += cost.bytes[t];
-      profile.bytes[t] += cost.bytes[t];
+      profile.bytes[t] = checked::Add(profile.bytes[t], cost.bytes[t], "bytes moved");
+      group.bytes[t] += cost.bytes[t];  // a part of the checked total
     }
     const double energy = cost.energy_pj * config.EnergyScale();
     group.energy_pj += energy;
@@ -285,6 +311,9 @@ Profile Simulate(const Program& program) {
   profile.total_cycles = finished;
   profile.l1_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL1);
   profile.l2_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL2);
+  if (!std::isfinite(profile.energy_pj)) {
+    TVM_FFI_THROW(ValueError) << "the energy of " << profile.symbol << " overflows a double";
+  }
   return profile;
 }
 

@@ -151,7 +151,8 @@ class GroupForwarder {
 
   /*! \brief DRAM tensors this group both reads and writes, and those with overlapping stores. */
   void FindConflicts(int64_t begin, int64_t end) {
-    std::map<DramKey, std::vector<const DmaCommand*>> loads, stores;
+    std::map<DramKey, std::vector<const DmaCommand*>> loads;
+    std::map<DramKey, DramBoxIndex> stores;
     for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
       if (!command.is_dma || command.dma.remote_tier != Tier::kDram) continue;
@@ -160,10 +161,11 @@ class GroupForwarder {
         loads[key].push_back(&command.dma);
         continue;
       }
-      for (const DmaCommand* other : stores[key]) {
-        if (BoxesMayOverlap(*other, command.dma)) conflicted_.insert(key);
+      DramBoxIndex& earlier = stores[key];
+      if (!conflicted_.count(key)) {
+        earlier.ForEachOverlap(command.dma, [&](int64_t) { conflicted_.insert(key); });
       }
-      stores[key].push_back(&command.dma);
+      earlier.Add(i, &command.dma);
     }
     for (const auto& [key, unused] : loads) {
       if (stores.count(key)) conflicted_.insert(key);
@@ -243,6 +245,86 @@ bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b) {
     if (a_end <= b.box.begin[d] || b_end <= a.box.begin[d]) return false;
   }
   return true;
+}
+
+namespace {
+
+// A box filed under more cells than this is compared with every query instead.
+constexpr int64_t kMaxCellsPerBox = 64;
+
+bool IsEmpty(const TensorBox& box) {
+  return std::any_of(box.extent.begin(), box.extent.end(), [](int64_t e) { return e <= 0; });
+}
+
+}  // namespace
+
+bool DramBoxIndex::CellsOf(const Bucket& bucket, const TensorBox& box, std::vector<Cell>* cells) {
+  const size_t rank = bucket.cell_extent.size();
+  if (box.begin.size() != rank) return false;
+  Cell lo(rank), hi(rank);
+  int64_t count = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = box.begin[d] / bucket.cell_extent[d];
+    hi[d] = (box.begin[d] + box.extent[d] - 1) / bucket.cell_extent[d];
+    count *= hi[d] - lo[d] + 1;
+    if (count > kMaxCellsPerBox) return false;
+  }
+  Cell cell = lo;
+  while (true) {
+    cells->push_back(cell);
+    size_t d = rank;
+    while (d > 0 && cell[d - 1] == hi[d - 1]) cell[d - 1] = lo[d - 1], --d;
+    if (d == 0) return true;
+    ++cell[d - 1];
+  }
+}
+
+void DramBoxIndex::Add(int64_t id, const DmaCommand* dma) {
+  const TensorBox& box = dma->box;
+  if (IsEmpty(box)) {
+    empty_.push_back(Entry{id, dma});
+    return;
+  }
+  Bucket& bucket = buckets_[dma->view.strides];
+  if (bucket.cell_extent.empty()) bucket.cell_extent = box.extent;
+  std::vector<Cell> cells;
+  if (!CellsOf(bucket, box, &cells)) {
+    bucket.wide.push_back(Entry{id, dma});
+    return;
+  }
+  for (const Cell& cell : cells) bucket.cells[cell].push_back(Entry{id, dma});
+}
+
+void DramBoxIndex::ForEachOverlap(const DmaCommand& dma,
+                                  const std::function<void(int64_t)>& fn) const {
+  std::vector<int64_t> found;
+  auto check = [&](const Entry& entry) {
+    if (BoxesMayOverlap(*entry.dma, dma)) found.push_back(entry.id);
+  };
+  for (const Entry& entry : empty_) check(entry);
+  std::vector<Cell> cells;
+  for (const auto& [strides, bucket] : buckets_) {
+    for (const Entry& entry : bucket.wide) check(entry);
+    cells.clear();
+    // Different strides always count as overlapping (BoxesMayOverlap's rule): scan those.
+    const bool filed =
+        strides == dma.view.strides && !IsEmpty(dma.box) && CellsOf(bucket, dma.box, &cells);
+    if (!filed) {
+      for (const auto& [unused, entries] : bucket.cells) {
+        for (const Entry& entry : entries) check(entry);
+      }
+      continue;
+    }
+    for (const Cell& cell : cells) {
+      auto it = bucket.cells.find(cell);
+      if (it == bucket.cells.end()) continue;
+      for (const Entry& entry : it->second) check(entry);
+    }
+  }
+  // A box filed under several cells is found once per cell.
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  for (int64_t id : found) fn(id);
 }
 
 TransferPlan PlanTransfers(const Program& program, bool forward) {

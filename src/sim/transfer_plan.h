@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -102,6 +104,38 @@ DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
  * through the same strides; any other pair is assumed to overlap.
  */
 bool BoxesMayOverlap(const DmaCommand& a, const DmaCommand& b);
+
+/*!
+ * \brief The DRAM boxes of one tensor seen so far, queried for BoxesMayOverlap without comparing
+ * against every earlier box. Boxes seen through one stride vector are filed under the cells of a
+ * grid whose cell is the first such box (a tiling walk starts with a full tile, so its tiles fall
+ * into one cell each and halo boxes into a few), and a query compares only the boxes filed under
+ * the cells it covers. That makes a query independent of the tile count, along any tiled dim.
+ * The answers are exactly those of BoxesMayOverlap against every box added.
+ */
+class DramBoxIndex {
+ public:
+  void Add(int64_t id, const DmaCommand* dma);
+  /*! \brief Calls fn(id) once for every added box that BoxesMayOverlap with `dma`. */
+  void ForEachOverlap(const DmaCommand& dma, const std::function<void(int64_t)>& fn) const;
+
+ private:
+  struct Entry {
+    int64_t id;
+    const DmaCommand* dma;
+  };
+  using Cell = std::vector<int64_t>;
+  struct Bucket {
+    std::vector<int64_t> cell_extent;  // the first box's extent
+    std::map<Cell, std::vector<Entry>> cells;
+    std::vector<Entry> wide;  // boxes covering too many cells to file: always compared
+  };
+  /*! \brief The cells `box` covers; false (and nothing) when there are too many. */
+  static bool CellsOf(const Bucket& bucket, const TensorBox& box, std::vector<Cell>* cells);
+
+  std::map<std::vector<int64_t>, Bucket> buckets_;
+  std::vector<Entry> empty_;  // boxes with an empty extent: always compared
+};
 
 }  // namespace example_npu
 

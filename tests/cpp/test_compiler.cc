@@ -13,9 +13,12 @@
 #include "compiler/fusion.h"
 #include "compiler/layout.h"
 #include "compiler/memory_planner.h"
+#include "compiler/tiling_planner_details.h"
 #include "sim/emulator.h"
 #include "sim/engines.h"
 #include "sim/timing.h"
+#include "sim/transfer_plan.h"
+#include "test_util.h"
 
 namespace example_npu {
 namespace {
@@ -467,6 +470,113 @@ TEST(SchedulerTest, UnfittableGroupIsAValueErrorNamingIt) {
   } catch (const tvm::ffi::Error& err) {
     EXPECT_EQ(err.kind(), "ValueError");
     EXPECT_NE(std::string(err.message()).find("group y"), std::string::npos) << err.message();
+  }
+}
+
+using kernels::test_util::ExpectValueError;
+
+TEST(CompilerTest, DramAndTileLimitsAreValueErrorsBeforeAnythingIsEmitted) {
+  Graph graph = ParseGraph(kConvNet);
+  NPUConfig small;
+  small.dram_mb = 1;
+  EXPECT_NO_THROW(Compile(graph, small));  // about 20 KB of tensors
+  // 3,037,000,500 x 3 floats: the issue's batch, which used to grow memory without bound.
+  const char* huge = R"({"version": 1, "symbol": "h", "nodes": [
+    {"op": "input", "name": "x", "shape": [3037000500, 3], "dtype": "float32"},
+    {"op": "nn.relu", "name": "y", "inputs": [0], "shape": [3037000500, 3], "dtype": "float32"}],
+    "arg_nodes": [0], "heads": [1]})";
+  ExpectValueError([&] { Compile(ParseGraph(huge), NPUConfig()); }, "NPUConfig.dram_mb");
+  NPUConfig few_tiles = Tiny();
+  few_tiles.max_tiles = 4;
+  ExpectValueError([&] { Compile(graph, few_tiles); }, "NPUConfig.max_tiles");
+}
+
+TEST(CompilerTest, EmptyResultsCompileToNothingAndRun) {
+  // Issue 9: a zero-size dim made CountTiles divide by zero. TVM computes an empty result; so
+  // does the NPU, with no tiles at all.
+  const char* graph_json = R"({"version": 1, "symbol": "e", "nodes": [
+    {"op": "input", "name": "x", "shape": [0, 4], "dtype": "float32"},
+    {"op": "const", "name": "w", "shape": [4, 8], "dtype": "float32"},
+    {"op": "matmul", "name": "m", "inputs": [0, 1], "shape": [0, 8], "dtype": "float32"},
+    {"op": "nn.relu", "name": "r", "inputs": [2], "shape": [0, 8], "dtype": "float32"}],
+    "arg_nodes": [0], "heads": [3]})";
+  Graph graph = ParseGraph(graph_json);
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    const Program program = Compile(graph, config);
+    EXPECT_TRUE(program.groups.empty());
+    EXPECT_TRUE(program.commands.empty());
+    std::vector<float> weights(32, 1.0f);
+    EXPECT_TRUE(Emulated(program, {{}}, {weights}).empty());
+    EXPECT_EQ(Simulate(program).total_cycles, 0);
+  }
+}
+
+TEST(TilingTest, ClipWindowAlwaysAddsUpToTheWindowRange) {
+  for (int64_t size : {1, 5, 17}) {
+    for (int64_t first = -6; first <= size + 3; ++first) {
+      for (int64_t last = first + 1; last <= first + 9; ++last) {
+        const tiling::ClippedWindow w = tiling::ClipWindow(first, last, size);
+        EXPECT_GE(w.pad_before, 0);
+        EXPECT_GE(w.pad_after, 0);
+        EXPECT_GE(w.extent, 0);
+        EXPECT_GE(w.begin, 0);
+        EXPECT_LE(w.begin + w.extent, size);
+        EXPECT_EQ(w.pad_before + w.extent + w.pad_after, last - first)
+            << first << ".." << last << " in " << size;
+        EXPECT_EQ(w.extent,
+                  std::max<int64_t>(0, std::min(last, size) - std::max<int64_t>(0, first)));
+      }
+    }
+  }
+}
+
+TEST(CompilerTest, OneByOneNhwcConvWithPaddingWiderThanTheKernelMatchesTheUntiledReference) {
+  // Issue 9: input 1x17x18x20, padding (2, 1, 2, 2), bias + relu stopped at an internal check,
+  // because output tiles lying wholly in the padding got a negative-size window.
+  const char* graph_json = R"({"version": 1, "symbol": "c", "nodes": [
+    {"op": "input", "name": "x", "shape": [1, 17, 18, 20], "dtype": "float32"},
+    {"op": "const", "name": "w", "shape": [1, 1, 20, 8], "dtype": "float32"},
+    {"op": "const", "name": "b", "shape": [8], "dtype": "float32"},
+    {"op": "nn.conv2d", "name": "y", "inputs": [0, 1], "shape": [1, 21, 21, 8], "dtype": "float32",
+     "attrs": {"strides": [1, 1], "padding": [2, 1, 2, 2], "dilation": [1, 1], "groups": 1,
+               "data_layout": "NHWC", "kernel_layout": "HWIO"}},
+    {"op": "add", "name": "z", "inputs": [3, 2], "shape": [1, 21, 21, 8], "dtype": "float32"},
+    {"op": "nn.relu", "name": "r", "inputs": [4], "shape": [1, 21, 21, 8], "dtype": "float32"}],
+    "arg_nodes": [0], "heads": [5]})";
+  Graph graph = ParseGraph(graph_json);
+  auto inputs = RandomTensors(graph, graph.arg_nodes, 5);
+  auto consts = RandomTensors(graph, graph.ConstNodes(), 6);
+  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
+  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
+    std::vector<float> actual = Emulated(Compile(graph, config), inputs, consts);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
+    }
+  }
+}
+
+TEST(TransferPlanTest, DramBoxIndexFindsExactlyWhatAFullScanFinds) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int64_t> coord(0, 12), extent(0, 5), pick(0, 3);
+  const std::vector<std::vector<int64_t>> strides = {{60, 12, 1}, {60, 12, 1}, {1, 5, 60}};
+  std::vector<DmaCommand> boxes(300);
+  for (DmaCommand& dma : boxes) {
+    dma.view.strides = strides[pick(rng) % 3];
+    dma.box.begin = {coord(rng) % 4, coord(rng), coord(rng)};
+    dma.box.extent = {1 + extent(rng) % 2, extent(rng), 1 + extent(rng)};
+  }
+  DramBoxIndex index;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    std::vector<int64_t> found;
+    index.ForEachOverlap(boxes[i], [&](int64_t id) { found.push_back(id); });
+    std::sort(found.begin(), found.end());
+    std::vector<int64_t> scanned;
+    for (size_t j = 0; j < i; ++j) {
+      if (BoxesMayOverlap(boxes[j], boxes[i])) scanned.push_back(static_cast<int64_t>(j));
+    }
+    EXPECT_EQ(found, scanned) << "box " << i;
+    index.Add(static_cast<int64_t>(i), &boxes[i]);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -36,6 +37,16 @@ struct ConvCase {
   }
   int64_t OutW() const {
     return (w + padding[1] + padding[3] - (kw - 1) * dilation[1] - 1) / strides[1] + 1;
+  }
+  Conv2dParams Params(DataLayout data_layout, KernelLayout kernel_layout) const {
+    Conv2dParams p;
+    p.strides = strides;
+    p.padding = padding;
+    p.dilation = dilation;
+    p.groups = groups;
+    p.data_layout = data_layout;
+    p.kernel_layout = kernel_layout;
+    return p;
   }
   std::string ToString() const {
     std::ostringstream os;
@@ -70,8 +81,8 @@ int64_t WeightIndex(const Shape& s, KernelLayout layout, int64_t o, int64_t i, i
 
 /*!
  * \brief Each output element summed straight from the definition: window taps that fall outside
- * the input are skipped (zero padding); output channel o of group o / (C_out / groups) reads that
- * group's input channels.
+ * the input read 0 (zero padding, multiplied like any tap, as TVM does: 0 * inf is NaN); output
+ * channel o of group o / (C_out / groups) reads that group's input channels.
  */
 std::vector<double> NaiveConv(const ConvCase& c, const std::vector<float>& in, DataLayout dl,
                               const std::vector<float>& wt, KernelLayout kl) {
@@ -92,10 +103,10 @@ std::vector<double> NaiveConv(const ConvCase& c, const std::vector<float>& in, D
               for (int64_t kx = 0; kx < c.kw; ++kx) {
                 const int64_t y = oh * c.strides[0] - c.padding[0] + ky * c.dilation[0];
                 const int64_t x = ow * c.strides[1] - c.padding[1] + kx * c.dilation[1];
-                if (y < 0 || y >= c.h || x < 0 || x >= c.w) continue;
-                acc += static_cast<double>(
-                           in[DataIndex(in_shape, dl, n, group * in_per_group + i, y, x)]) *
-                       wt[WeightIndex(w_shape, kl, o, i, ky, kx)];
+                const bool inside = y >= 0 && y < c.h && x >= 0 && x < c.w;
+                const double v =
+                    inside ? in[DataIndex(in_shape, dl, n, group * in_per_group + i, y, x)] : 0.0;
+                acc += v * wt[WeightIndex(w_shape, kl, o, i, ky, kx)];
               }
             }
           }
@@ -116,19 +127,52 @@ void CheckConv(const ConvCase& c, std::mt19937* rng) {
       const std::vector<float> in = RandomVector(NumElements(in_shape), rng);
       const std::vector<float> wt = RandomVector(NumElements(w_shape), rng);
       std::vector<float> out(NumElements(out_shape), -123.0f);
-      Conv2dParams p;
-      p.strides = c.strides;
-      p.padding = c.padding;
-      p.dilation = c.dilation;
-      p.groups = c.groups;
-      p.data_layout = dl;
-      p.kernel_layout = kl;
+      const Conv2dParams p = c.Params(dl, kl);
       Conv2d(in.data(), in_shape, wt.data(), w_shape, out.data(), out_shape, p);
       const double reduction = static_cast<double>(c.c_in / c.groups * c.kh * c.kw);
       ExpectAllClose(out, NaiveConv(c, in, dl, wt, kl),
                      c.ToString() + (dl == DataLayout::kNCHW ? " NCHW" : " NHWC") +
                          (kl == KernelLayout::kOIHW ? "/OIHW" : "/HWIO"),
                      1e-5, 1e-5 * std::sqrt(reduction));
+    }
+  }
+}
+
+TEST(Conv2dTest, NaNAndInfinityAsTvmIncludingPaddingTimesInfiniteWeights) {
+  // Regular, grouped and depthwise; NHWC / HWIO depthwise is the vector engine's own loop.
+  std::mt19937 rng(23);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.0f};
+  const ConvCase cases[] = {
+      {1, 4, 7, 6, 6, 3, 3, {1, 1}, {1, 2, 2, 0}, {1, 1}, 1},
+      {2, 16, 6, 9, 16, 3, 3, {1, 2}, {2, 1, 1, 2}, {1, 1}, 16},
+      {1, 6, 5, 5, 6, 2, 3, {2, 1}, {1, 1, 1, 1}, {1, 2}, 3},
+  };
+  for (const ConvCase& c : cases) {
+    for (DataLayout dl : {DataLayout::kNCHW, DataLayout::kNHWC}) {
+      const KernelLayout kl = dl == DataLayout::kNCHW ? KernelLayout::kOIHW : KernelLayout::kHWIO;
+      const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, dl);
+      const Shape w_shape = WeightShape(c, kl);
+      const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), dl);
+      std::vector<float> in = RandomVector(NumElements(in_shape), &rng);
+      std::vector<float> wt = RandomVector(NumElements(w_shape), &rng);
+      for (size_t i = 0; i < in.size(); i += 7 + rng() % 40) in[i] = specials[rng() % 4];
+      for (size_t i = 0; i < wt.size(); i += 5 + rng() % 20) wt[i] = specials[rng() % 4];
+      std::vector<float> out(NumElements(out_shape));
+      const Conv2dParams p = c.Params(dl, kl);
+      Conv2d(in.data(), in_shape, wt.data(), w_shape, out.data(), out_shape, p);
+      const std::vector<double> expected = NaiveConv(c, in, dl, wt, kl);
+      int64_t nan = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        nan += std::isnan(expected[i]);
+        if (std::isnan(expected[i]) || std::isinf(expected[i])) {
+          EXPECT_TRUE(std::isnan(expected[i]) ? std::isnan(out[i]) : out[i] == expected[i])
+              << c.ToString() << " element " << i << ": " << out[i] << " vs " << expected[i];
+        } else {
+          EXPECT_NEAR(out[i], expected[i], 1e-4 * (1 + std::abs(expected[i]))) << c.ToString();
+        }
+      }
+      EXPECT_GT(nan, 0) << c.ToString();
     }
   }
 }
@@ -194,8 +238,7 @@ TEST(Conv2dTest, StridedDepthwiseNhwcEqualsDenseCopies) {
        std::vector<ConvCase>{{1, 16, 6, 58, 16, 3, 3, {1, 1}, {0, 1, 0, 1}, {1, 1}, 16},
                              {2, 24, 9, 11, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 2}, 24},
                              {1, 19, 7, 30, 19, 5, 3, {1, 3}, {2, 0, 2, 1}, {1, 1}, 19}}) {
-    Conv2dParams p{c.strides, c.padding,         c.dilation,
-                   c.groups,  DataLayout::kNHWC, KernelLayout::kHWIO};
+    const Conv2dParams p = c.Params(DataLayout::kNHWC, KernelLayout::kHWIO);
     const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, DataLayout::kNHWC);
     const Shape w_shape = WeightShape(c, KernelLayout::kHWIO);
     const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), DataLayout::kNHWC);

@@ -96,6 +96,53 @@ TEST(GraphTest, RejectsInconsistentGraphs) {
                  "mixed dtypes");
 }
 
+TEST(GraphTest, RejectsHostileGraphsWithValueErrors) {
+  // Issue 9's table: each of these crashed, hung or raised the wrong error.
+  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [2, 0], "dtype": "float32"},
+                         {"op": "const", "name": "w", "shape": [0, 3], "dtype": "float32"},
+                         {"op": "matmul", "name": "m", "inputs": [0, 1], "shape": [2, 3],
+                          "dtype": "float32"})",
+                      "[2]"),
+                 "empty operand");
+  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [4611686018427387904, 4],
+                          "dtype": "float32"})",
+                      "[0]"),
+                 "does not fit a 64-bit integer");
+  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [2, 3], "dtype": "int8"},
+                         {"op": "const", "name": "w", "shape": [3, 4], "dtype": "int8"},
+                         {"op": "qnn.matmul", "name": "q", "inputs": [0, 1], "shape": [],
+                          "dtype": "int8", "attrs": {"input_scale": 0.1, "input_zero_point": 0,
+                          "weight_scales": [0.1], "output_scale": 0.1, "output_zero_point": 0}})",
+                      "[2]"),
+                 "declared shape ()");
+  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [2, 3], "dtype": "int8"},
+                         {"op": "const", "name": "w", "shape": [3, 4], "dtype": "int8"},
+                         {"op": "qnn.matmul", "name": "q", "inputs": [0, 1], "shape": [2, 4],
+                          "dtype": "int8", "attrs": {"input_scale": 1e-30, "input_zero_point": 0,
+                          "weight_scales": [1e-10], "output_scale": 1, "output_zero_point": 0}})",
+                      "[2]"),
+                 "requantization multiplier");
+  ExpectRejected(Wrap(std::string(kInput) + R"(,
+    {"op": "nn.max_pool2d", "name": "p", "inputs": [0], "shape": [1, 2, 5, 5], "dtype": "float32",
+     "attrs": {"pool_size": [1, 1], "strides": [1, 1], "dilation": [1, 1],
+               "padding": [4611686018427387904, 0, 0, 0], "ceil_mode": false,
+               "count_include_pad": false, "layout": "NCHW"}})"),
+                 "must be <= 2^31");
+  ExpectRejected(Wrap(R"({"op": "input", "name": "x", "shape": [2], "dtype": "int8"},
+                         {"op": "dequantize", "name": "d", "inputs": [0], "shape": [2],
+                          "dtype": "float32", "attrs": {"scale": 0.5, "zero_point": 128}})"),
+                 "outside the int8 range");
+  ExpectRejected(std::string(100000, '[') + std::string(100000, ']'), "deeper than 32");
+  ExpectRejected(Wrap(std::string(R"({"op": "input", "name": "x)") + "\xff" +
+                          R"(", "shape": [2], "dtype": "float32"})",
+                      "[0]"),
+                 "not valid UTF-8");
+  // A name is echoed as printable ASCII, and cut.
+  ExpectRejected(Wrap(R"({"op": "input", "name": "\u0007)" + std::string(500, 'n') +
+                      R"(", "shape": [2], "dtype": "float64"})"),
+                 "(\\x07nnnn");
+}
+
 TEST(GraphTest, RejectsConvAttributesThatDisagreeWithShapes) {
   std::string conv = R"(, {"op": "const", "name": "w", "shape": [4, 2, 3, 3], "dtype": "float32"},
     {"op": "nn.conv2d", "name": "c", "inputs": [0, 1], "shape": [1, 4, 3, 3], "dtype": "float32",

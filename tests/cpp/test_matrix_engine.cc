@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/matrix_engine.h"
+#include "test_util.h"
 
 namespace example_npu {
 namespace {
@@ -94,6 +95,21 @@ TEST(MatrixEngineTest, DataflowIsPartOfTheConfigJsonAndValidated) {
   EXPECT_EQ(NPUConfig().matrix_dataflow(), MatrixDataflow::kOutputStationary);
   EXPECT_THROW(NPUConfig::FromJSON(R"({"dataflow": "row_stationary"})"), tvm::ffi::Error);
   EXPECT_THROW(NPUConfig::FromJSON(R"({"dataflow": 1})"), tvm::ffi::Error);
+}
+
+TEST(MatrixEngineTest, WorkBeyondInt64IsAValueErrorNotAWrappedCount) {
+  const int64_t huge = int64_t{1} << 40;
+  for (const char* dataflow : {"output_stationary", "weight_stationary"}) {
+    kernels::test_util::ExpectValueError(
+        [&] {
+          MatrixEngineCycles(Array(1, dataflow), DType::kFloat32, MatrixWork{huge, huge, huge, 1});
+        },
+        "matrix ");
+  }
+  // The largest work that fits still counts exactly.
+  EXPECT_EQ(MatrixEngineCycles(Array(1, "output_stationary"), DType::kInt8,
+                               MatrixWork{1 << 20, 1 << 20, 1 << 20, 1}),
+            (int64_t{1} << 40) * (1 << 20));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -140,6 +141,63 @@ Pool2dParams MakeParams(PoolKind kind, std::array<int64_t, 2> k, std::array<int6
   p.count_include_pad = include_pad;
   p.layout = layout;
   return p;
+}
+
+/*!
+ * \brief TVM's max pooling as its LLVM build runs it: acc = lowest, then for every tap in (kh, kw)
+ * order, padded taps reading the lowest float, acc = acc > v ? acc : v (an ordered compare and
+ * select), so a NaN replaces the running max and the next tap replaces the NaN.
+ */
+std::vector<float> TvmMaxPool(const PoolCase& pc, const std::vector<float>& in) {
+  const Pool2dParams& p = pc.p;
+  const Shape in_shape = LayoutShape(pc.n, pc.c, pc.h, pc.w, p.layout);
+  const Shape out_shape = LayoutShape(pc.n, pc.c, pc.OutH(), pc.OutW(), p.layout);
+  std::vector<float> out(NumElements(out_shape));
+  for (int64_t n = 0; n < pc.n; ++n) {
+    for (int64_t c = 0; c < pc.c; ++c) {
+      for (int64_t oh = 0; oh < pc.OutH(); ++oh) {
+        for (int64_t ow = 0; ow < pc.OutW(); ++ow) {
+          float acc = kLowest;
+          for (int64_t ky = 0; ky < p.pool_size[0]; ++ky) {
+            for (int64_t kx = 0; kx < p.pool_size[1]; ++kx) {
+              const int64_t y = oh * p.strides[0] - p.padding[0] + ky * p.dilation[0];
+              const int64_t x = ow * p.strides[1] - p.padding[1] + kx * p.dilation[1];
+              const bool inside = y >= 0 && y < pc.h && x >= 0 && x < pc.w;
+              const float v = inside ? in[Index(in_shape, p.layout, n, c, y, x)] : kLowest;
+              acc = acc > v ? acc : v;
+            }
+          }
+          out[Index(out_shape, p.layout, n, c, oh, ow)] = acc;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Pool2dTest, MaxPoolPutsNaNAndInfinityWhereTvmDoes) {
+  std::mt19937 rng(17);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, kLowest, 0.0f};
+  for (DataLayout layout : {DataLayout::kNCHW, DataLayout::kNHWC}) {
+    for (const auto& pad : {std::array<int64_t, 4>{0, 0, 0, 0}, std::array<int64_t, 4>{1, 2, 2, 1},
+                            std::array<int64_t, 4>{3, 0, 0, 3}}) {
+      PoolCase pc{2, 9, 7, 8,
+                  MakeParams(PoolKind::kMax, {3, 2}, {1, 2}, {1, 1}, pad, false, false, layout)};
+      const Shape in_shape = LayoutShape(pc.n, pc.c, pc.h, pc.w, layout);
+      const Shape out_shape = LayoutShape(pc.n, pc.c, pc.OutH(), pc.OutW(), layout);
+      std::vector<float> in = RandomVector(NumElements(in_shape), &rng);
+      for (size_t i = 0; i < in.size(); i += 1 + rng() % 5) in[i] = specials[rng() % 5];
+      std::vector<float> out(NumElements(out_shape));
+      Pool2d(in.data(), in_shape, out.data(), out_shape, pc.p);
+      const std::vector<float> expected = TvmMaxPool(pc, in);
+      for (size_t i = 0; i < out.size(); ++i) {
+        const bool same = std::isnan(expected[i]) ? std::isnan(out[i]) : out[i] == expected[i];
+        EXPECT_TRUE(same) << pc.ToString() << " element " << i << ": " << out[i] << " vs TVM "
+                          << expected[i];
+      }
+    }
+  }
 }
 
 TEST(Pool2dTest, HandPickedEdgeCases) {

@@ -136,6 +136,9 @@ TEST(TileSchedulerTest, EveryConflictingPairIsOrderedAcrossGroupsToo) {
     std::vector<std::vector<bool>> reaches(n, std::vector<bool>(n, false));
     int64_t cross_group = 0;
     for (size_t j = 0; j < n; ++j) {
+      for (size_t i = 0; i < j && commands[j].after_earlier_groups; ++i) {
+        reaches[j][i] = reaches[j][i] || commands[i].group < commands[j].group;
+      }
       for (int64_t dep : commands[j].deps) {
         ASSERT_LT(dep, static_cast<int64_t>(j));
         reaches[j][dep] = true;

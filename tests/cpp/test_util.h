@@ -1,12 +1,13 @@
 /*!
  * \file tests/cpp/test_util.h
- * \brief Shared helpers of the kernel unit tests: seeded random data, index helpers, tolerant
- * comparison.
+ * \brief Shared helpers of the unit tests: seeded random data, index helpers, tolerant
+ * comparison, expected user errors.
  */
 #ifndef EXAMPLE_NPU_TESTS_CPP_TEST_UTIL_H_
 #define EXAMPLE_NPU_TESTS_CPP_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
+#include <tvm/ffi/error.h>
 
 #include <cmath>
 #include <cstdint>
@@ -79,6 +80,18 @@ inline void ExpectAllClose(const std::vector<float>& actual, const std::vector<f
                            const std::string& context, double rtol = 1e-5, double atol = 1e-5) {
   ExpectAllClose(actual, std::vector<double>(expected.begin(), expected.end()), context, rtol,
                  atol);
+}
+
+/*! \brief Expects `fn` to throw a ValueError whose message contains `needle`. */
+template <typename Fn>
+void ExpectValueError(Fn fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected one mentioning " << needle;
+  } catch (const tvm::ffi::Error& err) {
+    EXPECT_EQ(err.kind(), "ValueError");
+    EXPECT_NE(std::string(err.message()).find(needle), std::string::npos) << err.message();
+  }
 }
 
 }  // namespace test_util

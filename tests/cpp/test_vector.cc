@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 #include "test_util.h"
 
 namespace example_npu {
@@ -221,6 +222,87 @@ TEST(UnaryTest, NaNFollowsTvmsLlvmBuild) {
   Unary(UnaryOp::kClip, in.data(), clip.data(), 4, 0.0f, 6.0f);
   EXPECT_EQ(relu, (std::vector<float>{0.0f, 0.0f, 3.0f, 0.0f}));
   EXPECT_EQ(clip, (std::vector<float>{6.0f, 6.0f, 3.0f, 0.0f}));
+}
+
+TEST(UnaryTest, SpecialValuesFollowTvmsFormulas) {
+  // TVM: sigmoid = 1 / (1 + e^-x), tanh = (1 - e^-2x) / (1 + e^-2x) for x >= 0 (mirrored), with
+  // libm's expf: NaN stays NaN, the infinities saturate, e^x overflows to inf above ~88.72.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> in = {nan, inf, -inf, 88.8f, -88.8f, 100.0f, -100.0f, -104.5f};
+  std::vector<float> sigmoid(in.size()), tanh(in.size()), gelu(in.size());
+  const int64_t n = static_cast<int64_t>(in.size());
+  Unary(UnaryOp::kSigmoid, in.data(), sigmoid.data(), n);
+  Unary(UnaryOp::kTanh, in.data(), tanh.data(), n);
+  Unary(UnaryOp::kGelu, in.data(), gelu.data(), n);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const double x = in[i];
+    const double expected_sigmoid = 1.0 / (1.0 + static_cast<double>(std::exp(-in[i])));
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(sigmoid[i]) && std::isnan(tanh[i]) && std::isnan(gelu[i]));
+      continue;
+    }
+    EXPECT_FLOAT_EQ(sigmoid[i], static_cast<float>(expected_sigmoid)) << x;
+    EXPECT_FLOAT_EQ(tanh[i], static_cast<float>(std::tanh(x))) << x;
+  }
+  EXPECT_EQ(sigmoid[6], 0.0f);  // 1 / (1 + inf), not ~4e-39
+  EXPECT_EQ(gelu[1], inf);
+  EXPECT_TRUE(std::isnan(gelu[2]));  // -inf * (1 + erf(-inf)) = -inf * 0
+}
+
+TEST(UnaryTest, ExpMatchesLibmOverTheWholeRange) {
+  // Normal results to a few ulp; overflow to inf, subnormals and 0 exactly where expf has them.
+  std::vector<float> x;
+  for (float v = -110.0f; v <= 90.0f; v += 0.0137f) x.push_back(v);
+  for (size_t i = 0; i < x.size(); i += simd::kLanes) {
+    float lanes[simd::kLanes] = {};
+    std::copy(x.begin() + i, x.begin() + std::min(i + simd::kLanes, x.size()), lanes);
+    float got[simd::kLanes];
+    simd::Store(got, simd::Exp(simd::Load(lanes)));
+    for (int k = 0; k < simd::kLanes && i + k < x.size(); ++k) {
+      const float want = std::exp(lanes[k]);
+      if (std::isinf(want) || want == 0.0f) {
+        EXPECT_EQ(got[k], want) << lanes[k];
+      } else {
+        // A few ulp of the value, or of the smallest subnormal.
+        EXPECT_NEAR(got[k], want, 4e-7 * want + 3e-45) << lanes[k];
+      }
+    }
+  }
+}
+
+TEST(SoftmaxTest, RowsWithSpecialValuesAsTvm) {
+  // TVM: max (init lowest), e^(x - max), sum, divide. +inf or NaN anywhere, or a row of -inf,
+  // gives NaN everywhere; -inf next to finite values gives exactly 0.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> rows = {
+      {inf, 1, 2, 3, 4, 5, 6, 7, 8},
+      {1, 2, nan, 3, 4, 5, 6, 7, 8},
+      {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf},
+      {-inf, 1, 2, 3, 4, 5, 6, 7, -inf}};
+  for (const auto& row : rows) {
+    // Along the last axis and, transposed, along the first.
+    for (int64_t axis : {1, 0}) {
+      const int64_t n = static_cast<int64_t>(row.size());
+      std::vector<float> in = row;
+      Shape shape = axis == 1 ? Shape{1, n} : Shape{n, 1};
+      std::vector<float> out(row.size());
+      Softmax(in.data(), shape, axis, out.data());
+      const bool all_nan =
+          std::any_of(row.begin(), row.end(), [&](float v) { return std::isnan(v) || v == inf; }) ||
+          std::all_of(row.begin(), row.end(), [&](float v) { return v == -inf; });
+      for (size_t i = 0; i < row.size(); ++i) {
+        if (all_nan) {
+          EXPECT_TRUE(std::isnan(out[i])) << i;
+        } else if (row[i] == -inf) {
+          EXPECT_EQ(out[i], 0.0f) << i;
+        } else {
+          EXPECT_GT(out[i], 0.0f) << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(UnaryTest, KnownValues) {

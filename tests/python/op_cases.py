@@ -313,15 +313,46 @@ def _layout_shape(layout: str, sizes: dict[str, int]) -> tuple[int, ...]:
     return tuple(sizes[axis] for axis in layout)
 
 
+def _wide_pad_geometry(rng: np.random.Generator, spatial: int) -> dict[str, Any]:
+    """Geometry that once broke NHWC tiling: 1x1 kernels, padding wider than the kernel on some
+    side (up to kernel + 3), chosen per side, so whole output tiles can lie in the padding."""
+    kernel = (1,) * spatial if _coin(rng, 0.6) else _ints(rng, 1, 3, spatial)
+    strides = _ints(rng, 1, 2, spatial)
+    dilation = _ints(rng, 1, 2, spatial)
+    pad_lo = tuple(int(rng.integers(0, k + 4)) for k in kernel)
+    pad_hi = tuple(int(rng.integers(0, k + 4)) for k in kernel)
+    if all(lo <= k and hi <= k for k, lo, hi in zip(kernel, pad_lo, pad_hi, strict=True)):
+        pad_lo = (kernel[0] + 1 + int(rng.integers(0, 3)), *pad_lo[1:])  # at least one wide side
+    extent = tuple(int(rng.integers(1, 20)) for _ in kernel)
+    return {
+        "kernel": kernel,
+        "strides": strides,
+        "dilation": dilation,
+        "padding": pad_lo + pad_hi,
+        "extent": extent,
+    }
+
+
 def _conv_call(
-    rng: np.random.Generator, data: _Data, spatial: int, kind: str | None = None
+    rng: np.random.Generator,
+    data: _Data,
+    spatial: int,
+    kind: str | None = None,
+    geometry: Callable[[np.random.Generator, int], dict[str, Any]] = _conv_geometry,
+    nhwc_weight: float | None = None,
 ) -> tuple[Callable[[dict[str, relax.Expr]], relax.Expr], dict[str, Any]]:
-    """A random conv1d/conv2d call; returns (call builder, facts for descriptions/chains)."""
+    """A random conv1d/conv2d call; returns (call builder, facts for descriptions/chains).
+
+    ``nhwc_weight`` is the chance of a channels-last layout (None: an even pick)."""
     kind = kind or _pick(rng, ("regular", "regular", "depthwise", "grouped"))
     c_in, c_out, groups = _conv_channels(rng, kind)
-    geo = _conv_geometry(rng, spatial)
+    geo = geometry(rng, spatial)
     axes = "HW" if spatial == 2 else "W"
-    data_layout = _pick(rng, ("NCHW", "NHWC") if spatial == 2 else ("NCW", "NWC"))
+    layouts = ("NCHW", "NHWC") if spatial == 2 else ("NCW", "NWC")
+    if nhwc_weight is None:
+        data_layout = _pick(rng, layouts)
+    else:
+        data_layout = layouts[_coin(rng, nhwc_weight)]
     kernel_layout = _pick(rng, ("OIHW", "HWIO") if spatial == 2 else ("OIW", "WIO"))
     sizes = {"N": int(rng.integers(1, 3)), "C": c_in, **dict(zip(axes, geo["extent"], strict=True))}
     x = data.input("x", _layout_shape(data_layout, sizes))
@@ -486,10 +517,11 @@ def _activation(name: str, x: relax.Expr) -> relax.Expr:
     raise ValueError(name)
 
 
-def gen_conv2d_bias_act(rng, dtype):
+def gen_conv2d_bias_act(rng, dtype, **conv_options):
     """conv2d (+ bias) (+ relu / relu6), the bias as an importer or a folded model has it."""
     data = _Data(rng, dtype)
-    call, facts = _conv_call(rng, data, 2, kind=_pick(rng, ("regular", "regular", "depthwise")))
+    kind = _pick(rng, ("regular", "regular", "depthwise"))
+    call, facts = _conv_call(rng, data, 2, kind=kind, **conv_options)
     c_out, nchw = facts["c_out"], facts["data_layout"] == "NCHW"
     forms = ("none", "reshape_param", "const_4d") + (() if nchw else ("const_1d",))
     bias_form = _pick(rng, forms)
@@ -523,6 +555,11 @@ def gen_conv2d_bias_act(rng, dtype):
     )
 
 
+def gen_conv2d_wide_pad(rng, dtype):
+    """conv2d (+ bias) (+ relu / relu6), mostly NHWC, with padding wider than the kernel."""
+    return gen_conv2d_bias_act(rng, dtype, geometry=_wide_pad_geometry, nhwc_weight=0.75)
+
+
 def gen_matmul_bias_act(rng, dtype):
     """matmul or dense (+ bias) (+ relu / gelu / gelu_tanh)."""
     data = _Data(rng, dtype)
@@ -552,14 +589,16 @@ def gen_matmul_bias_act(rng, dtype):
     return data.case(description=f"{description}{bias_text} + {act}", body=body, reduction=k)
 
 
-def _gen_pool(rng, dtype, kind: str):
+def _gen_pool(rng, dtype, kind: str, extra_pad: int = 0):
+    """``extra_pad`` > 0 always pads up to that much beyond the window (whole tiles of output
+    can then lie in the padding)."""
     data = _Data(rng, dtype)
     pool = _ints(rng, 1, 3, 2)
     strides = _ints(rng, 1, 3, 2)
     dilation = _ints(rng, 1, 2, 2)
     # Padding below the window size, as frameworks emit; now and then up to the full window,
     # where a window can lie entirely in the padding (the checks accept any padding).
-    wide = _coin(rng, 0.15)
+    wide = extra_pad if extra_pad else _coin(rng, 0.15)
     pad_lo = tuple(int(rng.integers(0, k + wide)) for k in pool)
     pad_hi = tuple(int(rng.integers(0, k + wide)) for k in pool)
     extent = tuple(
@@ -593,6 +632,11 @@ def gen_max_pool2d(rng, dtype):
 
 def gen_avg_pool2d(rng, dtype):
     return _gen_pool(rng, dtype, "avg")
+
+
+def gen_pool2d_wide_pad(rng, dtype):
+    """max / avg pooling with padding up to 3 beyond the window, any ceil_mode."""
+    return _gen_pool(rng, dtype, _pick(rng, ("max", "avg")), extra_pad=4)
 
 
 def gen_batch_norm(rng, dtype):
@@ -1069,9 +1113,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("matmul", gen_matmul, {"float32": 28, "float16": 6, "float64": 1, "int32": 1}),
     Family("dense", gen_dense, {"float32": 14, "float16": 4, "float64": 1}),
     Family("conv2d_bias_act", gen_conv2d_bias_act, {"float32": 18, "float16": 4}),
+    Family("conv2d_wide_pad", gen_conv2d_wide_pad, {"float32": 24, "float16": 4}),
     Family("matmul_bias_act", gen_matmul_bias_act, {"float32": 18, "float16": 4}),
     Family("max_pool2d", gen_max_pool2d, {"float32": 22, "float64": 1, "int32": 1}),
     Family("avg_pool2d", gen_avg_pool2d, {"float32": 22, "float64": 1}),
+    Family("pool2d_wide_pad", gen_pool2d_wide_pad, {"float32": 20}),
     Family("batch_norm", gen_batch_norm, {"float32": 18, "float64": 1}),
     Family("softmax", gen_softmax, {"float32": 18, "float64": 1}),
     Family("activation", gen_activation, {"float32": 40, "float16": 10, "float64": 2}),

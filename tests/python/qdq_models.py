@@ -25,18 +25,27 @@ def qdq_module(
     conv_attrs: dict | None = None,
     weight_zero_point: int = 0,
     int32_bias: bool = False,
+    float_input: bool = False,
 ) -> tvm.IRModule:
     """main(x_q) = quantize(act(op(dequantize(x_q), dequantize(w_q)) + bias)); kind in
     conv2d / matmul / dense. With int32_bias the bias is onnxruntime's: int32 integers under a
-    dequantize with scale x_scale * w_scale (float32), as ``int32_bias_values`` computes."""
-    x = relax.Var("x", relax.TensorType(x_shape, act_dtype))
+    dequantize with scale x_scale * w_scale (float32), as ``int32_bias_values`` computes. With
+    float_input, main takes float x and quantizes it first."""
+    x = relax.Var("x", relax.TensorType(x_shape, "float32" if float_input else act_dtype))
     x_scale, x_zp = x_params
     y_scale, y_zp = y_params
     channel_axis = {"conv2d": 0, "matmul": 1, "dense": 0}[kind]
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            xf = bb.emit(relax.op.dequantize(x, _c(x_scale, "float32"), _c(x_zp, act_dtype)))
+            xq = x
+            if float_input:
+                xq = bb.emit(
+                    relax.op.quantize(
+                        x, _c(x_scale, "float32"), _c(x_zp, act_dtype), out_dtype=act_dtype
+                    )
+                )
+            xf = bb.emit(relax.op.dequantize(xq, _c(x_scale, "float32"), _c(x_zp, act_dtype)))
             wf = bb.emit(
                 relax.op.dequantize(
                     relax.const(weight_q),

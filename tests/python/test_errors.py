@@ -190,7 +190,7 @@ def test_constants_must_be_initialised_before_the_call():
     module = make(graph, const_names=["f_example_npu_const_0"])
     x = tvm.runtime.tensor(np.ones(2, "float32"))
     out = tvm.runtime.tensor(np.zeros(2, "float32"))
-    with pytest.raises(RuntimeError, match="__init_f"):
+    with pytest.raises(ValueError, match="__init_f"):
         module.get_function("f")(x, out)
     with pytest.raises(ValueError, match="expected 1 constants"):
         module.get_function("__init_f")([])

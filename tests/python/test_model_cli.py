@@ -181,7 +181,7 @@ BAD_INPUTS = {
     "unknown input": ("profile {onnx} --input y:1x3x16x16", "has no input of that name"),
     "open dimension": ("compile {onnx} -o m.so", "--input x:Nx3x16x16"),
     "config not JSON": ("profile {onnx} --config broken.json", "is not valid JSON"),
-    "config value": ("profile {onnx} --config negative.json", "l1_sram_kb must be positive"),
+    "config value": ("profile {onnx} --config negative.json", "l1_sram_kb must be in [1, 1048576]"),
     "config field": ("profile {onnx} --config typo.json", "unknown NPUConfig fields"),
     "missing config": ("profile {onnx} --config absent.json", "config file not found"),
     "not ONNX": ("profile garbage.onnx", "is not a valid ONNX model"),

@@ -1,0 +1,153 @@
+"""The fuzzer's seed corpus: every NPU graph the codegen produces for the test models.
+
+Nothing here lists ops by hand. The seeds are whatever ``example_npu``'s codegen emits for the
+random op cases (tests/python/op_cases.py, a few per family and dtype), the specification's
+models, the demo CNN and quantized (QDQ) layers, and the real-model architectures
+(tests/python/real_models.py) through both import paths, torch.export and ONNX, so an op or
+pattern added to the table and to the random suite, or an idiom a frontend emits, reaches the
+fuzzer without touching it. Run on its own to write the corpus:
+
+    .venv/bin/python tests/fuzz/corpus.py build/fuzz/corpus.json
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relax
+
+TESTS = Path(__file__).resolve().parents[1] / "python"
+sys.path.insert(0, str(TESTS))
+
+import example_npu  # noqa: E402
+import op_cases  # noqa: E402
+import qdq_models  # noqa: E402
+import real_models  # noqa: E402
+import spec_models  # noqa: E402
+from example_npu import codegen  # noqa: E402
+from example_npu.models import default_model  # noqa: E402
+
+# Cases per (family, dtype) of the random suite always taken as seeds; later cases are taken
+# when they use a Relax op no earlier seed used.
+CASES_PER_DTYPE = 2
+
+
+def relax_ops(mod: tvm.IRModule) -> set[str]:
+    ops: set[str] = set()
+
+    def visit(expr: object) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            ops.add(expr.op.name)
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return ops
+
+
+def _random_op_modules() -> Iterator[tvm.IRModule]:
+    seen: set[str] = set()
+    for family in op_cases.FAMILIES:
+        taken: dict[str, int] = {}
+        for case in op_cases.family_cases(family.name):
+            if case.expect == "reject":
+                continue
+            mod = case.build()
+            ops = relax_ops(mod)
+            if taken.get(case.dtype, 0) < CASES_PER_DTYPE or not ops <= seen:
+                taken[case.dtype] = taken.get(case.dtype, 0) + 1
+                seen |= ops
+                yield mod
+
+
+def _qdq_modules() -> Iterator[tvm.IRModule]:
+    rng = np.random.default_rng(0)
+    for kind, act_dtype, activation in [
+        ("conv2d", "int8", "relu"),
+        ("matmul", "int16", None),
+        ("dense", "int8", "relu6"),
+    ]:
+        if kind == "conv2d":
+            x_shape, w_shape = (1, 3, 8, 8), (4, 3, 3, 3)
+        elif kind == "matmul":
+            x_shape, w_shape = (2, 5, 16), (16, 6)
+        else:
+            x_shape, w_shape = (4, 16), (6, 16)
+        channels = w_shape[1] if kind == "matmul" else w_shape[0]
+        yield qdq_models.qdq_module(
+            kind,
+            x_shape,
+            rng.integers(-127, 128, size=w_shape).astype("int8"),
+            rng.uniform(0.01, 0.02, size=channels).astype("float32"),
+            (0.05, 3),
+            (0.1, -2),
+            bias=rng.standard_normal(channels).astype("float32"),
+            activation=activation,
+            act_dtype=act_dtype,
+        )
+
+
+def _quantized_cnn() -> tvm.IRModule:
+    """The demo CNN through quantize_model: QDQ layers, and quantize / dequantize around the
+    float ops between them, as a user's PTQ model has them."""
+    mod = default_model()
+    shape = [int(d) for d in mod["main"].params[0].ty.shape]
+    rng = np.random.default_rng(0)
+    return example_npu.quantize_model(mod, [rng.standard_normal(shape).astype("float32")])
+
+
+def _real_model_modules() -> Iterator[tvm.IRModule]:
+    """Every real-model architecture as torch.export and as the ONNX importer give it (the
+    frontends' idioms: views, concat, safe softmax, fused activation chains, whole networks)."""
+    for model in real_models.MODELS:
+        module, data = real_models.instantiate(model)
+        yield real_models.import_torch(module, data)
+        onnx_bytes = real_models.export_onnx(module, data)
+        yield real_models.import_onnx(onnx_bytes, model.input_shape)
+
+
+def _modules() -> Iterator[tvm.IRModule]:
+    yield from _random_op_modules()
+    yield from spec_models.SPEC_MODULES.values()
+    yield default_model()
+    yield _quantized_cnn()
+    yield from _qdq_modules()
+    yield from _real_model_modules()
+
+
+def collect_graphs() -> list[dict]:
+    """The graphs (JSON-ready dicts) the codegen builds while partitioning every seed model."""
+    graphs: list[dict] = []
+    original = codegen.create_runtime_module
+
+    def record(graph: dict) -> tvm.runtime.Module:
+        graphs.append(copy.deepcopy(graph))
+        return original(graph)
+
+    codegen.create_runtime_module = record
+    try:
+        for mod in _modules():
+            example_npu.partition_for_npu(mod)
+    finally:
+        codegen.create_runtime_module = original
+    return graphs
+
+
+def main(argv: list[str]) -> int:
+    graphs = collect_graphs()
+    Path(argv[0]).parent.mkdir(parents=True, exist_ok=True)
+    Path(argv[0]).write_text(json.dumps(graphs))
+    print(f"{len(graphs)} seed graphs with ops {sorted(ops_of(graphs))}")
+    return 0
+
+
+def ops_of(graphs: list[dict]) -> set[str]:
+    return {node["op"] for graph in graphs for node in graph["nodes"]}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

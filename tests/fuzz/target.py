@@ -1,0 +1,182 @@
+"""The fuzz target: one worker process that feeds inputs to the NPU runtime and classifies them.
+
+Run as ``python tests/fuzz/target.py``. It reads inputs from stdin, each a 1-byte kind, an 8-byte
+little-endian length and the payload, and answers each with one JSON line on the original stdout
+(library output is sent to stderr so it cannot corrupt the protocol):
+
+* ``g`` graph JSON text: ``runtime.ExampleNPUJSONRuntimeCreate(symbol, text, const_names)``;
+* ``b`` module bytes: ``ffi.Module.load_from_bytes.example_npu_json(bytes)``;
+* ``c`` NPUConfig JSON: ``NPUConfig.from_json`` in Python, and the same text as the
+  ``npu_config`` of a small graph in C++; the two must agree on what is valid.
+
+A module that loads is then exercised: its constants are bound, it is called on random inputs
+(when they are small), and its command stream is printed. The outcome is ``ok``, ``rejected``
+(a ValueError or TypeError, the promised errors) or ``bad_error`` (any other exception, or a
+UnicodeError, which means a message carried raw bytes). A crash or hang is seen by the parent
+as the worker dying or not answering.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import sys
+import traceback
+
+import example_npu
+import numpy as np
+import tvm
+
+# Inputs the harness calls with random data at most this large (bytes of all tensors).
+MAX_CALL_BYTES = 8 << 20
+DTYPES = {"float32": "float32", "float16": "float16", "int8": "int8", "int16": "int16"}
+PROBE_GRAPH = (
+    '{"version": 1, "symbol": "probe", "npu_config": %s, "nodes": ['
+    '{"op": "input", "name": "x", "shape": [4, 8], "dtype": "float32"},'
+    '{"op": "nn.relu", "name": "y", "inputs": [0], "shape": [4, 8], "dtype": "float32"}],'
+    '"arg_nodes": [0], "heads": [1]}'
+)
+
+
+class Rejected(Exception):
+    """A ValueError or TypeError raised where the runtime promises one."""
+
+
+def _is_promised(err: BaseException) -> bool:
+    return isinstance(err, (ValueError, TypeError)) and not isinstance(err, UnicodeError)
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.create = tvm.get_global_func("runtime.ExampleNPUJSONRuntimeCreate")
+        self.load = tvm.get_global_func("ffi.Module.load_from_bytes.example_npu_json")
+
+    # -- loading -------------------------------------------------------------------------
+    def graph(self, data: bytes) -> str:
+        text = data.decode("utf-8")  # the fuzzer only sends UTF-8 here (bytes go through 'b')
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            parsed = None
+        symbol = parsed.get("symbol") if isinstance(parsed, dict) else None
+        symbol = symbol if isinstance(symbol, str) else "f"
+        names = []
+        if isinstance(parsed, dict) and isinstance(parsed.get("nodes"), list):
+            for node in parsed["nodes"]:
+                if isinstance(node, dict) and node.get("op") == "const":
+                    name = node.get("name")
+                    names.append(name if isinstance(name, str) else "")
+        try:
+            symbol.encode("utf-8")
+            for name in names:
+                name.encode("utf-8")
+        except UnicodeError:
+            symbol, names = "f", []  # lone surrogates from \\u escapes cannot cross the FFI
+        module = self._promised(lambda: self.create(symbol, text, names))
+        return self.exercise(module)
+
+    def module_bytes(self, data: bytes) -> str:
+        module = self._promised(lambda: self.load(data))
+        return self.exercise(module)
+
+    def config(self, data: bytes) -> str:
+        text = data.decode("utf-8", errors="replace")
+        python_ok = True
+        try:
+            example_npu.NPUConfig.from_json(text)
+        except Exception as err:  # noqa: BLE001
+            if not _is_promised(err):
+                raise
+            python_ok = False
+        try:
+            self.create("probe", PROBE_GRAPH % text, [])
+            cpp_ok = True
+        except Exception as err:  # noqa: BLE001
+            if not _is_promised(err):
+                raise
+            cpp_ok = False
+        try:
+            json.loads(text)
+            valid_json = True
+        except (ValueError, RecursionError):
+            valid_json = False  # tvm-ffi's parser is laxer (e.g. it reads 007 as 7)
+        if valid_json and python_ok != cpp_ok:
+            raise AssertionError(
+                f"NPUConfig validity differs: Python {python_ok}, C++ {cpp_ok} for {text[:200]!r}"
+            )
+        if not cpp_ok:
+            raise Rejected("config rejected")
+        return "ok"
+
+    def _promised(self, fn):
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001
+            if _is_promised(err):
+                raise Rejected(str(err)) from None
+            raise
+
+    # -- exercising a loaded module ------------------------------------------------------
+    def exercise(self, module) -> str:
+        graph = json.loads(module.inspect_source("json"))
+        module.inspect_source("commands")
+        symbol = module.get_function("get_symbol")()
+        nodes = graph["nodes"]
+
+        def array(node, rng):
+            dtype = DTYPES[node["dtype"]]
+            shape = tuple(node["shape"])
+            if dtype.startswith("int"):
+                return rng.integers(-100, 100, size=shape).astype(dtype)
+            return rng.standard_normal(shape).astype(dtype)
+
+        consts = [n for n in nodes if n["op"] == "const"]
+        inputs = [nodes[i] for i in graph["arg_nodes"]]
+        outputs = [nodes[i] for i in graph["heads"]]
+        total = sum(
+            math.prod(node["shape"]) * np.dtype(DTYPES[node["dtype"]]).itemsize
+            for node in consts + inputs + outputs
+        )
+        if total > MAX_CALL_BYTES:
+            return "ok"
+        rng = np.random.default_rng(0)
+        if consts:
+            module.get_function(f"__init_{symbol}")(
+                [tvm.runtime.tensor(array(n, rng)) for n in consts]
+            )
+        args = [tvm.runtime.tensor(array(n, rng)) for n in inputs]
+        args += [tvm.runtime.tensor(np.zeros(n["shape"], DTYPES[n["dtype"]])) for n in outputs]
+        module.get_function(symbol)(*args)
+        return "ok"
+
+
+def serve() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed by libraries goes to stderr
+    harness = Harness()
+    protocol.write(json.dumps({"ready": True}) + "\n")
+    stdin = sys.stdin.buffer
+    handlers = {b"g": harness.graph, b"b": harness.module_bytes, b"c": harness.config}
+    while True:
+        header = stdin.read(9)
+        if len(header) < 9:
+            return
+        kind, length = header[:1], struct.unpack("<Q", header[1:])[0]
+        data = stdin.read(length)
+        try:
+            outcome, detail = handlers[kind](data), ""
+        except Rejected as err:
+            outcome, detail = "rejected", str(err)[:300]
+        except Exception as err:  # noqa: BLE001
+            if _is_promised(err):  # a promised error while calling a loaded module
+                outcome, detail = "rejected", str(err)[:300]
+            else:
+                outcome = "bad_error"
+                detail = f"{type(err).__name__}: {err!s:.500}\n{traceback.format_exc()[-1500:]}"
+        protocol.write(json.dumps({"outcome": outcome, "detail": detail}) + "\n")
+
+
+if __name__ == "__main__":
+    serve()
