@@ -2,8 +2,10 @@
 
 Nothing here lists ops by hand. The seeds are whatever ``example_npu``'s codegen emits for the
 random op cases (tests/python/op_cases.py, a few per family and dtype), the specification's
-models, the demo CNN and quantized (QDQ) layers, and the real-model architectures
-(tests/python/real_models.py) through both import paths, torch.export and ONNX, so an op or
+models, the demo CNN and quantized (QDQ) layers, the integer glue islands of test_qnn_glue.py,
+quantize_model's CNNs (integer add, pooling, concat, tables), the specification's
+bind_constants=False flow (quantization parameters as runtime arguments), and the real-model
+architectures (tests/python/real_models.py) through both import paths, so an op or
 pattern added to the table and to the random suite, or an idiom a frontend emits, reaches the
 fuzzer without touching it. Run on its own to write the corpus:
 
@@ -21,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import tvm
 from tvm import relax
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
 TESTS = Path(__file__).resolve().parents[1] / "python"
 sys.path.insert(0, str(TESTS))
@@ -30,6 +34,7 @@ import op_cases  # noqa: E402
 import qdq_models  # noqa: E402
 import real_models  # noqa: E402
 import spec_models  # noqa: E402
+import test_qnn_glue  # noqa: E402
 from example_npu import codegen  # noqa: E402
 from example_npu.models import default_model  # noqa: E402
 
@@ -100,6 +105,31 @@ def _quantized_cnn() -> tvm.IRModule:
     return example_npu.quantize_model(mod, [rng.standard_normal(shape).astype("float32")])
 
 
+def _qnn_glue_modules() -> Iterator[tvm.IRModule]:
+    """One QDQ island per integer glue kind (requantize, add, pooling, softmax, concat, tables)
+    in a seeded dtype (int8, uint8, int16)."""
+    for index, kind in enumerate(test_qnn_glue.KINDS):
+        yield test_qnn_glue.random_case(kind, np.random.default_rng([0, index]))["model"]
+
+
+def _quantized_real_models() -> Iterator[tvm.IRModule]:
+    """quantize_model's onnxruntime form of the CNNs whose glue runs in integers (residual add,
+    hardswish and sigmoid tables, fire concat, channel shuffle)."""
+    for name in ("mobilenet_v3", "squeezenet", "shufflenet_v2"):
+        module, data = real_models.instantiate(real_models.MODELS_BY_NAME[name])
+        yield example_npu.quantize_model(real_models.import_torch(module, data), [data])
+
+
+def _spec_flow_unbound(mod: tvm.IRModule) -> None:
+    """The specification's flow with bind_constants=False: the graphs carry {"arg": input}
+    quantization parameters that the runtime binds."""
+    patterns = get_patterns_with_prefix("example_npu")
+    fused = FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=True)(
+        example_npu.canonicalize_qdq(mod)
+    )
+    RunCodegen()(MergeCompositeFunctions()(fused))
+
+
 def _real_model_modules() -> Iterator[tvm.IRModule]:
     """Every real-model architecture as torch.export and as the ONNX importer give it (the
     frontends' idioms: views, concat, safe softmax, fused activation chains, whole networks)."""
@@ -116,6 +146,8 @@ def _modules() -> Iterator[tvm.IRModule]:
     yield default_model()
     yield _quantized_cnn()
     yield from _qdq_modules()
+    yield from _qnn_glue_modules()
+    yield from _quantized_real_models()
     yield from _real_model_modules()
 
 
@@ -132,6 +164,7 @@ def collect_graphs() -> list[dict]:
     try:
         for mod in _modules():
             example_npu.partition_for_npu(mod)
+        _spec_flow_unbound(_quantized_cnn())
     finally:
         codegen.create_runtime_module = original
     return graphs

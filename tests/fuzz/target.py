@@ -31,7 +31,7 @@ import tvm
 
 # Inputs the harness calls with random data at most this large (bytes of all tensors).
 MAX_CALL_BYTES = 8 << 20
-DTYPES = {"float32": "float32", "float16": "float16", "int8": "int8", "int16": "int16"}
+DTYPES = {name: name for name in ("float32", "float16", "int8", "uint8", "int16", "int32", "int64")}
 PROBE_GRAPH = (
     '{"version": 1, "symbol": "probe", "npu_config": %s, "nodes": ['
     '{"op": "input", "name": "x", "shape": [4, 8], "dtype": "float32"},'

@@ -202,3 +202,31 @@ def test_tiny_l1_tiles_islands_without_changing_a_bit(kind):
     profile = example_npu.profile(ex, *case["inputs"])
     assert max(node.tiles for node in profile.nodes) > 1, case["label"]
     np.testing.assert_array_equal(run(tiny, case["inputs"]), case["expected"])
+
+
+MIXED_WIDTH_GLUE = {
+    "mean": lambda u: relax.op.mean(u, axis=[2, 3], keepdims=True),
+    "avg_pool2d": lambda u: relax.op.nn.avg_pool2d(u, pool_size=(2, 2)),
+    "max_pool2d": lambda u: relax.op.nn.max_pool2d(u, pool_size=(2, 2)),
+    "add": lambda u: relax.op.add(u, u),
+    "relu": relax.op.nn.relu,
+    "concat": lambda u: relax.op.concat([u, u], axis=1),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MIXED_WIDTH_GLUE))
+@pytest.mark.parametrize("in_dtype,out_dtype", [("int16", "int8"), ("int8", "int16")])
+def test_islands_between_widths_tile_by_each_operand_dtype(kind, in_dtype, out_dtype):
+    """An island that dequantizes int16 and quantizes to int8 (or the reverse) sizes every L1
+    slot by the dtype of the tile it holds; a 1 KB L1 splits it into many tiles. The integers
+    are within one step of TVM's CPU build of the float QDQ graph."""
+    shape = (1, 3, 9, 7)
+    model = island(
+        [("x", shape, in_dtype, (0.05, 3))], MIXED_WIDTH_GLUE[kind], (0.03, -2), out_dtype
+    )
+    x = np.random.default_rng(0).integers(-120, 120, size=shape).astype(in_dtype)
+    config = NPUConfig(l1_sram_kb=1, tile_height=2, tile_width=2)
+    offloaded = example_npu.partition_for_npu(model, config=config)
+    assert not {"dequantize", "quantize"} & set(npu_ops(offloaded)), npu_ops(offloaded)
+    npu, cpu = run(offloaded, [x]), run(model, [x])
+    assert np.abs(npu.astype(np.int64) - cpu.astype(np.int64)).max() <= 1
