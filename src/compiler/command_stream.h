@@ -89,8 +89,6 @@ enum class ComputeStep { kOp, kRequantize };
 struct ComputeCommand {
   Engine engine = Engine::kVector;
   ComputeStep step = ComputeStep::kOp;
-  /*! \brief First output channel of the tile (selects per-channel requantization parameters). */
-  int64_t channel_offset = 0;
   /*! \brief The graph node this step computes (its op kind and dtype). */
   int64_t node = -1;
   /*! \brief The node's attributes adjusted to the tile (padding, layouts). */

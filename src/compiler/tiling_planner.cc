@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -156,15 +157,42 @@ TileRef GroupTiler::NewResult(TileScheduler* scheduler, const TensorBox& out_box
                               ResultDType());
 }
 
+namespace {
+
+/*!
+ * \brief The requantization of output channels [first, first + count): each tile's command
+ * carries only its own channels' multipliers and biases, so the command stream grows linearly
+ * with the channel count (a per-tensor multiplier is kept as it is).
+ */
+kernels::Requantization ChannelSlice(const kernels::Requantization& requant, int64_t first,
+                                     int64_t count) {
+  auto cut = [&](const auto& values) {
+    using Values = std::decay_t<decltype(values)>;
+    if (values.size() <= 1) return values;
+    return Values(values.begin() + first, values.begin() + first + count);
+  };
+  kernels::Requantization slice;
+  slice.multipliers = cut(requant.multipliers);
+  slice.bias = cut(requant.bias);
+  slice.output_zero_point = requant.output_zero_point;
+  slice.min = requant.min;
+  slice.max = requant.max;
+  return slice;
+}
+
+}  // namespace
+
 TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
                                 int64_t channel_offset) const {
   if (!IsQuantized()) return result;
   TileRef out = result;
   out.dtype = DType::kFloat32;
+  const int64_t channels = result.shape.empty() ? 1 : result.shape.back();  // innermost
   ComputeCommand compute = MakeCompute(Anchor(), group_.anchor, {result}, out, Anchor().attrs);
+  std::get<QnnAttrs>(compute.attrs).requant =
+      ChannelSlice(std::get<QnnAttrs>(Anchor().attrs).requant, channel_offset, channels);
   compute.engine = Engine::kVector;
   compute.step = ComputeStep::kRequantize;
-  compute.channel_offset = channel_offset;
   scheduler->Compute(std::move(compute));
   return out;
 }
@@ -172,6 +200,15 @@ TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
 ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
                                        std::vector<TileRef> inputs, const TileRef& output,
                                        OpAttrs attrs) const {
+  if (auto* qnn = std::get_if<QnnAttrs>(&attrs)) {
+    // The accumulating steps need no per-channel tables: Requantized() gives its step the slice
+    // of its own channels, so no command copies a table of every output channel.
+    // (Moved-from empty vectors: clear() would keep each copy's capacity.)
+    qnn->weight_scales = std::vector<double>();
+    qnn->bias = std::vector<double>();
+    qnn->requant.multipliers = std::vector<kernels::FixedPointMultiplier>();
+    qnn->requant.bias = std::vector<int64_t>();
+  }
   ComputeCommand compute;
   switch (node.op) {
     case OpKind::kMatmul:

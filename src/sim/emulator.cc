@@ -140,8 +140,9 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   const int64_t channels = out_shape.empty() ? 1 : out_shape.back();  // innermost in every tile
   int64_t* acc = reinterpret_cast<int64_t*>(output);
   if (compute.step == ComputeStep::kRequantize) {
-    kernels::Requantize(reinterpret_cast<const int64_t*>(inputs[0]), size, channels,
-                        compute.channel_offset, attrs.requant, reinterpret_cast<float*>(output));
+    // The compiler gave this step the requantization of the tile's own channels.
+    kernels::Requantize(reinterpret_cast<const int64_t*>(inputs[0]), size, channels, 0,
+                        attrs.requant, reinterpret_cast<float*>(output));
     return;
   }
   const TileRef& x = compute.inputs[0];
