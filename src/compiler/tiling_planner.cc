@@ -83,6 +83,13 @@ GroupTiler::GroupTiler(const Graph& graph, const FusedGroup& group, const Layout
       }
     }
   }
+  step_attrs_ = Anchor().attrs;
+  if (auto* qnn = std::get_if<QnnAttrs>(&step_attrs_)) {
+    qnn->weight_scales = {};
+    qnn->bias = {};
+    qnn->requant.multipliers = {};
+    qnn->requant.bias = {};
+  }
 }
 
 TensorView GroupTiler::OperandView(const Node& node, size_t input, size_t rank) const {
@@ -188,7 +195,7 @@ TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
   TileRef out = result;
   out.dtype = DType::kFloat32;
   const int64_t channels = result.shape.empty() ? 1 : result.shape.back();  // innermost
-  ComputeCommand compute = MakeCompute(Anchor(), group_.anchor, {result}, out, Anchor().attrs);
+  ComputeCommand compute = MakeCompute(Anchor(), group_.anchor, {result}, out, StepAttrs());
   std::get<QnnAttrs>(compute.attrs).requant =
       ChannelSlice(std::get<QnnAttrs>(Anchor().attrs).requant, channel_offset, channels);
   compute.engine = Engine::kVector;
@@ -200,15 +207,6 @@ TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
 ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
                                        std::vector<TileRef> inputs, const TileRef& output,
                                        OpAttrs attrs) const {
-  if (auto* qnn = std::get_if<QnnAttrs>(&attrs)) {
-    // The accumulating steps need no per-channel tables: Requantized() gives its step the slice
-    // of its own channels, so no command copies a table of every output channel.
-    // (Moved-from empty vectors: clear() would keep each copy's capacity.)
-    qnn->weight_scales = std::vector<double>();
-    qnn->bias = std::vector<double>();
-    qnn->requant.multipliers = std::vector<kernels::FixedPointMultiplier>();
-    qnn->requant.bias = std::vector<int64_t>();
-  }
   ComputeCommand compute;
   switch (node.op) {
     case OpKind::kMatmul:

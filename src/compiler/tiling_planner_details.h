@@ -118,6 +118,12 @@ class GroupTiler : public TilingRule {
   /*! \brief Applies the chain to `result` in place, then stores it to out_box of the output. */
   void EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
                     const TensorBox& out_box) const;
+  /*!
+   * \brief The anchor's attributes for one of its steps: for a quantized conv / matmul without
+   * the per-channel tables (the accumulating steps need none; Requantized() adds the tile's own
+   * channels), so no tile copies a table of every output channel.
+   */
+  const OpAttrs& StepAttrs() const { return step_attrs_; }
   /*! \brief Computes `node` on the given tiles (engine chosen by op). */
   ComputeCommand MakeCompute(const Node& node, int64_t node_id, std::vector<TileRef> inputs,
                              const TileRef& output, OpAttrs attrs) const;
@@ -133,6 +139,7 @@ class GroupTiler : public TilingRule {
   // Found once per group, so that a fused chain of thousands of ops costs linear time.
   std::unordered_map<int64_t, size_t> member_position_;  // anchor 0, chain[c] c + 1
   std::vector<bool> kept_members_;
+  OpAttrs step_attrs_;
 };
 
 /*!

@@ -200,7 +200,7 @@ class MatmulRule : public GroupTiler {
             b.begin[rank_ - 1] = begin[rank_ - 1], b.extent[rank_ - 1] = nt;
             ComputeCommand compute = MakeCompute(
                 anchor, group_.anchor, {scheduler->Load(0, lhs, a), scheduler->Load(1, rhs, b)},
-                result, anchor.attrs);
+                result, StepAttrs());
             compute.accumulate = k0 > 0;
             compute.round_to_half &= k0 + kt == k_;
             compute.macs = mt * nt * kt;
@@ -487,7 +487,7 @@ class ConvRule : public GroupTiler {
   /*! \brief The anchor's attributes with the convolution parameters of one tile. */
   OpAttrs TileAttrs(const kernels::Conv2dParams& params) const {
     if (IsQuantized()) {
-      QnnAttrs attrs = std::get<QnnAttrs>(Anchor().attrs);
+      QnnAttrs attrs = std::get<QnnAttrs>(StepAttrs());
       attrs.conv = params;
       return attrs;
     }
