@@ -165,11 +165,13 @@ void AnalyzeGroup(const Program& program, const TransferPlan& plan, GroupSchedul
     critical = std::max(critical, start + work);
     total += work;
     computes += command.is_dma ? 0 : 1;
-    // A load after a compute or a store begins the next tile.
+    // A load after a store begins the next tile. (Not a load after a compute: a fused chain
+    // loads its side operands, a bias say, after the matrix step, and a thread that took those
+    // loads as a tile of their own would wait for the other thread's matrix step each time.)
     const bool load = command.is_dma && !command.dma.store;
-    const bool previous_load =
-        i > group->begin && program.commands[i - 1].is_dma && !program.commands[i - 1].dma.store;
-    if (i == group->begin || (load && !previous_load)) group->tile_starts.push_back(i);
+    const bool after_store =
+        i > group->begin && program.commands[i - 1].is_dma && program.commands[i - 1].dma.store;
+    if (i == group->begin || (load && after_store)) group->tile_starts.push_back(i);
   }
   group->concurrent = computes >= 2 && total >= min_speedup * critical;
 }

@@ -226,5 +226,39 @@ TEST(DataflowTest, DependenciesPointBackwardsWithinTheirGroup) {
   }
 }
 
+// conv + bias + relu: the bias is a side operand the chain loads after the matrix step.
+const char* kConvBiasRelu = R"({"version": 1, "symbol": "cbr", "nodes": [
+  {"op": "input", "name": "x", "shape": [1, 16, 24, 24], "dtype": "float32"},
+  {"op": "const", "name": "w", "shape": [32, 16, 3, 3], "dtype": "float32"},
+  {"op": "const", "name": "b", "shape": [1, 32, 1, 1], "dtype": "float32"},
+  {"op": "nn.conv2d", "name": "c", "inputs": [0, 1], "shape": [1, 32, 24, 24], "dtype": "float32",
+   "attrs": {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1,
+             "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"}},
+  {"op": "add", "name": "a", "inputs": [3, 2], "shape": [1, 32, 24, 24], "dtype": "float32"},
+  {"op": "nn.relu", "name": "r", "inputs": [4], "shape": [1, 32, 24, 24], "dtype": "float32"}],
+  "arg_nodes": [0], "heads": [5]})";
+
+TEST(DataflowTest, AFusedTileKeepsItsMatrixStepAndItsEpilogueTogether) {
+  // A thread runs a tile's commands in order; if the side-operand load after the matrix step
+  // began a tile of its own, the thread that took it would wait for the other thread's matrix
+  // step every time, and two threads would be no faster than one.
+  const Program program = Compile(ParseGraph(kConvBiasRelu), SmallL1());
+  const Dataflow dataflow = AnalyzeDataflow(program, PlanTransfers(program, true));
+  ASSERT_EQ(dataflow.groups.size(), 1u);
+  const GroupSchedule& group = dataflow.groups.front();
+  ASSERT_GE(group.tile_starts.size(), 2u);
+  for (size_t t = 0; t < group.tile_starts.size(); ++t) {
+    const int64_t end = t + 1 < group.tile_starts.size() ? group.tile_starts[t + 1] : group.end;
+    int matrix = 0, stores = 0;
+    for (int64_t i = group.tile_starts[t]; i < end; ++i) {
+      const Command& command = program.commands[i];
+      matrix += !command.is_dma && command.compute.engine == Engine::kMatrix;
+      stores += command.is_dma && command.dma.store;
+    }
+    EXPECT_GE(matrix, 1) << "tile " << t;
+    EXPECT_EQ(stores, 1) << "tile " << t;
+  }
+}
+
 }  // namespace
 }  // namespace example_npu
