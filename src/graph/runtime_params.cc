@@ -21,8 +21,9 @@ using tvm::ffi::Any;
 using tvm::ffi::String;
 
 /*!
- * \brief Most elements one runtime parameter may hold: quantization parameters are per tensor or
- * per channel, so a larger one is a malformed graph (and its placeholder would exhaust memory).
+ * \brief Most elements one runtime parameter, and all references to them together, may hold:
+ * quantization parameters are per tensor or per channel, so more is a malformed graph (whose
+ * bound attributes would exhaust memory).
  */
 constexpr int64_t kMaxRuntimeParamElements = int64_t{1} << 24;
 
@@ -152,8 +153,15 @@ std::vector<int64_t> RuntimeParamInputs(const std::string& json_text) {
 std::string BindRuntimeParams(const std::string& json_text, const RuntimeParamValues& values) {
   json::Object root = ParseRoot(json_text);
   const json::Array nodes = Nodes(root);
+  int64_t bound = 0;  // elements written into attributes so far, over every reference
   root.Set(String("nodes"), SubstituteNodes(nodes, [&](int64_t id) {
              const auto [elements, integer] = InputFacts(nodes, id);
+             bound += elements;
+             if (bound > kMaxRuntimeParamElements) {
+               TVM_FFI_THROW(ValueError)
+                   << "NPU graph: the runtime parameters its attributes refer to hold more than "
+                   << kMaxRuntimeParamElements << " elements in all";
+             }
              const std::vector<double> given = values(id);
              if (static_cast<int64_t>(given.size()) != elements) {
                TVM_FFI_THROW(ValueError) << "runtime parameter node " << id << ": " << given.size()

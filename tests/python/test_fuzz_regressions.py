@@ -112,3 +112,47 @@ def test_long_chains_compile_in_linear_time(name, worker):
     build, before = LONG_CHAINS[name]
     outcome, detail = worker.run(from_record({"kind": "g", "text": build()}), timeout=60.0)
     assert outcome == "ok", f"{name} (before the fix: {before}): {outcome}\n{detail}"
+
+
+def _runtime_param_copies(copies: int, channels: int) -> str:
+    """A qnn.conv2d whose quantization parameters are runtime arguments (the spec's
+    bind_constants=False flow), repeated `copies` times over the same parameter inputs."""
+    nodes = [
+        {"op": "input", "name": "x", "shape": [1, 4, 8, 8], "dtype": "int8"},
+        {"op": "input", "name": "w", "shape": [channels, 4, 1, 1], "dtype": "int8"},
+        {"op": "input", "name": "s", "shape": [channels], "dtype": "float32"},
+    ]
+    conv = {
+        "op": "qnn.conv2d",
+        "inputs": [0, 1],
+        "shape": [1, channels, 8, 8],
+        "dtype": "int8",
+        "attrs": {
+            **{"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1},
+            **{"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"},
+            "input_scale": 0.05,
+            "input_zero_point": 0,
+            "weight_scales": {"arg": 2},
+            "output_scale": 0.1,
+            "output_zero_point": 0,
+        },
+    }
+    nodes += [dict(conv, name=f"c{i}") for i in range(copies)]
+    heads = list(range(3, len(nodes)))
+    return json.dumps(
+        {"version": 1, "symbol": "f", "nodes": nodes, "arg_nodes": [0, 1, 2], "heads": heads}
+    )
+
+
+def test_runtime_parameters_are_bounded_over_all_their_references(worker):
+    """fuzz seed 14 index 120911: 8905 copies of a node referring to a 65536-element runtime
+    parameter bound 584M numbers into the attributes before any size check: out of memory."""
+    record = {"kind": "g", "text": _runtime_param_copies(2_000, 65_536)}
+    outcome, detail = worker.run(from_record(record), timeout=60.0)
+    assert outcome == "rejected", f"{outcome}\n{detail}"
+    assert "runtime parameters" in detail
+    # A few references stay well inside the bound (the worker's random scales may still be
+    # rejected when the module is called: they are not positive).
+    small = {"kind": "g", "text": _runtime_param_copies(4, 32)}
+    outcome, detail = worker.run(from_record(small), timeout=60.0)
+    assert outcome in GOOD and "in all" not in detail, detail
