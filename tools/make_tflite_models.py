@@ -1,0 +1,322 @@
+"""Full-integer int8 TFLite models, made the way users make them, for tests and benchmarks.
+
+    python3 tools/make_tflite_models.py                   # the committed test models
+    python3 tools/make_tflite_models.py --set extra --out build/tflite-extra
+    python3 tools/make_tflite_models.py --list
+
+Each model is a Keras model with seeded random weights (batch-norm statistics randomised too, so
+folding them is not a no-op), converted by TensorFlow's ``TFLiteConverter`` with
+``optimizations=[tf.lite.Optimize.DEFAULT]``, a seeded representative data set (standard normal
+inputs), ``supported_ops=[TFLITE_BUILTINS_INT8]`` and int8 input and output: the recipe of
+TensorFlow's post-training integer quantization guide. Every model is written twice: with the
+batch fixed to 1 (``NAME.tflite``) and with Keras 3's default open batch dimension
+(``NAME_open_batch.tflite``, a ``-1`` in the file's shape signature).
+
+TensorFlow is large and not a dependency of the project: the script runs itself inside
+``.venv-tflite`` at the checkout's root, which it creates on first use (``tensorflow-cpu`` 2.21
+and ``ai-edge-litert``; about 1.6 GB, 1.5 minutes with a warm pip cache). Tests never run
+TensorFlow: they use the committed files in ``tests/python/data/tflite/`` (the ``test`` set,
+about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-dev.txt).
+
+Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
+visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
+Keras' MobileNetV2 (alpha 0.35) at 96x96. ``extra`` holds larger or broader models for local
+validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
+(hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
+(concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
+hard-swish, leaky ReLU, softmax, mean, mul, sub, max pooling). A model of your own: add a
+builder to ``MODELS`` (a function of ``keras`` and the batch size returning a Keras model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv-tflite"
+DEFAULT_OUT = ROOT / "tests" / "python" / "data" / "tflite"
+# The reference environment: TensorFlow makes the models, LiteRT runs them.
+REQUIREMENTS = ("tensorflow-cpu==2.21.0", "ai-edge-litert==2.3.0")
+CALIBRATION_SAMPLES = 32
+
+
+def ensure_venv(venv: Path = VENV) -> Path:
+    """The reference venv's python, created with REQUIREMENTS when it is missing or stale."""
+    python = venv / "bin" / "python"
+    probe = "import importlib.metadata as m; print(m.version('tensorflow-cpu'))"
+    if python.exists():
+        found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+        if found.returncode == 0 and f"tensorflow-cpu=={found.stdout.strip()}" in REQUIREMENTS:
+            return python
+    print(f"creating {venv} with {', '.join(REQUIREMENTS)}", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *REQUIREMENTS], check=True)
+    return python
+
+
+# ---- model builders: (keras, batch_size) -> keras.Model ----------------------------------------
+
+
+def _conv_bn_relu(keras: Any, x: Any, filters: int, kernel: Any, strides: Any = 1) -> Any:
+    x = keras.layers.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False)(x)
+    x = keras.layers.BatchNormalization()(x)
+    return keras.layers.Activation("relu")(x)
+
+
+def _depthwise_separable(keras: Any, x: Any, filters: int, strides: int = 1) -> Any:
+    x = keras.layers.DepthwiseConv2D(3, strides=strides, padding="same", use_bias=False)(x)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.Activation("relu")(x)
+    return _conv_bn_relu(keras, x, filters, 1)
+
+
+def kws_dscnn(keras: Any, batch: int | None) -> Any:
+    """MLPerf Tiny keyword spotting: DS-CNN on 49x10 MFCC features, 12 classes."""
+    inputs = keras.Input((49, 10, 1), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 64, (10, 4), strides=(2, 2))
+    for _ in range(4):
+        x = _depthwise_separable(keras, x, 64)
+    x = keras.layers.AveragePooling2D(pool_size=(25, 5))(x)
+    x = keras.layers.Flatten()(x)
+    outputs = keras.layers.Dense(12, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="kws_dscnn")
+
+
+def vww_mobilenet_v1(keras: Any, batch: int | None) -> Any:
+    """MLPerf Tiny visual wake words: MobileNetV1 alpha 0.25 on 96x96 RGB, 2 classes."""
+    inputs = keras.Input((96, 96, 3), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 8, 3, strides=2)
+    for filters, strides in [(16, 1), (32, 2), (32, 1), (64, 2), (64, 1), (128, 2)]:
+        x = _depthwise_separable(keras, x, filters, strides)
+    for _ in range(5):
+        x = _depthwise_separable(keras, x, 128)
+    x = _depthwise_separable(keras, x, 256, 2)
+    x = _depthwise_separable(keras, x, 256)
+    x = keras.layers.AveragePooling2D(pool_size=x.shape[1:3])(x)
+    x = keras.layers.Flatten()(x)
+    outputs = keras.layers.Dense(2, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="vww_mobilenet_v1")
+
+
+def ic_resnet8(keras: Any, batch: int | None) -> Any:
+    """MLPerf Tiny image classification: ResNet-8 on 32x32 CIFAR-10 images, 10 classes."""
+    inputs = keras.Input((32, 32, 3), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 16, 3)
+    for filters, strides in [(16, 1), (32, 2), (64, 2)]:
+        y = _conv_bn_relu(keras, x, filters, 3, strides)
+        y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(y)
+        y = keras.layers.BatchNormalization()(y)
+        if strides != 1:
+            x = keras.layers.Conv2D(filters, 1, strides=strides, padding="same")(x)
+        x = keras.layers.Activation("relu")(keras.layers.Add()([x, y]))
+    x = keras.layers.AveragePooling2D(pool_size=8)(x)
+    x = keras.layers.Flatten()(x)
+    outputs = keras.layers.Dense(10, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="ic_resnet8")
+
+
+def ad_autoencoder(keras: Any, batch: int | None) -> Any:
+    """MLPerf Tiny anomaly detection: FC autoencoder 640 -> 128x4 -> 8 -> 128x4 -> 640."""
+    inputs = keras.Input((640,), batch_size=batch)
+    x = inputs
+    for units in [128, 128, 128, 128, 8, 128, 128, 128, 128]:
+        x = keras.layers.Dense(units)(x)
+        x = keras.layers.BatchNormalization()(x)
+        x = keras.layers.Activation("relu")(x)
+    outputs = keras.layers.Dense(640)(x)
+    return keras.Model(inputs, outputs, name="ad_autoencoder")
+
+
+def _application(name: str, shape: tuple[int, ...], **options: Any) -> Callable[..., Any]:
+    """A keras.applications model with random weights and a fixed or open batch."""
+
+    def build(keras: Any, batch: int | None) -> Any:
+        inputs = keras.Input(shape, batch_size=batch)
+        return getattr(keras.applications, name)(
+            input_tensor=inputs, weights=None, classes=10, **options
+        )
+
+    build.__doc__ = f"keras.applications.{name} at {'x'.join(map(str, shape))}, {options}"
+    return build
+
+
+def op_mix(keras: Any, batch: int | None) -> Any:
+    """Ops int8 CNNs use besides conv / depthwise / dense: concat of differently scaled
+    branches, pad, resize, logistic, tanh, hard-swish, leaky ReLU, mul, sub, mean, softmax."""
+    layers = keras.layers
+    inputs = keras.Input((24, 24, 3), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 16, 3, strides=2)  # 12x12
+    wide = layers.Conv2D(8, 1)(x)  # an unbounded branch: a larger scale than the gated ones
+    gated = layers.Activation("sigmoid")(layers.Conv2D(8, 1)(x))
+    squashed = layers.Activation("tanh")(layers.Conv2D(8, 1)(x))
+    swished = layers.Activation("hard_swish")(layers.Conv2D(8, 1)(x))
+    leaky = layers.LeakyReLU(negative_slope=0.1)(layers.Conv2D(8, 1)(x))
+    x = layers.Concatenate()([wide, gated, squashed, swished, leaky])  # 40 channels
+    x = layers.Multiply()([x, layers.Activation("sigmoid")(x)])
+    x = layers.ZeroPadding2D(((1, 0), (0, 1)))(x)  # 13x13
+    x = layers.MaxPooling2D(2, padding="same")(x)  # 7x7
+    up = layers.UpSampling2D(2, interpolation="bilinear")(x)
+    near = layers.UpSampling2D(2, interpolation="nearest")(x)
+    x = layers.Subtract()([up, near])
+    squeeze = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    x = layers.Multiply()([x, layers.Activation("sigmoid")(layers.Conv2D(40, 1)(squeeze))])
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(10, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="op_mix")
+
+
+MODELS: dict[str, Callable[[Any, int | None], Any]] = {
+    "kws_dscnn": kws_dscnn,
+    "vww_mobilenet_v1": vww_mobilenet_v1,
+    "ic_resnet8": ic_resnet8,
+    "ad_autoencoder": ad_autoencoder,
+    "mobilenet_v2_035_96": _application("MobileNetV2", (96, 96, 3), alpha=0.35),
+    "mobilenet_v2": _application("MobileNetV2", (224, 224, 3)),
+    "efficientnet_b0": _application("EfficientNetB0", (224, 224, 3)),
+    "mobilenet_v3_small": _application(
+        "MobileNetV3Small", (224, 224, 3), include_preprocessing=False
+    ),
+    "op_mix": op_mix,
+}
+SETS = {
+    "test": [
+        "kws_dscnn",
+        "vww_mobilenet_v1",
+        "ic_resnet8",
+        "ad_autoencoder",
+        "mobilenet_v2_035_96",
+    ],
+    "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
+}
+
+
+# ---- conversion (runs inside the reference venv) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Made:
+    name: str
+    path: Path
+    bytes: int
+    input_shape: list[int]
+
+
+def _randomize_batch_norm(keras: Any, model: Any, seed: int) -> None:
+    """Trained-looking batch-norm statistics, so the converter's folding is exercised."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            gamma, beta, mean, variance = layer.get_weights()
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, gamma.shape).astype("float32"),
+                    rng.normal(0.0, 0.1, beta.shape).astype("float32"),
+                    rng.normal(0.0, 0.1, mean.shape).astype("float32"),
+                    rng.uniform(0.5, 1.5, variance.shape).astype("float32"),
+                ]
+            )
+
+
+def build(name: str, batch: int | None, seed: int) -> Any:
+    """MODELS[name] with weights drawn from `seed` (the same for either batch)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = MODELS[name](keras, batch)
+    _randomize_batch_norm(keras, model, seed)
+    return model
+
+
+def convert_int8(model: Any, calibration: Any) -> bytes:
+    """Full-integer int8 conversion with int8 input and output (TFLite's PTQ recipe)."""
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([sample] for sample in calibration)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    with contextlib.redirect_stdout(io.StringIO()):  # Keras lists the traced signature
+        return converter.convert()
+
+
+def make(name: str, out: Path, seed: int) -> list[Made]:
+    """NAME.tflite (batch 1) and NAME_open_batch.tflite, one set of weights and calibration."""
+    import numpy as np
+
+    made = []
+    for batch, suffix in [(1, ""), (None, "_open_batch")]:
+        model = build(name, batch, seed)
+        shape = [int(d) for d in model.inputs[0].shape[1:]]
+        rng = np.random.default_rng(seed)
+        calibration = rng.standard_normal((CALIBRATION_SAMPLES, 1, *shape)).astype("float32")
+        path = out / f"{name}{suffix}.tflite"
+        path.write_bytes(convert_int8(model, calibration))
+        made.append(Made(path.stem, path, path.stat().st_size, [batch or -1, *shape]))
+        print(f"{path}: {made[-1].bytes:,} bytes", flush=True)
+    return made
+
+
+def write_manifest(out: Path, made: list[Made], seed: int) -> None:
+    """MANIFEST.json: how the files were made (versions, seed, command)."""
+    import tensorflow as tf
+
+    manifest_path = out / "MANIFEST.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest.update(
+        {
+            "made_by": "tools/make_tflite_models.py",
+            "tensorflow": tf.__version__,
+            "seed": seed,
+            "calibration": f"{CALIBRATION_SAMPLES} standard normal samples from the seed",
+        }
+    )
+    models = manifest.setdefault("models", {})
+    for item in made:
+        models[item.name] = {"input_shape": item.input_shape, "bytes": item.bytes}
+    manifest["models"] = dict(sorted(models.items()))
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--set", choices=sorted(SETS), default="test")
+    parser.add_argument("--only", nargs="*", help="these models (any of --list) instead of a set")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    args = parser.parse_args()
+    if args.list:
+        for name, builder in MODELS.items():
+            sets = [s for s, names in SETS.items() if name in names]
+            print(f"{name:<22} [{', '.join(sets)}] {(builder.__doc__ or '').splitlines()[0]}")
+        return 0
+    names = args.only or SETS[args.set]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown models {unknown}; --list shows them")
+    if Path(sys.prefix).resolve() != VENV.resolve():
+        python = ensure_venv()
+        return subprocess.run([str(python), __file__, *sys.argv[1:]]).returncode
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args.out.mkdir(parents=True, exist_ok=True)
+    made = [item for name in names for item in make(name, args.out.resolve(), args.seed)]
+    write_manifest(args.out, made, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
