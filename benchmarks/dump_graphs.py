@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import example_npu
-from example_npu import codegen
+from example_npu.codegen import graph as codegen
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_ops  # noqa: E402

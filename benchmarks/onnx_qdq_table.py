@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python")
 import bench_models  # noqa: E402
 import onnx  # noqa: E402
 import torch  # noqa: E402
-from example_npu.report import partition_with_report  # noqa: E402
+from example_npu.partition.report import partition_with_report  # noqa: E402
 from onnxruntime.quantization import QuantType  # noqa: E402
 from spec_models import npu_ops  # noqa: E402
 from test_onnx_qdq_models import CNNS, compare_with_onnxruntime, export_float, quantized  # noqa: E402

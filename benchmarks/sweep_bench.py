@@ -18,7 +18,7 @@ import os
 import time
 
 import example_npu
-from example_npu.models import resnet18
+from example_npu.frontend.builtin_models import resnet18
 
 GRID = {
     "l1_sram_kb": [64, 128, 256, 512, 1024],

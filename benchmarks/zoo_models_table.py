@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python")
 import example_npu  # noqa: E402
 import tvm  # noqa: E402
 import zoo_models  # noqa: E402
-from example_npu.report import partition_with_report  # noqa: E402
+from example_npu.partition.report import partition_with_report  # noqa: E402
 from tvm import relax  # noqa: E402
 
 HEADER = (

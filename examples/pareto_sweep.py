@@ -4,7 +4,7 @@
         [--csv pareto_sweep.csv] [--plot pareto_sweep.png]
 
 Sweeps L1 size, matrix-engine size, dataflow and power mode (60 configurations) of the NPU that
-runs ResNet-18 (224x224, batch norm folded, example_npu.models.resnet18) with
+runs ResNet-18 (224x224, batch norm folded, example_npu.frontend.builtin_models.resnet18) with
 ``example_npu.sweep``: every configuration is partitioned, compiled and put through the timing
 model, nothing is executed. Prints the Pareto front of latency against energy per inference and
 what L1 size does to DRAM traffic, and writes the rows as CSV and the front as a PNG. With
@@ -17,7 +17,7 @@ import argparse
 import time
 
 import example_npu
-from example_npu.models import resnet18
+from example_npu.frontend.builtin_models import resnet18
 
 GRID = {
     "l1_sram_kb": [64, 128, 256, 512, 1024],

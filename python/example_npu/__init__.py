@@ -14,16 +14,19 @@ from __future__ import annotations
 import tvm  # noqa: F401  # isort: skip
 
 from ._library import RegistrationConflictError
-from .checks import Verdict
+from .analysis import Profile, SweepResult, config_grid, estimate, profile, sweep
 from .codegen import CodegenError, example_npu_codegen
 from .config import InvalidConfigError, NPUConfig
-from .estimate import estimate
-from .partition import partition_for_npu
-from .profile import Profile, profile
-from .qdq_canonical import canonicalize_qdq
+from .frontend import ModelFileError, canonicalize, canonicalize_qdq, load_model
+from .partition import (
+    PartitionError,
+    PartitionReport,
+    Verdict,
+    partition_for_npu,
+    partition_with_report,
+)
 from .quantize import quantize_model
 from .registration import register
-from .sweep import SweepResult, config_grid, sweep
 
 __version__ = "0.1.0"
 
@@ -35,17 +38,23 @@ __all__ = [
     "BUILD_CONFIG",
     "CodegenError",
     "InvalidConfigError",
+    "ModelFileError",
     "NPUConfig",
+    "PartitionError",
+    "PartitionReport",
     "Profile",
     "REGISTERED_PATTERNS",
     "RegistrationConflictError",
     "SweepResult",
     "Verdict",
+    "canonicalize",
     "canonicalize_qdq",
     "config_grid",
     "estimate",
     "example_npu_codegen",
+    "load_model",
     "partition_for_npu",
+    "partition_with_report",
     "profile",
     "quantize_model",
     "sweep",

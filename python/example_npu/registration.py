@@ -22,11 +22,10 @@ from dataclasses import dataclass
 
 # Upstream's pattern file (shipped in the TVM wheel) registers placeholder-check patterns under
 # our names on import. Importing it first makes any later import a no-op, and
-# patterns.register() then replaces its rows with ours.
+# table.register() then replaces its rows with ours.
 import tvm.relax.backend.contrib.example_npu  # noqa: F401
 import tvm_ffi
 
-from . import patterns
 from ._library import (
     RUNTIME_GLOBALS,
     RegistrationConflictError,
@@ -34,6 +33,7 @@ from ._library import (
     load_runtime_library,
 )
 from .codegen import example_npu_codegen
+from .partition import table
 
 CODEGEN_GLOBAL = "relax.ext.example_npu"
 
@@ -79,4 +79,4 @@ def _register_once() -> Registration:
     library = load_runtime_library() if with_runtime else None
     if with_codegen:
         tvm_ffi.register_global_func(CODEGEN_GLOBAL, example_npu_codegen)
-    return Registration(built, library, patterns.register())
+    return Registration(built, library, table.register())

@@ -35,8 +35,8 @@ import qdq_models  # noqa: E402
 import real_models  # noqa: E402
 import spec_models  # noqa: E402
 import test_qnn_glue  # noqa: E402
-from example_npu import codegen  # noqa: E402
-from example_npu.models import default_model  # noqa: E402
+from example_npu.codegen import graph as codegen  # noqa: E402
+from example_npu.frontend.builtin_models import default_model  # noqa: E402
 
 # Cases per (family, dtype) of the random suite always taken as seeds; later cases are taken
 # when they use a Relax op no earlier seed used.

@@ -1311,7 +1311,7 @@ def run_case(case: Case, config: Any = None) -> CaseResult:
     """Partitions (for `config`, default the spec's NPU), compiles and runs one case; problems
     lists every violated expectation."""
     # Imported here so `op_cases.py --help` needs no build; the tests import it anyway.
-    from example_npu.report import partition_with_report
+    from example_npu.partition.report import partition_with_report
 
     mod = case.build()
     inputs = case.inputs()

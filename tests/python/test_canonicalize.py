@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import pytest
 import tvm
-from example_npu.canonicalize import canonicalize
-from example_npu.report import partition_with_report
+from example_npu.frontend.canonicalize import canonicalize
+from example_npu.partition.report import partition_with_report
 from onnx import TensorProto, helper
 from tvm import relax
 from tvm.relax.frontend.onnx import from_onnx

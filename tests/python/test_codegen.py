@@ -7,7 +7,7 @@ import json
 import example_npu
 import pytest
 import tvm
-from example_npu.codegen import CodegenError, serialize_function
+from example_npu.codegen.graph import CodegenError, serialize_function
 from spec_models import SPEC_MODULES, MultipleOps, external_symbols
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix

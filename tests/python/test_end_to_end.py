@@ -160,7 +160,7 @@ def test_dense_linear_form_matches_tvm_cpu_build(x_shape):
 @pytest.mark.parametrize("op", [relax.op.nn.max_pool2d, relax.op.nn.avg_pool2d])
 def test_pool_window_that_fits_nowhere_stays_on_cpu_and_matches(op):
     """Relax infers an empty (1, 2, 3, 0) result; TVM builds it, so partitioning must not raise."""
-    from example_npu.report import partition_with_report
+    from example_npu.partition.report import partition_with_report
 
     x = relax.Var("x", relax.TensorType((1, 2, 3, 2), "float32"))
     bb = relax.BlockBuilder()

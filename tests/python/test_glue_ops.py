@@ -14,7 +14,7 @@ import example_npu
 import numpy as np
 import pytest
 import tvm
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from tvm import relax
 
 DTYPES = ("float32", "float16", "int8", "uint8", "int16")

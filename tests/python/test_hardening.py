@@ -15,7 +15,7 @@ import pytest
 import tvm
 from example_npu import InvalidConfigError, NPUConfig
 from example_npu.config import FIELD_RANGES
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from spec_models import external_symbols, run
 from tvm import relax
 

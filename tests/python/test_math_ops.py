@@ -13,7 +13,7 @@ from __future__ import annotations
 import example_npu  # noqa: F401  # registers patterns, codegen and runtime
 import numpy as np
 import pytest
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from test_glue_ops import module, offloaded_and_compared, run
 from tvm import relax
 

@@ -10,8 +10,8 @@ import pytest
 import tvm
 from example_npu import NPUConfig
 from example_npu.config import InvalidConfigError
-from example_npu.models import default_model
-from example_npu.report import partition_with_report
+from example_npu.frontend.builtin_models import default_model
+from example_npu.partition.report import partition_with_report
 from npu_models import add, conv3x3, conv_chain, gemm, inputs_for
 from spec_models import SPEC_MODULES, run
 from test_end_to_end import CpuBetweenRegions, _conv_bn_model

@@ -23,7 +23,7 @@ import onnxruntime as ort
 import pytest
 import real_models
 import tvm
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 from spec_models import npu_ops
 from tvm import relax

@@ -4,7 +4,7 @@ pattern file, in every import order, is tested in fresh processes by test_autolo
 from __future__ import annotations
 
 import example_npu
-from example_npu.patterns import PATTERN_TABLE, op_exists
+from example_npu.partition.table import PATTERN_TABLE, op_exists
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 
 SPEC_PATTERNS = {

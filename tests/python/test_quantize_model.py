@@ -14,9 +14,9 @@ import example_npu
 import numpy as np
 import pytest
 import tvm
+from example_npu.partition.report import partition_with_report
 from example_npu.quantize.calibrate import _RangeObserver
 from example_npu.quantize.scheme import activation_params, weight_params
-from example_npu.report import partition_with_report
 from spec_models import npu_ops
 from tvm import relax
 

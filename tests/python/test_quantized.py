@@ -264,7 +264,7 @@ def _qdq_elementwise(op_name: str):
 def test_quantized_add_pool_and_softmax_run_on_the_npu(op_name):
     """These run as dequantize -> float op -> quantize on the vector / pooling / activation units:
     every op of the chain is on the NPU and the int8 result is TVM's within 1 LSB."""
-    from example_npu.report import partition_with_report
+    from example_npu.partition.report import partition_with_report
 
     model = _qdq_elementwise(op_name)
     offloaded, report = partition_with_report(model)

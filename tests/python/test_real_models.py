@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import real_models
 import tvm
-from example_npu.partition import PartitionError, partition_for_npu
-from example_npu.report import partition_with_report
+from example_npu.partition.pipeline import PartitionError, partition_for_npu
+from example_npu.partition.report import partition_with_report
 from tvm import relax
 
 TOLERANCE = 1e-4
@@ -130,7 +130,7 @@ def test_a_leaking_match_is_reported_with_the_binding_not_a_tvm_check(monkeypatc
     """Without the leak check, FuseOpsByPattern builds the ill-formed module TVM then chokes on;
     partition_for_npu names the bindings and the pattern instead of a TVM internal check."""
     import onnx
-    from example_npu import checks
+    from example_npu.partition.checks import compute as checks
     from tvm.relax.frontend.onnx import from_onnx
 
     mod = from_onnx(onnx.load(str(REPRODUCER)), shape_dict={"input": [1, 3, 224, 224]})
@@ -144,7 +144,7 @@ def test_a_leaking_match_is_reported_with_the_binding_not_a_tvm_check(monkeypatc
 
 
 def test_a_tvm_internal_error_in_a_step_becomes_a_partition_error(monkeypatch):
-    from example_npu import partition
+    from example_npu.partition import pipeline as partition
 
     def failing(mod):
         raise tvm.error.InternalError("Check failed: (memo_.count(...)) is false")

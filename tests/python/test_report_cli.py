@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import example_npu  # noqa: F401
 from example_npu.cli import main
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from test_end_to_end import CpuBetweenRegions, Float64Matmul
 
 

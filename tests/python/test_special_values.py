@@ -13,7 +13,7 @@ import example_npu
 import numpy as np
 import pytest
 import tvm
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from qdq_models import qdq_module
 from tvm import relax
 

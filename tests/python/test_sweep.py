@@ -14,9 +14,9 @@ import example_npu
 import pytest
 import tvm
 from example_npu import NPUConfig, sweep
-from example_npu.models import resnet18
-from example_npu.portable import ModelSnapshot
-from example_npu.report import partition_with_report
+from example_npu.analysis.portable import ModelSnapshot
+from example_npu.frontend.builtin_models import resnet18
+from example_npu.partition.report import partition_with_report
 from npu_models import conv_chain
 from test_npu_model import _softmax_module
 
@@ -117,7 +117,9 @@ def test_csv_and_plot(local_result, tmp_path):
 def test_process_pool_equals_one_process(small_resnet, local_result, monkeypatch):
     """The default local pool: spawned workers rebuild the model from its snapshot."""
     # example_npu.sweep is the function; the module holds the threshold.
-    monkeypatch.setattr(importlib.import_module("example_npu.sweep"), "_POOL_PAYS_OFF_SECONDS", 0.0)
+    monkeypatch.setattr(
+        importlib.import_module("example_npu.analysis.sweep"), "_POOL_PAYS_OFF_SECONDS", 0.0
+    )
     assert sweep(small_resnet, GRID).rows == local_result.rows
 
 

@@ -15,7 +15,7 @@ import threading
 import example_npu
 import numpy as np
 import tvm
-from example_npu.models import default_model
+from example_npu.frontend.builtin_models import default_model
 from spec_models import MatmulReLU
 from tvm import relax
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tvm
 import zoo_models
-from example_npu.report import partition_with_report
+from example_npu.partition.report import partition_with_report
 from tvm import relax
 
 TOLERANCE = 1e-4

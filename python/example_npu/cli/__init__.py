@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from ..config import InvalidConfigError
-from ..model_file import ModelFileError
+from ..frontend.model_file import ModelFileError
 from . import compile_model, demo, profile_model, sweep_model
 from .common import UsageError
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..config import InvalidConfigError, NPUConfig
-from ..model_file import LoadedModel, load_model, parse_input_shape
+from ..frontend.model_file import LoadedModel, load_model, parse_input_shape
 
 
 class UsageError(Exception):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import tvm
 
-from ..report import partition_with_report
+from ..partition.report import partition_with_report
 from .common import (
     UsageError,
     add_model_arguments,

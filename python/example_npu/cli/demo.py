@@ -10,10 +10,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ..analysis.profile import profile
 from ..config import POWER_MODES, NPUConfig
-from ..models import default_model
-from ..profile import profile
-from ..report import partition_with_report
+from ..frontend.builtin_models import default_model
+from ..partition.report import partition_with_report
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

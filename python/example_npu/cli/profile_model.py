@@ -10,9 +10,9 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ..profile import Profile, run_and_profile
-from ..report import partition_with_report
-from ..summary import layer_rows, network_summary, summary_text, write_layers_csv
+from ..analysis.profile import Profile, run_and_profile
+from ..analysis.summary import layer_rows, network_summary, summary_text, write_layers_csv
+from ..partition.report import partition_with_report
 from .common import (
     UsageError,
     add_model_arguments,

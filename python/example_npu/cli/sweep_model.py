@@ -9,9 +9,9 @@ from pathlib import Path
 
 import tvm
 
+from ..analysis.sweep import config_grid, sweep
 from ..config import NPUConfig
-from ..models import default_model, resnet18
-from ..sweep import config_grid, sweep
+from ..frontend.builtin_models import default_model, resnet18
 from .common import UsageError, load_config, load_model_from_args
 
 # Built-in models the sweep takes by name instead of a file.

@@ -17,20 +17,10 @@ import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .checks import (
-    ACCEPT,
-    NPU_DTYPES,
-    Verdict,
-    check_dtypes,
-    check_static_shapes,
-    current_config,
-    first_failure,
-    op_name,
-    reject,
-    tensor_dtype,
-    tensor_shape,
-)
-from .config import dtype_bytes
+from ...config import dtype_bytes
+from ...relax_types import op_name, tensor_dtype, tensor_shape
+from ..verdict import ACCEPT, Verdict, current_config, first_failure, reject
+from .compute import NPU_DTYPES, check_dtypes, check_static_shapes
 
 
 def _tensors(call: relax.Call) -> list[Any]:

@@ -26,7 +26,7 @@ the original computes, including NaN and infinities.
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
 
-Then, on the result, the QDQ rewrites of :func:`example_npu.qdq_canonical.canonicalize_qdq`
+Then, on the result, the QDQ rewrites of :func:`example_npu.frontend.qdq.canonicalize_qdq`
 (own dequantize per consumer, quantize above shape ops, elementwise islands as tables, long
 concatenations nested). They come second because they read the ops the first stage produces
 (an ONNX ``Clip`` between dequantize and quantize is a ``maximum`` / ``minimum`` only then).
@@ -43,8 +43,8 @@ from tvm import relax
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from .checks import static_shape
-from .qdq_canonical import canonicalize_qdq
+from ..relax_types import static_shape
+from .qdq import canonicalize_qdq
 
 FOLD_MAX_ELEMENTS = 64
 # Index tensors (int64 / bool) folded up to this size: an exported as_strided's gather indices.

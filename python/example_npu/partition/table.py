@@ -18,8 +18,10 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, registe
 from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, is_tuple, wildcard
 from tvm.relax.transform import PatternCheckContext
 
-from . import checks, checks_glue, checks_qnn, patterns_qnn
-from .checks import Verdict
+from ..frontend.qdq import MAX_CONCAT_INPUTS
+from . import quantized_patterns, verdict
+from .checks import compute, glue, quantized
+from .verdict import Verdict
 
 PREFIX = "example_npu"
 
@@ -50,22 +52,22 @@ class PatternRow:
             return self._check(context, root)
         except Exception as err:  # noqa: BLE001  # a check bug must not break partitioning
             reason = f"the {self.name} support check failed ({type(err).__name__}: {err})"
-            return checks.explain(root, checks.reject(reason))
+            return verdict.explain(root, verdict.reject(reason))
 
     def _check(self, context: PatternCheckContext, root: Any) -> bool:
-        if not checks.explain(root, checks.check_no_leaking_intermediates(context)):
+        if not verdict.explain(root, compute.check_no_leaking_intermediates(context)):
             return False
         for annotation, call_check in self.call_checks:
             call = context.annotated_expr[annotation]
-            if not checks.explain(call, call_check(call)):
+            if not verdict.explain(call, call_check(call)):
                 return False
         # Every row, including rows without call checks (the quantized chains).
         for call in context.annotated_expr.values():
             if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op):
-                if not checks.explain(call, checks.check_empty_operands(call)):
+                if not verdict.explain(call, compute.check_empty_operands(call)):
                     return False
         if self.region_check is not None:
-            return checks.explain(root, self.region_check(context.annotated_expr))
+            return verdict.explain(root, self.region_check(context.annotated_expr))
         return True
 
 
@@ -126,14 +128,14 @@ def _safe_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
 
 _PRODUCER_OPS = {"conv2d": "relax.nn.conv2d", "matmul": "relax.matmul", "dense": "relax.matmul"}
 _PRODUCER_CHECKS = {
-    "conv2d": checks.check_conv,
-    "matmul": checks.check_matmul,
-    "dense": checks.check_matmul,
+    "conv2d": compute.check_conv,
+    "matmul": compute.check_matmul,
+    "dense": compute.check_matmul,
 }
 _ACTIVATIONS = {
-    "relu": ("relax.nn.relu", 0, checks.check_elementwise),
-    "relu6": ("relax.clip", 2, checks.check_relu6),
-    "gelu": ("relax.nn.gelu", 0, checks.check_elementwise),
+    "relu": ("relax.nn.relu", 0, compute.check_elementwise),
+    "relu6": ("relax.clip", 2, compute.check_relu6),
+    "gelu": ("relax.nn.gelu", 0, compute.check_elementwise),
 }
 
 
@@ -189,14 +191,14 @@ def _chain_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
     name = producer + ("_bias" if bias else "") + (f"_{activation}" if activation else "")
     call_checks: list[tuple[str, CallCheck]] = [("producer", _PRODUCER_CHECKS[producer])]
     if producer == "dense":
-        call_checks.append(("transpose", checks.check_elementwise))
+        call_checks.append(("transpose", compute.check_elementwise))
     if bias:
-        call_checks.append(("add", checks.check_elementwise))
+        call_checks.append(("add", compute.check_elementwise))
     if activation is not None:
         call_checks.append(("activation", _ACTIVATIONS[activation][2]))
     if bias or activation:
         name += "_fused"
-    region_check = checks.check_bias_keeps_shape if bias else None
+    region_check = compute.check_bias_keeps_shape if bias else None
     return PatternRow(
         name, _chain(producer, bias, activation), tuple(call_checks), region_check=region_check
     )
@@ -208,8 +210,8 @@ def _qnn_bias() -> DFPattern:
 
 
 _QNN_ACTIVATIONS = {
-    "relu": ("relax.nn.relu", 0, checks.check_elementwise),
-    "clip": ("relax.clip", 2, checks_qnn.check_clip_bounds),
+    "relu": ("relax.nn.relu", 0, compute.check_elementwise),
+    "clip": ("relax.clip", 2, quantized.check_clip_bounds),
 }
 
 
@@ -242,14 +244,14 @@ def _qnn_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
         name,
         _qnn_chain(producer, bias, activation),
         call_checks,
-        region_check=checks_qnn.check_qnn_region,
+        region_check=quantized.check_qnn_region,
     )
 
 
 def _island_row(
     name: str, build: PatternBuilder, region_check: Callable[[Mapping[str, Any]], Verdict]
 ) -> PatternRow:
-    """A QDQ island around a glue op (patterns_qnn.py): one integer NPU op."""
+    """A QDQ island around a glue op (quantized_patterns.py): one integer NPU op."""
     return PatternRow(name, build, (), region_check=region_check)
 
 
@@ -274,94 +276,95 @@ _DATA_MOVEMENT = (
 
 
 _QNN_GLUE_ROWS: tuple[PatternRow, ...] = (
-    _row("qnn_lut", patterns_qnn.lookup_table, checks_qnn.check_lookup_table, "relax.take"),
+    _row("qnn_lut", quantized_patterns.lookup_table, quantized.check_lookup_table, "relax.take"),
     *[
         _island_row(
             "qnn_requantize" + (f"_{act}" if act else ""),
-            patterns_qnn.requantize(act),
-            checks_qnn.check_requantize_region,
+            quantized_patterns.requantize(act),
+            quantized.check_requantize_region,
         )
         for act in (None, "relu", "clip")
     ],
     *[
         _island_row(
             f"qnn_{name}" + (f"_{act}" if act else ""),
-            patterns_qnn.binary(f"relax.{name}", act),
-            checks_qnn.check_binary_region,
+            quantized_patterns.binary(f"relax.{name}", act),
+            quantized.check_binary_region,
         )
         for name in ("add", "multiply")
         for act in (None, "relu", "clip")
     ],
     *[
-        _island_row(f"qnn_{op}", patterns_qnn.unary(f"relax.nn.{op}"), checks_qnn.check_pool_region)
+        _island_row(
+            f"qnn_{op}", quantized_patterns.unary(f"relax.nn.{op}"), quantized.check_pool_region
+        )
         for op in ("max_pool2d", "avg_pool2d")
     ],
-    _island_row("qnn_mean", patterns_qnn.unary("relax.mean"), checks_qnn.check_mean_region),
+    _island_row("qnn_mean", quantized_patterns.unary("relax.mean"), quantized.check_mean_region),
     _island_row(
-        "qnn_softmax", patterns_qnn.unary("relax.nn.softmax"), checks_qnn.check_softmax_region
+        "qnn_softmax", quantized_patterns.unary("relax.nn.softmax"), quantized.check_softmax_region
     ),
     *[
-        _island_row(f"qnn_concat{n}", patterns_qnn.concat(n), checks_qnn.check_concat_region)
-        for n in range(2, patterns_qnn.MAX_CONCAT_INPUTS + 1)
+        _island_row(f"qnn_concat{n}", quantized_patterns.concat(n), quantized.check_concat_region)
+        for n in range(2, MAX_CONCAT_INPUTS + 1)
     ],
 )
 
 
 PATTERN_TABLE: tuple[PatternRow, ...] = (
     # Data movement: views and DMA copies, any NPU dtype.
-    *[
-        _row(op, _with_args(f"relax.{op}"), checks_glue.check_data_movement)
-        for op in _DATA_MOVEMENT
-    ],
-    _row("concat", _concat, checks_glue.check_data_movement),
-    _row("strided_slice", _with_args("relax.strided_slice"), checks_glue.check_strided_slice),
-    _row("take", _with_args("relax.take"), checks_glue.check_take),
+    *[_row(op, _with_args(f"relax.{op}"), glue.check_data_movement) for op in _DATA_MOVEMENT],
+    _row("concat", _concat, glue.check_data_movement),
+    _row("strided_slice", _with_args("relax.strided_slice"), glue.check_strided_slice),
+    _row("take", _with_args("relax.take"), glue.check_take),
     # Reductions and normalisation.
-    _row("mean", _unary("relax.mean"), checks_glue.check_mean),
+    _row("mean", _unary("relax.mean"), glue.check_mean),
     _row(
         "adaptive_avg_pool2d",
         _unary("relax.nn.adaptive_avg_pool2d"),
-        checks_glue.check_adaptive_avg_pool2d,
+        glue.check_adaptive_avg_pool2d,
     ),
-    _row("layer_norm", _unary("relax.nn.layer_norm", extra_args=2), checks_glue.check_layer_norm),
-    _row("max_pool1d", _unary("relax.nn.max_pool1d"), checks.check_pool),
-    _row("avg_pool1d", _unary("relax.nn.avg_pool1d"), checks.check_pool),
-    _row("quantize", _unary("relax.quantize", extra_args=2), checks_qnn.check_quantize),
-    _row("dequantize", _unary("relax.dequantize", extra_args=2), checks_qnn.check_dequantize),
-    _row("add", _binary("relax.add"), checks.check_elementwise),
-    _row("subtract", _binary("relax.subtract"), checks.check_elementwise),
-    _row("multiply", _binary("relax.multiply"), checks.check_elementwise),
-    _row("divide", _binary("relax.divide"), checks.check_elementwise),
-    _row("maximum", _binary("relax.maximum"), checks.check_elementwise),
-    _row("minimum", _binary("relax.minimum"), checks.check_elementwise),
-    _row("relu", _unary("relax.nn.relu"), checks.check_elementwise),
-    _row("silu", _unary("relax.nn.silu"), checks.check_elementwise, "relax.nn.silu"),
-    _row("clip", _unary("relax.clip", extra_args=2), checks_glue.check_clip, "relax.clip"),
-    _row("relu6", _unary("relax.clip", extra_args=2), checks.check_relu6, "relax.clip"),
-    _row("gelu", _unary("relax.nn.gelu"), checks.check_elementwise),
-    _row("gelu_tanh", _unary("relax.nn.gelu_tanh"), checks.check_elementwise, "relax.nn.gelu_tanh"),
-    _row("sigmoid", _unary("relax.sigmoid"), checks.check_elementwise, "relax.sigmoid"),
-    _row("tanh", _unary("relax.tanh"), checks.check_elementwise, "relax.tanh"),
+    _row("layer_norm", _unary("relax.nn.layer_norm", extra_args=2), glue.check_layer_norm),
+    _row("max_pool1d", _unary("relax.nn.max_pool1d"), compute.check_pool),
+    _row("avg_pool1d", _unary("relax.nn.avg_pool1d"), compute.check_pool),
+    _row("quantize", _unary("relax.quantize", extra_args=2), quantized.check_quantize),
+    _row("dequantize", _unary("relax.dequantize", extra_args=2), quantized.check_dequantize),
+    _row("add", _binary("relax.add"), compute.check_elementwise),
+    _row("subtract", _binary("relax.subtract"), compute.check_elementwise),
+    _row("multiply", _binary("relax.multiply"), compute.check_elementwise),
+    _row("divide", _binary("relax.divide"), compute.check_elementwise),
+    _row("maximum", _binary("relax.maximum"), compute.check_elementwise),
+    _row("minimum", _binary("relax.minimum"), compute.check_elementwise),
+    _row("relu", _unary("relax.nn.relu"), compute.check_elementwise),
+    _row("silu", _unary("relax.nn.silu"), compute.check_elementwise, "relax.nn.silu"),
+    _row("clip", _unary("relax.clip", extra_args=2), glue.check_clip, "relax.clip"),
+    _row("relu6", _unary("relax.clip", extra_args=2), compute.check_relu6, "relax.clip"),
+    _row("gelu", _unary("relax.nn.gelu"), compute.check_elementwise),
+    _row(
+        "gelu_tanh", _unary("relax.nn.gelu_tanh"), compute.check_elementwise, "relax.nn.gelu_tanh"
+    ),
+    _row("sigmoid", _unary("relax.sigmoid"), compute.check_elementwise, "relax.sigmoid"),
+    _row("tanh", _unary("relax.tanh"), compute.check_elementwise, "relax.tanh"),
     *[
-        _row(op, _unary(f"relax.{op}"), checks.check_elementwise, f"relax.{op}")
+        _row(op, _unary(f"relax.{op}"), compute.check_elementwise, f"relax.{op}")
         for op in _UNARY_MATH
     ],
-    _row("power", _binary("relax.power"), checks.check_elementwise, "relax.power"),
-    _row("softmax", _unary("relax.nn.softmax"), checks.check_softmax),
+    _row("power", _binary("relax.power"), compute.check_elementwise, "relax.power"),
+    _row("softmax", _unary("relax.nn.softmax"), compute.check_softmax),
     PatternRow(
         "safe_softmax",
         _safe_softmax,
-        (("softmax", checks.check_softmax),),
-        region_check=checks_glue.check_safe_softmax,
+        (("softmax", compute.check_softmax),),
+        region_check=glue.check_safe_softmax,
     ),
-    _row("batch_norm", _unary("relax.nn.batch_norm", extra_args=4), checks.check_batch_norm),
-    _row("max_pool2d", _unary("relax.nn.max_pool2d"), checks.check_pool),
-    _row("avg_pool2d", _unary("relax.nn.avg_pool2d"), checks.check_pool),
-    _row("matmul", _binary("relax.matmul"), checks.check_matmul),
+    _row("batch_norm", _unary("relax.nn.batch_norm", extra_args=4), compute.check_batch_norm),
+    _row("max_pool2d", _unary("relax.nn.max_pool2d"), compute.check_pool),
+    _row("avg_pool2d", _unary("relax.nn.avg_pool2d"), compute.check_pool),
+    _row("matmul", _binary("relax.matmul"), compute.check_matmul),
     _chain_row("dense", bias=False, activation=None),
-    _row("conv1d", _binary("relax.nn.conv1d"), checks.check_conv),
-    _row("conv2d", _binary("relax.nn.conv2d"), checks.check_conv),
-    _row("depthwise_conv2d", _binary("relax.nn.conv2d"), checks.check_depthwise),
+    _row("conv1d", _binary("relax.nn.conv1d"), compute.check_conv),
+    _row("conv2d", _binary("relax.nn.conv2d"), compute.check_conv),
+    _row("depthwise_conv2d", _binary("relax.nn.conv2d"), compute.check_depthwise),
     # Fused chains, longest last so they win over their prefixes.
     _chain_row("matmul", bias=False, activation="relu"),
     _chain_row("dense", bias=False, activation="relu"),

@@ -19,56 +19,16 @@ import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .codegen_glue import SAFE_SOFTMAX_COMPOSITE, lower_glue_op, lower_safe_softmax
-from .codegen_qnn import QNN_COMPOSITE_PREFIX, lower_qnn_composite, quantization_attrs
-from .config import NPUConfig
+from ..config import NPUConfig
+from .attrs import CodegenError, attrs_to_dict, scalar_arg, tensor_type
+from .glue import SAFE_SOFTMAX_COMPOSITE, lower_glue_op, lower_safe_softmax
+from .quantized import QNN_COMPOSITE_PREFIX, lower_qnn_composite, quantization_attrs
 
 CODEGEN_NAME = "example_npu"
 GRAPH_FORMAT_VERSION = 1
 
 # A value in the builder's environment: one node id, or a tuple of them (batch_norm's 3 outputs).
 _Value = int | tuple
-
-
-class CodegenError(ValueError):
-    """The partitioned function contains something the NPU graph format cannot express."""
-
-
-def _tensor_type(ty: Any, what: str) -> tuple[list[int], str]:
-    if isinstance(ty, tvm.ir.type.TupleType):
-        ty = ty.fields[0]
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        raise CodegenError(f"{what}: expected a tensor with a static shape, got {ty}")
-    try:
-        shape = [int(dim) for dim in ty.shape]
-    except TypeError as err:
-        raise CodegenError(f"{what}: shape {ty.shape} is not static") from err
-    return shape, str(ty.dtype)
-
-
-def _attr_value(value: Any) -> Any:
-    """Converts a Relax attribute field to plain JSON data."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (tvm_ffi.Array, list, tuple)):
-        return [_attr_value(item) for item in value]
-    if hasattr(value, "value") and isinstance(value.value, (int, float)):
-        return value.value  # IntImm / FloatImm
-    return str(value)  # DataType and string-like objects
-
-
-def _attrs_to_dict(attrs: Any) -> dict[str, Any]:
-    if attrs is None:
-        return {}
-    fields = type(attrs).__tvm_ffi_type_info__.fields
-    return {field.name: _attr_value(getattr(attrs, field.name)) for field in fields}
-
-
-def _scalar_arg(expr: Any, what: str) -> float:
-    value = getattr(expr, "value", None)
-    if isinstance(value, (int, float)):
-        return float(value)
-    raise CodegenError(f"{what}: expected a scalar literal, got {expr}")
 
 
 class _GraphBuilder:
@@ -88,7 +48,7 @@ class _GraphBuilder:
         env: dict[Any, Any] = {}
         arg_nodes = []
         for param in func.params:
-            shape, dtype = _tensor_type(param.ty, f"parameter {param.name}")
+            shape, dtype = tensor_type(param.ty, f"parameter {param.name}")
             node_id = self._add({"op": "input", "name": param.name, "shape": shape, "dtype": dtype})
             env[param] = node_id
             arg_nodes.append(node_id)
@@ -170,7 +130,7 @@ class _GraphBuilder:
 
     @staticmethod
     def tensor_type(ty: Any, what: str) -> tuple[list[int], str]:
-        return _tensor_type(ty, what)
+        return tensor_type(ty, what)
 
     def eval_tensor(self, expr: Any, env: dict[Any, Any], composite: str) -> int:
         value = self._eval(expr, env, composite)
@@ -183,7 +143,7 @@ class _GraphBuilder:
             raise CodegenError(f"{self.symbol}: constant has no name from RunCodegen")
         name = str(self.constant_names[const])
         if name not in self.const_ids:
-            shape, dtype = _tensor_type(const.ty, f"constant {name}")
+            shape, dtype = tensor_type(const.ty, f"constant {name}")
             self.const_ids[name] = self._add(
                 {"op": "const", "name": name, "shape": shape, "dtype": dtype}
             )
@@ -194,14 +154,14 @@ class _GraphBuilder:
         if glue is not None:
             return glue
         op_name = call.op.name.removeprefix("relax.")
-        attrs = _attrs_to_dict(call.attrs)
+        attrs = attrs_to_dict(call.attrs)
         if op_name in ("quantize", "dequantize"):
             attrs = quantization_attrs(self, call, env)
         tensor_args = call.args
         if op_name == "clip":
             attrs = {
-                "min": _scalar_arg(call.args[1], "clip min"),
-                "max": _scalar_arg(call.args[2], "clip max"),
+                "min": scalar_arg(call.args[1], "clip min"),
+                "max": scalar_arg(call.args[2], "clip max"),
             }
             tensor_args = call.args[:1]
         elif op_name in ("reshape", "quantize", "dequantize"):
@@ -212,7 +172,7 @@ class _GraphBuilder:
             if isinstance(value, tuple):
                 raise CodegenError(f"{self.symbol}: {op_name} takes a tuple argument")
             inputs.append(value)
-        shape, dtype = _tensor_type(call.ty, f"{op_name} result")
+        shape, dtype = tensor_type(call.ty, f"{op_name} result")
         node_id = self._add(
             {
                 "op": op_name,

@@ -8,105 +8,23 @@ accepts must be executed exactly by the C++ runtime; anything else must be rejec
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import tvm
 from tvm import relax
 from tvm.relax.backend.utils import has_leaking_intermediate_variables
 
-from .config import DEFAULT_CONFIG, NPUConfig, dtype_bytes
-
-logger = logging.getLogger("example_npu")
-
-# The NPU the checks plan for. The pattern registry is global, so the config of one partitioning
-# call reaches the checks through a context variable (per thread and task), like TVM's
-# PassContext; outside target_config() it is the default NPU.
-_TARGET_CONFIG: ContextVar[NPUConfig] = ContextVar(
-    "example_npu_target_config", default=DEFAULT_CONFIG
-)
-
-
-@contextlib.contextmanager
-def target_config(config: NPUConfig) -> Iterator[None]:
-    """Makes the checks decide what fits for ``config`` while the block runs."""
-    token = _TARGET_CONFIG.set(config)
-    try:
-        yield
-    finally:
-        _TARGET_CONFIG.reset(token)
-
-
-def current_config() -> NPUConfig:
-    """The NPUConfig the checks are planning for (see target_config)."""
-    return _TARGET_CONFIG.get()
-
+from ...config import dtype_bytes
+from ...relax_types import op_name, tensor_dtype, tensor_shape
+from ..verdict import ACCEPT, Verdict, current_config, first_failure, reject
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
 NPU_DTYPES = frozenset({"int8", "uint8", "int16", "float16", "float32"})
 # float16 runs on the float32 datapath with every op result rounded to float16; integers only
-# through the quantized ops (checks_qnn.py).
+# through the quantized ops (checks/quantized.py).
 EXECUTABLE_DTYPES = frozenset({"float32", "float16"})
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Outcome of a support check; ``reason`` says why an op stays on the CPU."""
-
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-ACCEPT = Verdict(True)
-
-
-def reject(reason: str) -> Verdict:
-    return Verdict(False, reason)
-
-
-def first_failure(verdicts: Iterable[Verdict]) -> Verdict:
-    """The first rejecting verdict, evaluated lazily, or ACCEPT."""
-    for verdict in verdicts:
-        if not verdict:
-            return verdict
-    return ACCEPT
-
-
-def static_shape(ty: Any) -> list[int] | None:
-    """Static shape of a tensor type, or None when unknown, symbolic or not a tensor."""
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    try:
-        return [int(dim) for dim in ty.shape]
-    except TypeError:
-        return None
-
-
-def tensor_shape(expr: Any) -> list[int] | None:
-    """Static shape of a tensor-typed expression (a tuple's first field), or None."""
-    ty = expr.ty
-    if isinstance(ty, tvm.ir.type.TupleType):
-        ty = ty.fields[0]
-    return static_shape(ty)
-
-
-def tensor_dtype(expr: Any) -> str:
-    ty = expr.ty
-    if isinstance(ty, tvm.ir.type.TupleType):
-        ty = ty.fields[0]
-    return str(ty.dtype) if isinstance(ty, relax.TensorType) else "unknown"
-
-
-def op_name(call: relax.Call) -> str:
-    return call.op.name.removeprefix("relax.")
 
 
 def check_static_shapes(call: relax.Call) -> Verdict:
@@ -126,7 +44,7 @@ def check_tensor_sizes(call: relax.Call, tensors: list[Any]) -> Verdict:
         shape = tensor_shape(tensor)
         if shape is not None:
             total += math.prod(shape) * dtype_bytes(tensor_dtype(tensor))
-    dram_bytes = _TARGET_CONFIG.get().dram_mb << 20
+    dram_bytes = current_config().dram_mb << 20
     if total > dram_bytes:
         name = op_name(call)
         return reject(f"{name}: its tensors need {total} bytes, more than the DRAM's {dram_bytes}")
@@ -331,7 +249,7 @@ def check_fits_on_chip(call: relax.Call, l1_bytes: int | None = None) -> Verdict
     times), and a convolution or pooling window must fit for one 16-channel vector, double
     buffered. The L1 is the one of the NPU being partitioned for (``target_config``).
     """
-    config = _TARGET_CONFIG.get()
+    config = current_config()
     l1_bytes = l1_bytes if l1_bytes is not None else config.l1_sram_bytes
     shape = tensor_shape(call.args[0])
     if shape is None:
@@ -363,10 +281,3 @@ def _window_taps(call: relax.Call) -> int:
     for extent in spatial:
         taps *= extent
     return taps
-
-
-def explain(call: relax.Call, verdict: Verdict) -> bool:
-    """Logs why a call stays on the CPU and returns the boolean FuseOpsByPattern expects."""
-    if not verdict:
-        logger.info("%s stays on the CPU: %s", op_name(call), verdict.reason)
-    return verdict.ok

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
-from .canonicalize import canonicalize
-from .checks import logger as checks_logger
-from .config import NPUConfig
-from .partition import partition_for_npu
+from ..config import NPUConfig
+from ..frontend.canonicalize import canonicalize
+from .pipeline import partition_for_npu
+from .verdict import logger as checks_logger
 
 # Relax calls that are plumbing (the NPU functions' calls), not compute a user would expect on
 # the NPU. A call_tir is compute: a frontend's own TIR function, counted by its name.

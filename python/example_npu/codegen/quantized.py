@@ -2,11 +2,11 @@
 
 ``dequantize(x_q) -> conv2d / matmul (+ bias) (+ relu / clip) -> quantize`` with a constant int8
 weight under ``dequantize`` is what ONNX QDQ models and ``quantize_model`` produce; so are the
-islands ``dequantize -> glue op -> quantize`` (patterns_qnn.py) and the lookup tables that
-``canonicalize_qdq`` makes. The pattern checks guarantee the shape of each; here its scales, zero
-points, bias and table are read from the constants and written as attributes of a ``qnn.*`` node
-whose inputs are the integer tensors (src/kernels/quantize.h and quantized_ops.h give the integer
-arithmetic the runtime performs).
+islands ``dequantize -> glue op -> quantize`` (partition/quantized_patterns.py) and the lookup
+tables that ``canonicalize_qdq`` makes. The pattern checks guarantee the shape of each; here its
+scales, zero points, bias and table are read from the constants and written as attributes of a
+``qnn.*`` node whose inputs are the integer tensors (src/kernels/quantize.h and quantized_ops.h
+give the integer arithmetic the runtime performs).
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 from tvm import relax
+
+from ..partition.checks.quantized import mean_pool_layout
+from .attrs import attrs_to_dict, tensor_type
 
 QNN_COMPOSITE_PREFIX = "example_npu.qnn_"
 
@@ -94,7 +97,6 @@ def lower_qnn_composite(
     name = composite.removeprefix(QNN_COMPOSITE_PREFIX)
     if not name.startswith(("conv2d", "matmul", "dense")):
         return _lower_island(builder, func, env, composite, name)
-    from .codegen import _attrs_to_dict, _tensor_type  # imported here: codegen imports us
 
     calls = _calls_by_op(func)
     producer_call = calls.get("nn.conv2d", calls.get("matmul"))[0]
@@ -109,7 +111,7 @@ def lower_qnn_composite(
     attrs: dict[str, Any] = {}
     if conv is not None:
         attrs = {
-            k: v for k, v in _attrs_to_dict(conv.attrs).items() if k not in _FLOAT_ATTRS_DROPPED
+            k: v for k, v in attrs_to_dict(conv.attrs).items() if k not in _FLOAT_ATTRS_DROPPED
         }
     attrs.update(
         **_quant_params(builder, x_dq, env, "input"),
@@ -131,7 +133,7 @@ def lower_qnn_composite(
     weight_input = builder.eval_tensor(w_dq.args[0], env, composite)
     if "permute_dims" in calls:  # the Linear form: the int8 weight is read transposed
         axes = calls["permute_dims"][0].attrs.axes
-        weight_shape, weight_dtype = _tensor_type(w_dq.args[0].ty, "weight")
+        weight_shape, weight_dtype = tensor_type(w_dq.args[0].ty, "weight")
         weight_input = builder.add_node(
             {
                 "op": "permute_dims",
@@ -143,7 +145,7 @@ def lower_qnn_composite(
                 "composite": composite,
             }
         )
-    shape, dtype = _tensor_type(quantize.ty, "quantized result")
+    shape, dtype = tensor_type(quantize.ty, "quantized result")
     return builder.add_node(
         {
             "op": "qnn.conv2d" if conv is not None else "qnn.matmul",
@@ -182,9 +184,8 @@ def _unwrap_reshape(func: relax.Function, expr: Any) -> Any:
 def _node(
     builder: Any, op: str, inputs: list[int], result: Any, attrs: dict, composite: str
 ) -> int:
-    from .codegen import _tensor_type  # imported here: codegen imports us
 
-    shape, dtype = _tensor_type(result.ty, f"{op} result")
+    shape, dtype = tensor_type(result.ty, f"{op} result")
     return builder.add_node(
         {
             "op": op,
@@ -207,9 +208,7 @@ def _lookup_table(builder: Any, take: relax.Call, env: dict[Any, Any]) -> dict:
 def _lower_island(
     builder: Any, func: relax.Function, env: dict[Any, Any], composite: str, name: str
 ) -> int:
-    """quantize(glue op(dequantize(...))) islands and lookup tables (patterns_qnn.py)."""
-    from .checks_qnn import mean_pool_layout  # imported here: codegen imports us
-    from .codegen import _attrs_to_dict
+    """quantize(glue op(dequantize(...))) islands and lookup tables (quantized_patterns.py)."""
 
     calls = _calls_by_op(func)
     if name == "lut":
@@ -251,7 +250,7 @@ def _lower_island(
         if name == "softmax":
             attrs["axis"] = int(glue.attrs.axis)
         elif name in ("max_pool2d", "avg_pool2d"):
-            attrs.update({k: v for k, v in _attrs_to_dict(glue.attrs).items() if k != "out_layout"})
+            attrs.update({k: v for k, v in attrs_to_dict(glue.attrs).items() if k != "out_layout"})
     inputs = [builder.eval_tensor(d.args[0], env, composite) for d in operands]
     if name == "mean":
         return _lower_mean(

@@ -24,7 +24,7 @@ from typing import Any
 
 from tvm import relax
 
-from .checks_glue import int_values, take_runs
+from ..partition.checks.glue import int_values, take_runs
 
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
 

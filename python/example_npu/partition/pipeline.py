@@ -9,10 +9,10 @@ from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
-from .canonicalize import canonicalize
-from .checks import target_config
-from .config import NPUConfig
-from .patterns import PREFIX
+from ..config import NPUConfig
+from ..frontend.canonicalize import canonicalize
+from .table import PREFIX
+from .verdict import target_config
 
 
 class PartitionError(ValueError):

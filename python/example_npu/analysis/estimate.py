@@ -15,8 +15,8 @@ from typing import Any
 import tvm
 from tvm import relax, tirx
 
-from .config import NPUConfig
-from .partition import partition_for_npu
+from ..config import NPUConfig
+from ..partition.pipeline import partition_for_npu
 from .profile import Profile, aggregate_profiles
 
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import tvm
 
-from .config import InvalidConfigError, NPUConfig
+from ..config import InvalidConfigError, NPUConfig
+from ..partition.report import partition_with_report
 from .estimate import bind_input_shapes, profile_partitioned
 from .portable import ModelSnapshot
-from .report import partition_with_report
 
 CONFIG_FIELDS = tuple(field.name for field in fields(NPUConfig))
 METRICS = (

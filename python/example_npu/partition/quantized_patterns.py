@@ -2,9 +2,9 @@
 
 onnxruntime's QDQ models and ``quantize_model`` put ``dequantize -> float op -> quantize`` around
 every op they quantize. Each builder here matches one such island whose float op the NPU computes
-in integer arithmetic; ``canonicalize_qdq`` (qdq_canonical.py) first gives every island its own
+in integer arithmetic; ``canonicalize_qdq`` (frontend/qdq.py) first gives every island its own
 ``dequantize`` nodes and turns elementwise islands of one 8-bit input into a ``take`` of a
-256-entry table. The pattern table (patterns.py) turns these builders into rows.
+256-entry table. The pattern table (table.py) turns these builders into rows.
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ from __future__ import annotations
 from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, is_tuple, wildcard
 
 Built = tuple[DFPattern, dict[str, DFPattern]]
-
-# Concatenations of 2 to this many quantized inputs match one qnn.concat row each; canonicalize_qdq
-# nests longer ones (exactly: the inner results are already on the output's quantization grid).
-MAX_CONCAT_INPUTS = 4
 
 
 def dequantized(name: str, annotations: dict[str, DFPattern]) -> DFPattern:

@@ -13,9 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .config import NPUConfig
+from ..config import NPUConfig
+from ..partition.report import PartitionReport
 from .profile import ENGINES, TIERS, Profile
-from .report import PartitionReport
 
 LAYER_COLUMNS = (
     "subgraph",

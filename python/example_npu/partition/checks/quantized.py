@@ -15,18 +15,10 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .checks import (
-    ACCEPT,
-    Verdict,
-    check_layouts,
-    check_pool,
-    check_softmax,
-    check_static_shapes,
-    first_failure,
-    reject,
-    tensor_dtype,
-)
-from .checks import tensor_shape as _shape
+from ...relax_types import tensor_dtype
+from ...relax_types import tensor_shape as _shape
+from ..verdict import ACCEPT, Verdict, first_failure, reject
+from .compute import check_layouts, check_pool, check_softmax, check_static_shapes
 
 ACTIVATION_DTYPES = ("int8", "uint8", "int16")
 # Lookup tables and softmax exponent tables cover 8-bit inputs only.
@@ -194,7 +186,7 @@ def check_quantize_of_region(call: relax.Call) -> Verdict:
     return _scalar_params(call)
 
 
-# ---- QDQ islands around the glue ops (patterns_qnn.py) ----------------------------------------
+# ---- QDQ islands around the glue ops (quantized_patterns.py) ----------------------------------
 
 _MIN_MULTIPLIER, _MAX_MULTIPLIER = 2.0**-31, 2.0**30
 

@@ -34,7 +34,11 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .patterns_qnn import MAX_CONCAT_INPUTS
+# Concatenations of 2 to this many quantized inputs are one qnn.concat each (the partition's
+# quantized patterns match them); longer ones are nested (exactly: the inner results are already
+# on the output's quantization grid).
+MAX_CONCAT_INPUTS = 4
+
 
 _SHAPE_OPS = frozenset(
     {"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims", "relax.flatten"}

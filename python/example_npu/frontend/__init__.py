@@ -1,0 +1,12 @@
+"""Frontend stage: model files -> Relax, then canonicalization into the forms the patterns match.
+
+``model_file.py`` reads ONNX and torch.export files with TVM's frontends; ``canonicalize.py``
+rewrites frontend idioms exactly (``canonicalize``); ``qdq.py`` does the same for quantized
+(QDQ) graphs (``canonicalize_qdq``); ``builtin_models.py`` holds the embedded demo models.
+"""
+
+from .canonicalize import canonicalize
+from .model_file import LoadedModel, ModelFileError, load_model
+from .qdq import canonicalize_qdq
+
+__all__ = ["LoadedModel", "ModelFileError", "canonicalize", "canonicalize_qdq", "load_model"]

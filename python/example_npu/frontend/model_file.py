@@ -1,0 +1,57 @@
+"""Model files -> Relax: ONNX (``.onnx``) and torch.export archives (``.pt2``).
+
+``load_model(path, input_shapes)`` reads the file with its own library (onnx / PyTorch),
+imports it with TVM's frontend (weights bound as constants), and returns a module whose ``main``
+has static input shapes: dimensions the file leaves open (an ONNX ``dim_param``, a
+``torch.export.Dim``) must be given in ``input_shapes``, keyed by the model's own input names.
+Every problem with the file or the shapes is a ``ModelFileError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from .onnx_reader import read_onnx
+from .pt2_reader import read_exported_program
+from .reader_common import LoadedModel, ModelFileError, ModelInput
+
+__all__ = ["LoadedModel", "ModelFileError", "ModelInput", "load_model", "parse_input_shape"]
+
+Reader = Callable[[Path, dict[str, Sequence[int]]], LoadedModel]
+# One reader per file suffix; each reads the file with its own library and TVM's frontend.
+_READERS: dict[str, Reader] = {
+    ".onnx": read_onnx,
+    ".pt2": read_exported_program,
+}
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME:1x3x224x224`` (or ``NAME:1,3,224,224``) -> (NAME, shape). The name may itself
+    contain ':' (``input:0``); the shape is what follows the last one."""
+    name, colon, dims = text.rpartition(":")
+    if not colon or not name or not dims:
+        raise ModelFileError(f"--input {text!r}: expected NAME:SHAPE, e.g. x:1x3x224x224")
+    parts = dims.replace(",", "x").split("x")
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise ModelFileError(
+            f"--input {text!r}: the shape must be positive integers separated by 'x', "
+            "e.g. x:1x3x224x224"
+        )
+    return name, tuple(int(part) for part in parts)
+
+
+def load_model(
+    path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None
+) -> LoadedModel:
+    """Reads ``path`` (by its suffix) and imports it into Relax with static input shapes."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelFileError(f"model file not found: {path}")
+    reader = _READERS.get(path.suffix.lower())
+    if reader is None:
+        raise ModelFileError(
+            f"{path}: unknown model format {path.suffix or '(no suffix)'!r}; expected one of "
+            f"{', '.join(sorted(_READERS))}"
+        )
+    return reader(path, dict(input_shapes or {}))
