@@ -27,6 +27,8 @@ bool IsElementwise(OpKind op) {
     case OpKind::kNegative:
     case OpKind::kPower:
     case OpKind::kBatchNorm:
+    case OpKind::kLeakyRelu:
+    case OpKind::kPrelu:
       return true;
     default:
       return false;

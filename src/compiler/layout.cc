@@ -18,6 +18,9 @@ bool IsSpatialAnchor(OpKind op) {
     case OpKind::kQnnConv2d:
     case OpKind::kQnnMaxPool2d:
     case OpKind::kQnnAvgPool2d:
+    case OpKind::kConv2dTranspose:
+    case OpKind::kResize2d:
+    case OpKind::kAdaptiveAvgPool2d:
       return true;
     default:
       return false;
@@ -37,6 +40,15 @@ bool IsNCHW(const Node& node) {
   }
   if (const auto* qnn_pool = std::get_if<QnnPoolAttrs>(&node.attrs)) {
     return qnn_pool->params.pool.layout == kernels::DataLayout::kNCHW;
+  }
+  if (const auto* transposed = std::get_if<ConvTransposeAttrs>(&node.attrs)) {
+    return transposed->params.data_layout == kernels::DataLayout::kNCHW;
+  }
+  if (const auto* resize = std::get_if<ResizeAttrs>(&node.attrs)) {
+    return resize->params.layout == kernels::DataLayout::kNCHW;
+  }
+  if (const auto* adaptive = std::get_if<AdaptivePoolAttrs>(&node.attrs)) {
+    return adaptive->params.layout == kernels::DataLayout::kNCHW;
   }
   return false;
 }

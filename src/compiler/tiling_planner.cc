@@ -219,13 +219,24 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kMean:
+    case OpKind::kSum:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kVariance:
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
+    case OpKind::kAdaptiveAvgPool2d:
     case OpKind::kQnnMaxPool2d:
     case OpKind::kQnnAvgPool2d:
       compute.engine = Engine::kPooling;
       break;
+    case OpKind::kConv2dTranspose:
+      compute.engine = Engine::kMatrix;
+      break;
     case OpKind::kQnnLut:
     case OpKind::kQnnSoftmax:
     case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
     case OpKind::kSigmoid:
     case OpKind::kTanh:
     case OpKind::kGelu:
@@ -334,7 +345,9 @@ class ElementwiseRule : public OutputTiler {
     const Node& anchor = Anchor();
     UseIdentityOrder(anchor.shape.size());
     std::vector<bool> fixed(anchor.shape.size(), false);
-    if (anchor.op == OpKind::kSoftmax) fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
+    if (anchor.op == OpKind::kSoftmax || anchor.op == OpKind::kLogSoftmax) {
+      fixed[std::get<SoftmaxAttrs>(anchor.attrs).axis] = true;
+    }
     if (anchor.op == OpKind::kQnnSoftmax) {
       fixed[std::get<QnnSoftmaxAttrs>(anchor.attrs).axis] = true;
     }
@@ -444,8 +457,9 @@ class CopyRule : public OutputTiler {
 };
 
 /*!
- * \brief mean on the pooling unit: tiles of the output with the reduced dims kept (as 1), each
- * reading its whole extent of the reduced dims. Dropped dims are unit dims of the tile space.
+ * \brief Reductions (mean, sum, max, min, variance, argmax, argmin) on the pooling unit: tiles of
+ * the output with the reduced dims kept (as 1), each reading its whole extent of the reduced
+ * dims. Dropped dims are unit dims of the tile space.
  */
 class ReduceRule : public OutputTiler {
  public:
@@ -469,7 +483,8 @@ class ReduceRule : public OutputTiler {
     auto tile = ChooseOutputTile(kept_shape_, order_, std::vector<bool>(order_.size(), false),
                                  L1Budget(), cost, config_.vector_elements);
     if (!tile.has_value()) {
-      plan.reason = "mean: the reduced extent of one output element does not fit L1";
+      plan.reason = std::string(OpKindName(Anchor().op)) +
+                    ": the reduced extent of one output element does not fit L1";
       return plan;
     }
     tile_ = *tile;
@@ -493,7 +508,9 @@ class ReduceRule : public OutputTiler {
                   TileRef result = NewResult(scheduler, out_box);
                   ComputeCommand compute =
                       MakeCompute(Anchor(), group_.anchor, {in}, result, Anchor().attrs);
-                  compute.elements = kernels::NumElements(in_box.extent);
+                  // Variance reads its elements twice: the mean, then the squared deviations.
+                  compute.elements = kernels::NumElements(in_box.extent) *
+                                     (Anchor().op == OpKind::kVariance ? 2 : 1);
                   scheduler->Compute(std::move(compute));
                   EmitEpilogue(scheduler, result, out_box);
                 });
@@ -655,7 +672,22 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
     case OpKind::kQnnConcat:
       return tiling::MakeConcatRule(graph, group, layout, config);
     case OpKind::kMean:
+    case OpKind::kSum:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kVariance:
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
       return std::make_unique<tiling::ReduceRule>(graph, group, layout, config);
+    case OpKind::kResize2d:
+    case OpKind::kPad:
+    case OpKind::kAdaptiveAvgPool2d:
+      return tiling::MakeResampleRule(graph, group, layout, config);
+    case OpKind::kConv2dTranspose:
+      return tiling::MakeConvTransposeRule(graph, group, layout, config);
+    case OpKind::kGroupNorm:
+    case OpKind::kInstanceNorm:
+      return tiling::MakeNormRule(graph, group, layout, config);
     default:
       return std::make_unique<tiling::ElementwiseRule>(graph, group, layout, config);
   }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "compiler/tiling_planner.h"
@@ -199,6 +200,25 @@ std::unique_ptr<TilingRule> MakeConvRule(const Graph& graph, const FusedGroup& g
                                          const LayoutPlan& layout, const NPUConfig& config);
 std::unique_ptr<TilingRule> MakeConcatRule(const Graph& graph, const FusedGroup& group,
                                            const LayoutPlan& layout, const NPUConfig& config);
+/*! \brief resize2d, pad, adaptive_avg_pool2d: output tiles reading the input box they map to. */
+std::unique_ptr<TilingRule> MakeResampleRule(const Graph& graph, const FusedGroup& group,
+                                             const LayoutPlan& layout, const NPUConfig& config);
+std::unique_ptr<TilingRule> MakeConvTransposeRule(const Graph& graph, const FusedGroup& group,
+                                                  const LayoutPlan& layout,
+                                                  const NPUConfig& config);
+/*! \brief group_norm / instance_norm: statistics, then normalisation, per block of groups. */
+std::unique_ptr<TilingRule> MakeNormRule(const Graph& graph, const FusedGroup& group,
+                                         const LayoutPlan& layout, const NPUConfig& config);
+
+// Tile-size search helpers of the matrix-engine rules (tiling_planner_gemm.cc).
+/*! \brief Tile-size candidates for an extent: the extent, engine multiples, and small sizes. */
+std::vector<int64_t> Candidates(int64_t extent, int64_t granule);
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/*! \brief The distinct extents of the tiles along one dim, with how many tiles have each. */
+std::vector<std::pair<int64_t, int64_t>> TileExtents(int64_t extent, int64_t tile);
+/*! \brief Estimated cycles of a tiling from its compute, DRAM and CMX cycles (see the gemm rules).
+ */
+double EstimatedCycles(double compute, double dram, double l2, int64_t output_tiles, int64_t steps);
 
 }  // namespace tiling
 }  // namespace example_npu

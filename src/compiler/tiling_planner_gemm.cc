@@ -26,9 +26,7 @@
 
 namespace example_npu {
 namespace tiling {
-namespace {
 
-/*! \brief Tile-size candidates for an extent: the extent, engine multiples, and small sizes. */
 std::vector<int64_t> Candidates(int64_t extent, int64_t granule) {
   std::set<int64_t> values = {extent};
   for (int64_t v = granule; v < extent; v *= 2) values.insert(v);
@@ -36,9 +34,6 @@ std::vector<int64_t> Candidates(int64_t extent, int64_t granule) {
   return std::vector<int64_t>(values.rbegin(), values.rend());
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/*! \brief The distinct extents of the tiles along one dim, with how many tiles have each. */
 std::vector<std::pair<int64_t, int64_t>> TileExtents(int64_t extent, int64_t tile) {
   std::vector<std::pair<int64_t, int64_t>> extents;
   if (extent / tile > 0) extents.emplace_back(tile, extent / tile);
@@ -63,6 +58,8 @@ double EstimatedCycles(double compute, double dram, double l2, int64_t output_ti
   return steady + (compute + dram + l2 - steady) / output_tiles + kTileOverheadCycles * steps +
          0.001 * (dram + compute);
 }
+
+namespace {
 
 /*! \brief Inserts a unit dim (stride 0) at `position`. */
 TensorView InsertUnitDim(TensorView view, size_t position) {

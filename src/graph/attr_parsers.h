@@ -170,6 +170,13 @@ inline double PositiveScale(const JsonObject& attrs, const char* key) {
 ConvAttrs ParseConv2dAttrs(const JsonObject& attrs);
 PoolAttrs ParsePoolAttrs(const JsonObject& attrs, kernels::PoolKind kind);
 
+// spatial_attrs.cc: upsampling, padding, transposed convolution and normalisation.
+ResizeAttrs ParseResizeAttrs(const JsonObject& attrs);
+PadAttrs ParsePadAttrs(const JsonObject& attrs);
+AdaptivePoolAttrs ParseAdaptivePoolAttrs(const JsonObject& attrs);
+ConvTransposeAttrs ParseConvTransposeAttrs(const JsonObject& attrs);
+NormAttrs ParseNormAttrs(OpKind kind, const JsonObject& attrs);
+
 /*! \brief The typed attributes of a qnn.* op (IsQnnOp), derived values included. */
 OpAttrs ParseQnnOpAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                         const std::string& where);

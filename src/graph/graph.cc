@@ -100,7 +100,28 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
     case OpKind::kStridedSlice:
       return SliceAttrs{attrs.Ints("begin"), attrs.Ints("step")};
     case OpKind::kMean:
+    case OpKind::kSum:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kVariance:
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
       return ReduceAttrs{attrs.Ints("axes"), attrs.Bool("keepdims")};
+    case OpKind::kLogSoftmax:
+      return SoftmaxAttrs{attrs.Int("axis")};
+    case OpKind::kLeakyRelu:
+      return LeakyReluAttrs{Float32(attrs, "alpha")};
+    case OpKind::kResize2d:
+      return ParseResizeAttrs(attrs);
+    case OpKind::kPad:
+      return ParsePadAttrs(attrs);
+    case OpKind::kAdaptiveAvgPool2d:
+      return ParseAdaptivePoolAttrs(attrs);
+    case OpKind::kConv2dTranspose:
+      return ParseConvTransposeAttrs(attrs);
+    case OpKind::kGroupNorm:
+    case OpKind::kInstanceNorm:
+      return ParseNormAttrs(kind, attrs);
     case OpKind::kLayerNorm: {
       LayerNormAttrs result;
       result.axes = attrs.Ints("axes");

@@ -16,7 +16,7 @@ constexpr std::array<std::pair<DType, const char*>, 7> kDTypeNames = {{
     {DType::kInt64, "int64"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 46> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 61> kOpNames = {{
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
     {OpKind::kReshape, "reshape"},
@@ -63,6 +63,21 @@ constexpr std::array<std::pair<OpKind, const char*>, 46> kOpNames = {{
     {OpKind::kQnnRequantize, "qnn.requantize"},
     {OpKind::kQnnLut, "qnn.lut"},
     {OpKind::kQnnSoftmax, "qnn.softmax"},
+    {OpKind::kResize2d, "image.resize2d"},
+    {OpKind::kConv2dTranspose, "nn.conv2d_transpose"},
+    {OpKind::kGroupNorm, "nn.group_norm"},
+    {OpKind::kInstanceNorm, "nn.instance_norm"},
+    {OpKind::kLeakyRelu, "nn.leakyrelu"},
+    {OpKind::kPrelu, "nn.prelu"},
+    {OpKind::kSum, "sum"},
+    {OpKind::kMax, "max"},
+    {OpKind::kMin, "min"},
+    {OpKind::kVariance, "variance"},
+    {OpKind::kArgmax, "argmax"},
+    {OpKind::kArgmin, "argmin"},
+    {OpKind::kLogSoftmax, "nn.log_softmax"},
+    {OpKind::kPad, "nn.pad"},
+    {OpKind::kAdaptiveAvgPool2d, "nn.adaptive_avg_pool2d"},
 }};
 
 }  // namespace
@@ -145,6 +160,25 @@ const char* OpKindName(OpKind kind) {
     if (candidate == kind) return name;
   }
   return "unknown";
+}
+
+kernels::ReduceKind ReduceKindOf(OpKind kind) {
+  switch (kind) {
+    case OpKind::kSum:
+      return kernels::ReduceKind::kSum;
+    case OpKind::kMax:
+      return kernels::ReduceKind::kMax;
+    case OpKind::kMin:
+      return kernels::ReduceKind::kMin;
+    case OpKind::kVariance:
+      return kernels::ReduceKind::kVariance;
+    case OpKind::kArgmax:
+      return kernels::ReduceKind::kArgmax;
+    case OpKind::kArgmin:
+      return kernels::ReduceKind::kArgmin;
+    default:
+      return kernels::ReduceKind::kMean;
+  }
 }
 
 bool IsDataMovement(OpKind kind) {

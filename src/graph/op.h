@@ -9,6 +9,7 @@
 #ifndef EXAMPLE_NPU_GRAPH_OP_H_
 #define EXAMPLE_NPU_GRAPH_OP_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,9 +18,13 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/conv_transpose.h"
 #include "kernels/kernels.h"
+#include "kernels/norm.h"
 #include "kernels/quantize.h"
 #include "kernels/quantized_ops.h"
+#include "kernels/reduce.h"
+#include "kernels/resample.h"
 
 namespace example_npu {
 
@@ -82,6 +87,21 @@ enum class OpKind {
   kQnnRequantize,
   kQnnLut,
   kQnnSoftmax,
+  kResize2d,
+  kConv2dTranspose,
+  kGroupNorm,
+  kInstanceNorm,
+  kLeakyRelu,
+  kPrelu,
+  kSum,
+  kMax,
+  kMin,
+  kVariance,
+  kArgmax,
+  kArgmin,
+  kLogSoftmax,
+  kPad,
+  kAdaptiveAvgPool2d,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
@@ -140,10 +160,59 @@ struct SliceAttrs {
   std::vector<int64_t> step;
 };
 
-/*! \brief mean over `axes` (sorted, normalised at load), the reduced dims kept as 1 or dropped. */
+/*!
+ * \brief mean / sum / max / min / variance / argmax / argmin over `axes` (sorted, normalised at
+ * load; argmax and argmin take one axis, or all), the reduced dims kept as 1 or dropped.
+ */
 struct ReduceAttrs {
   std::vector<int64_t> axes;
   bool keepdims = false;
+};
+
+/*! \brief The reduction an op computes (a reduction op's kind). */
+kernels::ReduceKind ReduceKindOf(OpKind kind);
+
+/*! \brief nn.leakyrelu: x > 0 ? x : x * alpha. */
+struct LeakyReluAttrs {
+  float alpha = 0.01f;
+};
+
+/*! \brief image.resize2d; sizes and tile origins are filled in at load and by the tiling. */
+struct ResizeAttrs {
+  kernels::Resize2dParams params;
+};
+
+/*! \brief nn.pad of every dim; the input shape and tile origins are filled in at load / tiling. */
+struct PadAttrs {
+  kernels::PadParams params;
+};
+
+/*! \brief nn.adaptive_avg_pool2d (any output size; windows may be uneven and overlap). */
+struct AdaptivePoolAttrs {
+  kernels::AdaptivePoolParams params;
+};
+
+/*!
+ * \brief nn.conv2d_transpose: the whole op's attributes (Relax's) and the kernel parameters of
+ * the tensor or of one tile (origin relative to the tile's boxes).
+ */
+struct ConvTransposeAttrs {
+  std::array<int64_t, 4> padding{0, 0, 0, 0};  // top, left, bottom, right
+  std::array<int64_t, 2> output_padding{0, 0};
+  kernels::ConvTransposeParams params;
+};
+
+/*!
+ * \brief nn.group_norm and nn.instance_norm (one channel per group). A tile computes one of two
+ * steps over the split space (kernels/norm.h): the statistics of its groups, or their
+ * normalisation; `count` is the elements per group.
+ */
+struct NormAttrs {
+  enum class Step { kWhole, kStatistics, kApply };
+  kernels::GroupNormParams params;
+  Step step = Step::kWhole;
+  int64_t count = 0;
+  bool accumulate = false;  // kStatistics: add to the statistics of earlier chunks
 };
 
 /*!
@@ -223,10 +292,12 @@ struct QnnSoftmaxAttrs {
   kernels::QuantizedSoftmaxParams params;
 };
 
-using OpAttrs = std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
-                             PermuteDimsAttrs, QuantAttrs, QnnAttrs, ConcatAttrs, SliceAttrs,
-                             ReduceAttrs, LayerNormAttrs, QnnRequantizeAttrs, QnnBinaryAttrs,
-                             QnnPoolAttrs, QnnConcatAttrs, QnnLutAttrs, QnnSoftmaxAttrs>;
+using OpAttrs =
+    std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
+                 PermuteDimsAttrs, QuantAttrs, QnnAttrs, ConcatAttrs, SliceAttrs, ReduceAttrs,
+                 LayerNormAttrs, QnnRequantizeAttrs, QnnBinaryAttrs, QnnPoolAttrs, QnnConcatAttrs,
+                 QnnLutAttrs, QnnSoftmaxAttrs, LeakyReluAttrs, ResizeAttrs, PadAttrs,
+                 AdaptivePoolAttrs, ConvTransposeAttrs, NormAttrs>;
 
 }  // namespace example_npu
 

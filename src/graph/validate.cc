@@ -9,6 +9,7 @@
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -196,6 +197,86 @@ Shape InferPermute(const Node& node, const Shape& data) {
   return out;
 }
 
+/*! \brief {H, W} of a 4-D NCHW / NHWC shape. */
+std::array<int64_t, 2> ImageSize(const Shape& shape, kernels::DataLayout layout) {
+  const bool nchw = layout == kernels::DataLayout::kNCHW;
+  return {nchw ? shape[2] : shape[1], nchw ? shape[3] : shape[2]};
+}
+
+/*! \brief `data` with H, W replaced by `size` (a resize / adaptive pooling result). */
+Shape WithImageSize(const Node& node, const Shape& data, kernels::DataLayout layout,
+                    const std::array<int64_t, 2>& size) {
+  ExpectRank(node, data, 4, "data");
+  Shape out = data;
+  const bool nchw = layout == kernels::DataLayout::kNCHW;
+  out[nchw ? 2 : 1] = size[0];
+  out[nchw ? 3 : 2] = size[1];
+  if (kernels::NumElements(data) == 0 || size[0] <= 0 || size[1] <= 0) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": empty images are not resampled on the NPU";
+  }
+  return out;
+}
+
+Shape InferResize(const Node& node, const Shape& data) {
+  const kernels::Resize2dParams& p = std::get<ResizeAttrs>(node.attrs).params;
+  if (p.mode == kernels::CoordinateMode::kAlignCorners &&
+      (p.out_size[0] == 1 || p.out_size[1] == 1)) {
+    TVM_FFI_THROW(ValueError) << Where(node)
+                              << ": align_corners with an output extent of 1 divides by zero in "
+                                 "TVM's resize2d";
+  }
+  return WithImageSize(node, data, p.layout, p.out_size);
+}
+
+Shape InferConvTranspose(const Node& node, const Shape& data, const Shape& weight) {
+  const ConvTransposeAttrs& a = std::get<ConvTransposeAttrs>(node.attrs);
+  const kernels::ConvTransposeParams& p = a.params;
+  ExpectRank(node, data, 4, "data");
+  ExpectRank(node, weight, 4, "weight");
+  const bool nchw = p.data_layout == kernels::DataLayout::kNCHW;
+  const int64_t channels = nchw ? data[1] : data[3];
+  if (p.groups <= 0 || weight[0] != channels || channels % p.groups != 0) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": weight " << ShapeStr(weight)
+                              << " (IOHW) does not fit " << channels << " input channels in "
+                              << p.groups << " groups";
+  }
+  const std::array<int64_t, 2> in = ImageSize(data, p.data_layout);
+  std::array<int64_t, 2> out{};
+  for (int s = 0; s < 2; ++s) {
+    const char* what = "conv2d_transpose extent";
+    const int64_t span = checked::Add(checked::Mul(in[s] - 1, p.strides[s], what),
+                                      checked::Mul(weight[2 + s] - 1, p.dilation[s], what), what);
+    out[s] = span + 1 + a.output_padding[s] - a.padding[s] - a.padding[s + 2];
+    if (in[s] <= 0 || weight[2 + s] <= 0 || out[s] <= 0) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": the result would be empty";
+    }
+  }
+  const int64_t out_channels = checked::Mul(weight[1], p.groups, "channels");
+  return nchw ? Shape{data[0], out_channels, out[0], out[1]}
+              : Shape{data[0], out[0], out[1], out_channels};
+}
+
+Shape InferNorm(const Node& node, const std::vector<const Shape*>& in) {
+  const kernels::GroupNormParams& p = std::get<NormAttrs>(node.attrs).params;
+  const Shape channels{(*in[0])[p.channel_axis]};
+  for (size_t k = 1; k < in.size(); ++k) {
+    if (*in[k] != channels) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": parameter " << k << " has shape "
+                                << ShapeStr(*in[k]) << ", expected " << ShapeStr(channels);
+    }
+  }
+  return *in[0];
+}
+
+Shape InferPad(const Node& node, const Shape& data) {
+  const kernels::PadParams& p = std::get<PadAttrs>(node.attrs).params;
+  Shape out = data;
+  for (size_t d = 0; d < data.size(); ++d) {
+    out[d] = checked::Add(checked::Add(data[d], p.before[d], "pad"), p.after[d], "pad");
+  }
+  return out;
+}
+
 /*! \brief Input count of an op; 0 for concat, which takes one or more. */
 size_t ExpectedArity(OpKind op) {
   switch (op) {
@@ -216,10 +297,14 @@ size_t ExpectedArity(OpKind op) {
     case OpKind::kSubtract:
     case OpKind::kMultiply:
     case OpKind::kDivide:
+    case OpKind::kPrelu:
+    case OpKind::kConv2dTranspose:
       return 2;
     case OpKind::kBatchNorm:
       return 5;
     case OpKind::kLayerNorm:
+    case OpKind::kGroupNorm:
+    case OpKind::kInstanceNorm:
       return 3;
     default:
       return 1;
@@ -309,6 +394,10 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
     case OpKind::kQnnMatmul:
       return IsQuantizedDType(node.dtype) &&
              (k == 0 ? IsQuantizedDType(dtype) : dtype == DType::kInt8);
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
+      // Indices of a float tensor.
+      return node.dtype == DType::kInt64 && (dtype == DType::kFloat32 || dtype == DType::kFloat16);
     case OpKind::kQnnLut:
     case OpKind::kQnnSoftmax:
       // Tables cover 8-bit inputs only.
@@ -432,6 +521,54 @@ void CheckStructure(const Graph& graph) {
   }
 }
 
+/*! \brief Whole-tensor {H, W} of a resize / adaptive pooling: input from the input, output from
+ * the node's declared shape (InferShape then checks the other dims). */
+template <typename Params>
+void NormalizeImageSizes(const Shape& data, const Node& node, Params* p) {
+  ExpectRank(node, data, 4, "data");
+  ExpectRank(node, node.shape, 4, "result");
+  p->in_size = ImageSize(data, p->layout);
+  p->out_size = ImageSize(node.shape, p->layout);
+}
+
+void NormalizePad(const Shape& data, const Node& node, kernels::PadParams* p) {
+  if (p->before.size() != data.size()) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": pad_width has " << p->before.size()
+                              << " pairs for rank " << data.size();
+  }
+  p->in_shape = data;
+  p->in_begin.assign(data.size(), 0);
+  p->out_begin.assign(data.size(), 0);
+  for (size_t d = 0; d < data.size(); ++d) {
+    const bool padded = p->before[d] > 0 || p->after[d] > 0;
+    if (padded && data[d] == 0 && p->mode != kernels::PadMode::kConstant) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": cannot " << "mirror or wrap an empty dim";
+    }
+    if (padded && p->mode == kernels::PadMode::kReflect &&
+        (p->before[d] >= data[d] || p->after[d] >= data[d])) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": reflect padding of dim " << d
+                                << " must be narrower than its extent " << data[d];
+    }
+  }
+}
+
+void NormalizeNorm(const Shape& data, const Node& node, NormAttrs* norm) {
+  kernels::GroupNormParams& p = norm->params;
+  p.channel_axis = NormalizeAxis(p.channel_axis, data.size(), Where(node));
+  p.axes = NormalizedSet(p.axes, data.size(), Where(node));
+  if (std::find(p.axes.begin(), p.axes.end(), p.channel_axis) != p.axes.end()) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": axes contain the channel axis";
+  }
+  const int64_t channels = data[p.channel_axis];
+  if (node.op == OpKind::kInstanceNorm) p.groups = channels;
+  if (p.groups <= 0 || channels % p.groups != 0) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": " << channels << " channels in " << p.groups
+                              << " groups";
+  }
+  norm->count = channels / p.groups;
+  for (int64_t axis : p.axes) norm->count = checked::Mul(norm->count, data[axis], "group size");
+}
+
 }  // namespace
 
 Shape LiftConv1dData(const Shape& s, kernels::DataLayout layout) {
@@ -469,6 +606,14 @@ void NormalizeAxes(Graph* graph) {
       concat->axis = NormalizeAxis(concat->axis, rank, Where(node));
     } else if (auto* reduce = std::get_if<ReduceAttrs>(&node.attrs)) {
       reduce->axes = NormalizedSet(reduce->axes, rank, Where(node));
+    } else if (auto* resize = std::get_if<ResizeAttrs>(&node.attrs)) {
+      NormalizeImageSizes(graph->nodes[node.inputs[0]].shape, node, &resize->params);
+    } else if (auto* pool = std::get_if<AdaptivePoolAttrs>(&node.attrs)) {
+      NormalizeImageSizes(graph->nodes[node.inputs[0]].shape, node, &pool->params);
+    } else if (auto* pad = std::get_if<PadAttrs>(&node.attrs)) {
+      NormalizePad(graph->nodes[node.inputs[0]].shape, node, &pad->params);
+    } else if (auto* group_norm = std::get_if<NormAttrs>(&node.attrs)) {
+      NormalizeNorm(graph->nodes[node.inputs[0]].shape, node, group_norm);
     } else if (auto* norm = std::get_if<LayerNormAttrs>(&node.attrs)) {
       norm->axes = NormalizedSet(norm->axes, rank, Where(node));
       norm->first_axis = static_cast<int64_t>(rank - norm->axes.size());
@@ -528,10 +673,37 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       }
       return node.shape;
     case OpKind::kMean:
+    case OpKind::kSum:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kVariance:
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
       return InferMean(node, *in[0]);
+    case OpKind::kResize2d:
+      return InferResize(node, *in[0]);
+    case OpKind::kAdaptiveAvgPool2d: {
+      const kernels::AdaptivePoolParams& p = std::get<AdaptivePoolAttrs>(node.attrs).params;
+      return WithImageSize(node, *in[0], p.layout, p.out_size);
+    }
+    case OpKind::kConv2dTranspose:
+      return InferConvTranspose(node, *in[0], *in[1]);
+    case OpKind::kGroupNorm:
+    case OpKind::kInstanceNorm:
+      return InferNorm(node, in);
+    case OpKind::kPad:
+      return InferPad(node, *in[0]);
+    case OpKind::kPrelu:
+      if (Broadcast(node, *in[0], *in[1]) != *in[0]) {
+        TVM_FFI_THROW(ValueError) << Where(node) << ": the slope " << ShapeStr(*in[1])
+                                  << " must broadcast onto the input " << ShapeStr(*in[0]);
+      }
+      return *in[0];
     case OpKind::kLayerNorm:
       return InferLayerNorm(node, in);
     case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kLeakyRelu:
     case OpKind::kRelu:
     case OpKind::kClip:
     case OpKind::kSigmoid:

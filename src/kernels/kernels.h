@@ -135,12 +135,13 @@ enum class UnaryOp {
 void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min = 0.0f,
            float clip_max = 0.0f);
 
-enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum, kPower };
+enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum, kPower, kPrelu };
 
 /*!
  * \brief Elementwise binary op with numpy broadcasting of lhs_shape and rhs_shape to out_shape.
  * kMaximum is a > b ? a : b and kMinimum a < b ? a : b, as TVM's LLVM build computes them: a NaN
  * lhs gives the rhs, a NaN rhs gives NaN. kPower is the C library's powf, as in TVM's build.
+ * kPrelu is a > 0 ? a : a * b (PReLU with slope b; leaky ReLU with a scalar slope), as TVM's topi.
  */
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape);

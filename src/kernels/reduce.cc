@@ -1,11 +1,16 @@
 /*!
  * \file kernels/reduce.cc
- * \brief Reduction kernels: mean over any axes (global average pooling) and layer norm.
+ * \brief Reduction kernels: sum / mean / max / min / variance / argmax / argmin over any axes
+ * (global average pooling, the ONNX importer's normalisations, segmentation heads), log_softmax
+ * and layer norm.
  */
+#include "kernels/reduce.h"
+
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -14,35 +19,151 @@
 namespace example_npu {
 namespace kernels {
 
-void Mean(const float* input, const Shape& shape, const std::vector<int64_t>& axes, float* out) {
+namespace {
+
+/*! \brief The fold of one output: TVM's identity and combiner per kind (indices as floats). */
+struct Accumulator {
+  float value;
+  float index;
+};
+
+Accumulator Identity(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kMax:
+    case ReduceKind::kArgmax:
+      return {std::numeric_limits<float>::lowest(), -1.0f};
+    case ReduceKind::kMin:
+    case ReduceKind::kArgmin:
+      return {std::numeric_limits<float>::max(), -1.0f};
+    default:
+      return {0.0f, -1.0f};
+  }
+}
+
+inline void Combine(ReduceKind kind, Accumulator* acc, float x, int64_t index) {
+  switch (kind) {
+    case ReduceKind::kMax:
+      acc->value = acc->value > x ? acc->value : x;
+      return;
+    case ReduceKind::kMin:
+      acc->value = acc->value < x ? acc->value : x;
+      return;
+    case ReduceKind::kArgmax:
+      // topi's argmax combiner: the accumulator keeps its index when it is bigger or equal.
+      if (!(acc->value > x || acc->value == x)) acc->index = static_cast<float>(index);
+      acc->value = acc->value > x ? acc->value : x;
+      return;
+    case ReduceKind::kArgmin:
+      if (!(acc->value < x || acc->value == x)) acc->index = static_cast<float>(index);
+      acc->value = acc->value < x ? acc->value : x;
+      return;
+    default:
+      acc->value += x;
+  }
+}
+
+/*!
+ * \brief Calls fn(i, out_index, reduced_index) for every input element in row-major order: the
+ * output it folds into and its row-major index among that output's elements.
+ */
+template <typename Fn>
+void WalkReduction(const Shape& shape, const std::vector<int64_t>& axes, Fn fn) {
+  const size_t rank = shape.size();
+  Shape kept = shape, reduced(rank, 1);
+  for (int64_t axis : axes) {
+    TVM_FFI_ICHECK(axis >= 0 && axis < static_cast<int64_t>(rank)) << "Reduce: axis " << axis;
+    kept[axis] = 1;
+    reduced[axis] = shape[axis];
+  }
+  const std::vector<int64_t> out_strides = RowMajorStrides(kept);
+  const std::vector<int64_t> red_strides = RowMajorStrides(reduced);
+  std::vector<int64_t> index(rank, 0);
+  int64_t out_index = 0, red_index = 0;
+  const int64_t total = NumElements(shape);
+  for (int64_t i = 0; i < total; ++i) {
+    fn(i, out_index, red_index);
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t out_step = kept[d] == 1 ? 0 : out_strides[d];
+      const int64_t red_step = reduced[d] == 1 ? 0 : red_strides[d];
+      out_index += out_step;
+      red_index += red_step;
+      if (++index[d] < shape[d]) break;
+      out_index -= out_step * shape[d];
+      red_index -= red_step * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void Reduce(ReduceKind kind, const float* input, const Shape& shape,
+            const std::vector<int64_t>& axes, float* out) {
   Shape kept = shape;
   int64_t count = 1;
   for (int64_t axis : axes) {
-    TVM_FFI_ICHECK(axis >= 0 && axis < static_cast<int64_t>(shape.size()))
-        << "Mean: axis " << axis << " out of range";
     count *= shape[axis];
     kept[axis] = 1;
   }
   const int64_t out_size = NumElements(kept);
-  std::vector<float> sum(out_size, 0.0f);
-  const std::vector<int64_t> out_strides = RowMajorStrides(kept);
-  // Walk the input in row-major order: each output then sums its elements in that order too.
-  const size_t rank = shape.size();
-  std::vector<int64_t> index(rank, 0);
-  int64_t out_index = 0;
-  const int64_t total = NumElements(shape);
-  for (int64_t i = 0; i < total; ++i) {
-    sum[out_index] += input[i];
-    for (size_t d = rank; d-- > 0;) {
-      const int64_t step = kept[d] == 1 ? 0 : out_strides[d];
-      out_index += step;
-      if (++index[d] < shape[d]) break;
-      out_index -= step * shape[d];
-      index[d] = 0;
+  std::vector<Accumulator> acc(out_size, Identity(kind));
+  const ReduceKind fold =
+      kind == ReduceKind::kMean || kind == ReduceKind::kVariance ? ReduceKind::kSum : kind;
+  WalkReduction(shape, axes,
+                [&](int64_t i, int64_t o, int64_t r) { Combine(fold, &acc[o], input[i], r); });
+  // Mean and variance divide by the count as a float32, as TVM's sum / shape_prod.
+  const float divisor = static_cast<float>(count);
+  if (kind == ReduceKind::kVariance) {
+    std::vector<float> mean(out_size);
+    for (int64_t o = 0; o < out_size; ++o) {
+      mean[o] = acc[o].value / divisor;
+      acc[o].value = 0.0f;
+    }
+    WalkReduction(shape, axes, [&](int64_t i, int64_t o, int64_t) {
+      const float dev = input[i] - mean[o];
+      acc[o].value += dev * dev;
+    });
+  }
+  for (int64_t o = 0; o < out_size; ++o) {
+    switch (kind) {
+      case ReduceKind::kMean:
+      case ReduceKind::kVariance:
+        out[o] = acc[o].value / divisor;
+        break;
+      case ReduceKind::kArgmax:
+      case ReduceKind::kArgmin:
+        out[o] = acc[o].index;
+        break;
+      default:
+        out[o] = acc[o].value;
     }
   }
-  const float divisor = static_cast<float>(count);
-  for (int64_t i = 0; i < out_size; ++i) out[i] = sum[i] / divisor;
+}
+
+void Mean(const float* input, const Shape& shape, const std::vector<int64_t>& axes, float* out) {
+  Reduce(ReduceKind::kMean, input, shape, axes, out);
+}
+
+void LogSoftmax(const float* input, const Shape& shape, int64_t axis, float* out) {
+  TVM_FFI_ICHECK(axis >= 0 && axis < static_cast<int64_t>(shape.size()))
+      << "LogSoftmax: axis " << axis << " out of range";
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[axis];
+  ParallelFor(outer * inner, std::max<int64_t>(1, 1024 / std::max<int64_t>(n, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t row = begin; row < end; ++row) {
+                  const float* x = input + (row / inner) * n * inner + row % inner;
+                  float* y = out + (row / inner) * n * inner + row % inner;
+                  float max = std::numeric_limits<float>::lowest();
+                  for (int64_t k = 0; k < n; ++k) max = max > x[k * inner] ? max : x[k * inner];
+                  float sum = 0.0f;
+                  for (int64_t k = 0; k < n; ++k) sum += std::exp(x[k * inner] - max);
+                  const float log_sum = std::log(sum);
+                  for (int64_t k = 0; k < n; ++k) y[k * inner] = x[k * inner] - max - log_sum;
+                }
+              });
 }
 
 void LayerNorm(const float* input, const Shape& shape, int64_t first_axis, const float* gamma,

@@ -208,6 +208,9 @@ struct MinimumOp {
 struct PowerOp {
   float operator()(float a, float b) const { return std::pow(a, b); }
 };
+struct PreluOp {
+  float operator()(float a, float b) const { return a > 0.0f ? a : a * b; }
+};
 
 /*! \brief Dispatches on the op once per row, not per element. */
 void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
@@ -227,6 +230,8 @@ void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, in
       return BroadcastRow(MinimumOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kPower:
       return BroadcastRow(PowerOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kPrelu:
+      return BroadcastRow(PreluOp{}, lhs, ls, rhs, rs, out, n);
   }
 }
 
@@ -411,7 +416,7 @@ void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_
 
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape) {
-  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kPower)
+  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kPrelu)
       << "Binary: unknown op " << static_cast<int>(op);
   const int64_t total = NumElements(out_shape);
   if (total == 0) return;

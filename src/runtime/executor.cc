@@ -160,10 +160,14 @@ Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
     const bool is_float = node.dtype == DType::kFloat32 || node.dtype == DType::kFloat16;
     const bool is_int = IsQuantizedDType(node.dtype);
     // Integers flow only through quantize, the integer qnn ops and data movement (views,
-    // concat by DMA), which is dtype-agnostic.
+    // concat by DMA), which is dtype-agnostic, and through pad and resize2d: their integer
+    // values pass the float32 datapath exactly and the store truncates as TVM's cast does.
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
-                        IsQnnOp(node.op) || IsDataMovement(node.op);
-    if (!is_float && !(is_int && int_ok)) {
+                        IsQnnOp(node.op) || IsDataMovement(node.op) || node.op == OpKind::kPad ||
+                        node.op == OpKind::kResize2d;
+    const bool index_ok =
+        node.dtype == DType::kInt64 && (node.op == OpKind::kArgmax || node.op == OpKind::kArgmin);
+    if (!is_float && !(is_int && int_ok) && !index_ok) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << " (" << OpKindName(node.op)
                                 << "): dtype " << DTypeName(node.dtype)
                                 << " is not executable by the NPU runtime";

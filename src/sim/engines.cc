@@ -4,8 +4,12 @@
 
 #include <cstring>
 
+#include "kernels/conv_transpose.h"
+#include "kernels/norm.h"
 #include "kernels/quantize.h"
 #include "kernels/quantized_ops.h"
+#include "kernels/reduce.h"
+#include "kernels/resample.h"
 
 namespace example_npu {
 namespace {
@@ -24,6 +28,8 @@ kernels::BinaryOp ToBinaryOp(OpKind op) {
       return kernels::BinaryOp::kMinimum;
     case OpKind::kPower:
       return kernels::BinaryOp::kPower;
+    case OpKind::kPrelu:
+      return kernels::BinaryOp::kPrelu;
     default:
       return kernels::BinaryOp::kAdd;
   }
@@ -67,6 +73,37 @@ kernels::PixelStrides Pixels(const std::vector<int64_t>& strides) {
 
 kernels::PixelStrides DensePixels(const kernels::Shape& shape) {
   return kernels::PixelStrides{shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3]};
+}
+
+/*!
+ * \brief group_norm / instance_norm: the whole op, or one tile's step (statistics of its chunk
+ * into the statistics tile, or the normalisation of its chunk with them).
+ */
+void RunNorm(const NormAttrs& norm, const std::vector<OperandF32>& in, float* out) {
+  switch (norm.step) {
+    case NormAttrs::Step::kWhole:
+      kernels::GroupNorm(in[0].data, *in[0].shape, norm.params, in[1].data, in[2].data, out);
+      return;
+    case NormAttrs::Step::kStatistics: {
+      // Accumulating steps read the statistics so far as their second input (maybe into a
+      // temporary: kernels never alias), and continue the sums in order.
+      if (norm.accumulate && in[1].data != out) {
+        std::memcpy(out, in[1].data, kernels::NumElements(*in[1].shape) * sizeof(float));
+      }
+      const kernels::NormSpace tile{
+          *in[0].shape, kernels::GroupNormReduced(norm.params, in[0].shape->size() - 1)};
+      kernels::GroupNormStatistics(in[0].data, tile, out, norm.accumulate);
+      return;
+    }
+    case NormAttrs::Step::kApply: {
+      const kernels::NormSpace tile{
+          *in[0].shape, kernels::GroupNormReduced(norm.params, in[0].shape->size() - 1)};
+      kernels::GroupNormApply(in[0].data, tile, in[1].data, static_cast<float>(norm.count),
+                              norm.params.epsilon, in[2].data, *in[2].shape, in[3].data,
+                              *in[3].shape, out);
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -122,7 +159,43 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
       return;
     }
     case OpKind::kMean:
-      kernels::Mean(in[0].data, *in[0].shape, std::get<ReduceAttrs>(attrs).axes, out);
+    case OpKind::kSum:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kVariance:
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
+      kernels::Reduce(ReduceKindOf(op), in[0].data, *in[0].shape, std::get<ReduceAttrs>(attrs).axes,
+                      out);
+      return;
+    case OpKind::kLogSoftmax:
+      kernels::LogSoftmax(in[0].data, *in[0].shape, std::get<SoftmaxAttrs>(attrs).axis, out);
+      return;
+    case OpKind::kLeakyRelu: {
+      // x > 0 ? x : x * alpha: the prelu kernel with a scalar slope.
+      const float alpha = std::get<LeakyReluAttrs>(attrs).alpha;
+      kernels::Binary(kernels::BinaryOp::kPrelu, in[0].data, *in[0].shape, &alpha, {}, out,
+                      out_shape);
+      return;
+    }
+    case OpKind::kResize2d:
+      kernels::Resize2d(in[0].data, *in[0].shape, out, out_shape,
+                        std::get<ResizeAttrs>(attrs).params);
+      return;
+    case OpKind::kPad:
+      kernels::Pad(in[0].data, *in[0].shape, out, out_shape, std::get<PadAttrs>(attrs).params);
+      return;
+    case OpKind::kAdaptiveAvgPool2d:
+      kernels::AdaptiveAvgPool2d(in[0].data, *in[0].shape, out, out_shape,
+                                 std::get<AdaptivePoolAttrs>(attrs).params);
+      return;
+    case OpKind::kConv2dTranspose:
+      kernels::Conv2dTranspose(in[0].data, *in[0].shape, in[1].data, *in[1].shape, out, out_shape,
+                               std::get<ConvTransposeAttrs>(attrs).params);
+      return;
+    case OpKind::kGroupNorm:
+    case OpKind::kInstanceNorm:
+      RunNorm(std::get<NormAttrs>(attrs), in, out);
       return;
     case OpKind::kLayerNorm: {
       const LayerNormAttrs& a = std::get<LayerNormAttrs>(attrs);
@@ -137,6 +210,7 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kMaximum:
     case OpKind::kMinimum:
     case OpKind::kPower:
+    case OpKind::kPrelu:
       kernels::Binary(ToBinaryOp(op), in[0].data, *in[0].shape, in[1].data, *in[1].shape, out,
                       out_shape);
       return;

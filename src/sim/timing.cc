@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/matrix_engine.h"
+#include "kernels/conv_transpose.h"
 #include "support/checked_math.h"
 
 namespace example_npu {
@@ -116,6 +117,25 @@ MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
   return work;
 }
 
+/*!
+ * \brief A transposed convolution tile: one GEMM per output phase (kernels/conv_transpose.h),
+ * each over the phase's pixels, the tile's output channels and its taps x input channels.
+ */
+int64_t TransposedConvCycles(const NPUConfig& config, DType dtype, const ComputeCommand& compute) {
+  const kernels::ConvTransposeParams& p = std::get<ConvTransposeAttrs>(compute.attrs).params;
+  const Shape& out = compute.output.shape;        // (1, oh, ow, oc)
+  const Shape& weight = compute.inputs[1].shape;  // (kh, kw, ic, oc per group)
+  const int64_t depth = weight[2] / std::max<int64_t>(1, p.groups);
+  int64_t cycles = 0;
+  for (const kernels::TransposedPhase& phase :
+       kernels::TransposedPhases(p, out[1], out[2], weight[0], weight[1])) {
+    if (phase.taps == 0) continue;
+    cycles += MatrixEngineCycles(
+        config, dtype, MatrixWork{out[0] * phase.pixels, out[3], phase.taps * depth, p.groups});
+  }
+  return cycles;
+}
+
 Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   const NPUConfig& config = program.config;
   const Node& node = program.graph.nodes[compute.node];
@@ -130,7 +150,9 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   int64_t cycles = 0;
   switch (compute.engine) {
     case Engine::kMatrix: {
-      cycles = MatrixEngineCycles(config, dtype, MatrixWorkOf(compute));
+      cycles = std::holds_alternative<ConvTransposeAttrs>(compute.attrs)
+                   ? TransposedConvCycles(config, dtype, compute)
+                   : MatrixEngineCycles(config, dtype, MatrixWorkOf(compute));
       cost.bytes[TierIndex(Tier::kL0)] = 2 * elements * 4;  // accumulator read-modify-write
       cost.energy_pj += compute.macs * config.MacEnergyPj(dtype) +
                         2 * elements * 4 * config.energy_l0_pj_per_byte;
@@ -138,9 +160,14 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
     }
     case Engine::kVector: {
       const int64_t work = compute.macs > 0 ? compute.macs : elements;
-      // batch_norm: subtract and scale; layer_norm: mean, variance and normalise passes.
+      // batch_norm: subtract and scale; layer_norm: mean, variance and normalise passes; group
+      // norm: sum and sum of squares, then subtract, scale and shift.
       const int64_t passes =
-          node.op == OpKind::kLayerNorm ? 3 : (node.op == OpKind::kBatchNorm ? 2 : 1);
+          node.op == OpKind::kLayerNorm   ? 3
+          : node.op == OpKind::kBatchNorm ? 2
+          : std::holds_alternative<NormAttrs>(compute.attrs)
+              ? (std::get<NormAttrs>(compute.attrs).step == NormAttrs::Step::kStatistics ? 2 : 3)
+              : 1;
       cycles = passes *
                ((work + VectorOpsPerCycle(config, dtype) - 1) / VectorOpsPerCycle(config, dtype));
       cost.energy_pj += compute.macs > 0 ? compute.macs * config.MacEnergyPj(dtype)

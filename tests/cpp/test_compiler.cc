@@ -14,6 +14,7 @@
 #include "compiler/layout.h"
 #include "compiler/memory_planner.h"
 #include "compiler/tiling_planner_details.h"
+#include "graph_test_util.h"
 #include "sim/emulator.h"
 #include "sim/engines.h"
 #include "sim/timing.h"
@@ -22,6 +23,10 @@
 
 namespace example_npu {
 namespace {
+
+using test_util::Emulated;
+using test_util::RandomTensors;
+using test_util::Untiled;
 
 // x(1,8,12,12) -> conv3x3(w: 16x8) -> relu -> maxpool 2x2 -> conv1x1(v: 8x16) -> add(bias) -> out
 const char* kConvNet = R"({"version": 1, "symbol": "net", "nodes": [
@@ -47,55 +52,6 @@ NPUConfig Tiny() {
   config.l1_sram_kb = 4;
   config.l2_cmx_kb = 8;
   return config;
-}
-
-std::vector<std::vector<float>> RandomTensors(const Graph& graph, const std::vector<int64_t>& ids,
-                                              uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist;
-  std::vector<std::vector<float>> tensors;
-  for (int64_t id : ids) {
-    std::vector<float> values(kernels::NumElements(graph.nodes[id].shape));
-    for (float& v : values) v = dist(rng);
-    tensors.push_back(values);
-  }
-  return tensors;
-}
-
-/*! \brief Whole-tensor evaluation of every node with the same engines, no tiling. */
-std::vector<std::vector<float>> Untiled(const Graph& graph,
-                                        const std::vector<std::vector<float>>& inputs,
-                                        const std::vector<std::vector<float>>& consts) {
-  std::vector<std::vector<float>> values(graph.nodes.size());
-  for (size_t i = 0; i < graph.arg_nodes.size(); ++i) values[graph.arg_nodes[i]] = inputs[i];
-  std::vector<int64_t> const_ids = graph.ConstNodes();
-  for (size_t i = 0; i < const_ids.size(); ++i) values[const_ids[i]] = consts[i];
-  for (size_t id = 0; id < graph.nodes.size(); ++id) {
-    const Node& node = graph.nodes[id];
-    if (node.kind != NodeKind::kOp) continue;
-    std::vector<OperandF32> operands;
-    std::vector<Shape> shapes;
-    shapes.reserve(node.inputs.size());
-    for (int64_t input : node.inputs) shapes.push_back(graph.nodes[input].shape);
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      operands.push_back(OperandF32{values[node.inputs[k]].data(), &shapes[k]});
-    }
-    values[id].resize(kernels::NumElements(node.shape));
-    RunOp(node.op, node.attrs, operands, values[id].data(), node.shape);
-  }
-  return values;
-}
-
-std::vector<float> Emulated(const Program& program, const std::vector<std::vector<float>>& inputs,
-                            const std::vector<std::vector<float>>& consts,
-                            EmulatorOptions options = EmulatorOptions()) {
-  std::vector<float> out(kernels::NumElements(program.graph.nodes[program.graph.heads[0]].shape));
-  DramBindings dram;
-  for (const auto& input : inputs) dram.inputs.push_back(input.data());
-  for (const auto& c : consts) dram.constants.push_back(c.data());
-  dram.outputs.push_back(out.data());
-  Emulator(program, options).Run(dram);
-  return out;
 }
 
 TEST(CompilerTest, FusionChainsElementwiseConsumers) {

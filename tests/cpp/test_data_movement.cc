@@ -166,6 +166,29 @@ TEST(DataMovementTest, MeanAndLayerNormGroups) {
   }
 }
 
+TEST(DataMovementTest, ArgmaxIndicesAreStoredAsInt64) {
+  // A segmentation head's per-pixel class: argmax over channels, stored as int64 by the DMA.
+  const char* graph = R"({"version": 1, "symbol": "seg", "nodes": [
+    {"op": "input", "name": "x", "shape": [1, 5, 6, 7], "dtype": "float32"},
+    {"op": "argmax", "name": "cls", "inputs": [0], "shape": [1, 6, 7], "dtype": "int64",
+     "attrs": {"axes": [1], "keepdims": false}}],
+    "arg_nodes": [0], "heads": [1]})";
+  Executor executor(ParseGraph(graph));
+  std::vector<float> x(5 * 42);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11);
+  std::vector<int64_t> cls(42, -5), xs = {1, 5, 6, 7}, os = {1, 6, 7};
+  DLTensor in_x = View(&x, &xs, DLDataType{kDLFloat, 32, 1});
+  DLTensor out = View(&cls, &os, DLDataType{kDLInt, 64, 1});
+  executor.Run({&in_x}, {&out});
+  for (int64_t p = 0; p < 42; ++p) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < 5; ++c) {
+      if (x[c * 42 + p] > x[best * 42 + p]) best = c;  // first index on ties
+    }
+    EXPECT_EQ(cls[p], best) << p;
+  }
+}
+
 TEST(DataMovementTest, GraphsThatDisagreeWithTheirShapesAreRejected) {
   const char* bad_slice = R"({"version": 1, "symbol": "bad", "nodes": [
     {"op": "input", "name": "x", "shape": [4], "dtype": "float32"},

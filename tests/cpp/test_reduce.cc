@@ -1,15 +1,20 @@
 /*!
  * \file tests/cpp/test_reduce.cc
- * \brief Mean, LayerNorm, maximum / minimum and the masked softmax against naive references.
+ * \brief Reductions (mean, sum, max, min, variance, argmax, argmin), log_softmax, LayerNorm,
+ * maximum / minimum and the masked softmax against naive references; special values follow
+ * TVM's combiners.
  */
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/reduce.h"
 #include "test_util.h"
 
 namespace example_npu {
@@ -115,6 +120,113 @@ TEST(BinaryTest, MaximumAndMinimumFollowTvmNanRules) {
   Binary(BinaryOp::kMaximum, lhs.data(), shape, &bound, {}, out.data(), shape);
   EXPECT_EQ(out[0], 0.0f);  // NaN > 0 is false: the bound
   EXPECT_EQ(out[3], 2.0f);
+}
+
+/*! \brief TVM's fold of one output, written per output: identity, then each element in order. */
+std::vector<float> NaiveReduce(ReduceKind kind, const std::vector<float>& in, const Shape& shape,
+                               int64_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[axis];
+  std::vector<float> out(outer * inner);
+  for (int64_t o = 0; o < outer * inner; ++o) {
+    auto x = [&](int64_t k) { return in[(o / inner * n + k) * inner + o % inner]; };
+    float acc = kind == ReduceKind::kMin || kind == ReduceKind::kArgmin
+                    ? std::numeric_limits<float>::max()
+                    : (kind == ReduceKind::kMax || kind == ReduceKind::kArgmax
+                           ? std::numeric_limits<float>::lowest()
+                           : 0.0f);
+    int64_t index = -1;
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = x(k);
+      switch (kind) {
+        case ReduceKind::kMax:
+          acc = acc > v ? acc : v;
+          break;
+        case ReduceKind::kMin:
+          acc = acc < v ? acc : v;
+          break;
+        case ReduceKind::kArgmax:
+          if (!(acc > v) && !(acc == v)) index = k;
+          acc = acc > v ? acc : v;
+          break;
+        case ReduceKind::kArgmin:
+          if (!(acc < v) && !(acc == v)) index = k;
+          acc = acc < v ? acc : v;
+          break;
+        default:
+          acc += v;
+      }
+    }
+    if (kind == ReduceKind::kMean) acc /= static_cast<float>(n);
+    if (kind == ReduceKind::kVariance) {
+      const float mean = acc / static_cast<float>(n);
+      acc = 0.0f;
+      for (int64_t k = 0; k < n; ++k) acc += (x(k) - mean) * (x(k) - mean);
+      acc /= static_cast<float>(n);
+    }
+    out[o] = kind == ReduceKind::kArgmax || kind == ReduceKind::kArgmin ? static_cast<float>(index)
+                                                                        : acc;
+  }
+  return out;
+}
+
+bool SameFloat(float a, float b) { return std::isnan(a) ? std::isnan(b) : a == b; }
+
+TEST(ReduceTest, EveryKindFoldsLikeTvmIncludingSpecialValues) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(29);
+  // Rows of special values (TVM's build, measured: max of all -inf is -FLT_MAX, argmax -1; a NaN
+  // survives only as the last element; ties keep the first index), then random rows.
+  std::vector<float> in = {-inf, -inf, -inf, nan, 1.0f, 2.0f, 1.0f,  nan,  -inf,  5.0f, nan,  nan,
+                           3.0f, 3.0f, 3.0f, inf, -inf, 0.0f, -0.0f, 0.0f, -1.0f, 2.0f, 2.0f, 1.0f};
+  const std::vector<float> random = RandomVector(6 * 7 * 5, &rng, -4.0f, 4.0f);
+  for (const auto kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin,
+                          ReduceKind::kVariance, ReduceKind::kArgmax, ReduceKind::kArgmin}) {
+    std::vector<float> out(6);
+    Reduce(kind, in.data(), {6, 4}, {1}, out.data());
+    const std::vector<float> want = NaiveReduce(kind, in, {6, 4}, 1);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(SameFloat(out[i], want[i])) << "kind " << static_cast<int>(kind) << " row " << i
+                                              << ": " << out[i] << " vs " << want[i];
+    }
+    for (int64_t axis : {0, 1, 2}) {
+      Shape kept = {6, 7, 5};
+      kept[axis] = 1;
+      std::vector<float> r(NumElements(kept));
+      Reduce(kind, random.data(), {6, 7, 5}, {axis}, r.data());
+      EXPECT_EQ(r, NaiveReduce(kind, random, {6, 7, 5}, axis))
+          << "kind " << static_cast<int>(kind) << " axis " << axis;
+    }
+  }
+  // argmax over several axes: the row-major index over the reduced dims.
+  std::vector<float> flat(1);
+  Reduce(ReduceKind::kArgmax, random.data(), {6, 7, 5}, {0, 1, 2}, flat.data());
+  EXPECT_EQ(flat[0],
+            static_cast<float>(std::max_element(random.begin(), random.end()) - random.begin()));
+}
+
+TEST(LogSoftmaxTest, RowsAreTheLogOfTheSoftmax) {
+  std::mt19937 rng(31);
+  const Shape shape = {3, 5, 4};
+  const std::vector<float> in = RandomVector(NumElements(shape), &rng, -6.0f, 6.0f);
+  for (int64_t axis : {0, 1, 2}) {
+    std::vector<float> out(in.size());
+    LogSoftmax(in.data(), shape, axis, out.data());
+    std::vector<double> want(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      std::vector<int64_t> index = Unravel(static_cast<int64_t>(i), shape);
+      double sum = 0.0;
+      for (int64_t k = 0; k < shape[axis]; ++k) {
+        index[axis] = k;
+        sum += std::exp(static_cast<double>(in[Ravel(index, shape)]));
+      }
+      want[i] = in[i] - std::log(sum);
+    }
+    ExpectAllClose(out, want, "log_softmax axis " + std::to_string(axis), 1e-5, 1e-5);
+  }
 }
 
 TEST(SoftmaxTest, MaskedRowsBecomeZeroOnlyWhenAsked) {
