@@ -184,6 +184,7 @@ kernels::Requantization ChannelSlice(const kernels::Requantization& requant, int
   slice.output_zero_point = requant.output_zero_point;
   slice.min = requant.min;
   slice.max = requant.max;
+  slice.rounding = requant.rounding;
   return slice;
 }
 

@@ -40,6 +40,25 @@ kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dty
   return out;
 }
 
+/*!
+ * \brief "rounding": "tvm" (the default: one exact rounding, bit-equal to TVM's CPU build up to
+ * it) or "tflite" (TFLite's integer kernels, kernels/tflite_arithmetic.h; 8-bit outputs only).
+ */
+kernels::Rounding ParseRounding(const JsonObject& attrs, DType dtype, const std::string& where) {
+  if (!attrs.Has("rounding")) return kernels::Rounding::kTvm;
+  const std::string value = attrs.String_("rounding");
+  if (value == "tvm") return kernels::Rounding::kTvm;
+  if (value != "tflite") {
+    TVM_FFI_THROW(ValueError) << attrs.Field("rounding") << " must be \"tvm\" or \"tflite\", not \""
+                              << value << "\"";
+  }
+  if (dtype != DType::kInt8 && dtype != DType::kUInt8) {
+    TVM_FFI_THROW(ValueError) << where << ": TFLite rounding needs an int8 or uint8 result, not "
+                              << DTypeName(dtype);
+  }
+  return kernels::Rounding::kTflite;
+}
+
 /*! \brief A real rescaling factor as a fixed-point multiplier, or a ValueError naming it. */
 kernels::FixedPointMultiplier Multiplier(double real, const std::string& where) {
   if (!(real >= std::ldexp(1.0, -31) && real < std::ldexp(1.0, 30))) {
@@ -55,8 +74,9 @@ QnnRequantizeAttrs ParseQnnRequantizeAttrs(const JsonObject& attrs, DType dtype,
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   const double input_scale = PositiveScale(attrs, "input_scale");
   Multiplier(input_scale / output_scale, where);
-  return QnnRequantizeAttrs{kernels::MakeRequantizeParams(
-      input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale, out)};
+  return QnnRequantizeAttrs{
+      kernels::MakeRequantizeParams(input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale,
+                                    out, ParseRounding(attrs, dtype, where))};
 }
 
 QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
@@ -65,7 +85,18 @@ QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType d
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   const double lhs = PositiveScale(attrs, "lhs_scale"), rhs = PositiveScale(attrs, "rhs_scale");
   const bool add = kind == OpKind::kQnnAdd;
-  if (add) {
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
+  if (rounding == kernels::Rounding::kTflite) {
+    const auto [a, b, o] = std::tuple{static_cast<float>(lhs), static_cast<float>(rhs),
+                                      static_cast<float>(output_scale)};
+    if (add) {
+      const kernels::tflite::AddRealMultipliers real =
+          kernels::tflite::MakeAddRealMultipliers(a, b, o);
+      for (double factor : {real.lhs, real.rhs, real.output}) Multiplier(factor, where);
+    } else {
+      Multiplier(kernels::tflite::MulRealMultiplier(a, b, o), where);
+    }
+  } else if (add) {
     Multiplier(lhs / output_scale, where);
     Multiplier(rhs / output_scale, where);
   } else {
@@ -74,7 +105,7 @@ QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType d
   return QnnBinaryAttrs{kernels::MakeQuantizedBinaryParams(
       add ? kernels::QuantizedBinaryKind::kAdd : kernels::QuantizedBinaryKind::kMultiply, lhs,
       ZeroPoint(attrs, "lhs_zero_point"), rhs, ZeroPoint(attrs, "rhs_zero_point"), output_scale,
-      out)};
+      out, rounding)};
 }
 
 QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, DType dtype,
@@ -92,10 +123,35 @@ QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, 
                               << " taps are supported)";
   }
   const double input_scale = PositiveScale(attrs, "input_scale");
+  const int64_t input_zero_point = ZeroPoint(attrs, "input_zero_point");
   Multiplier(input_scale / output_scale, where);
-  Multiplier(input_scale / (output_scale * pool.pool_size[0] * pool.pool_size[1]), where);
-  return QnnPoolAttrs{kernels::MakeQuantizedPoolParams(
-      pool, input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale, out)};
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
+  bool tflite_mean = false;
+  if (rounding == kernels::Rounding::kTflite && kind == kernels::PoolKind::kAvg) {
+    // Which TFLite kernel's arithmetic: AVERAGE_POOL_2D averages the raw values (so input and
+    // output must share their quantization), MEAN rescales the sum.
+    const std::string kernel =
+        attrs.Has("tflite_kernel") ? attrs.String_("tflite_kernel") : "AVERAGE_POOL_2D";
+    tflite_mean = kernel == "MEAN";
+    if (!tflite_mean && kernel != "AVERAGE_POOL_2D") {
+      TVM_FFI_THROW(ValueError) << attrs.Field("tflite_kernel")
+                                << " must be \"AVERAGE_POOL_2D\" or \"MEAN\", not \"" << kernel
+                                << "\"";
+    }
+    if (!tflite_mean && (static_cast<float>(input_scale) != static_cast<float>(output_scale) ||
+                         input_zero_point != out.zero_point)) {
+      TVM_FFI_THROW(ValueError) << where << ": TFLite's AVERAGE_POOL_2D needs the same input and "
+                                << "output scale and zero point";
+    }
+    if (pool.count_include_pad) {
+      TVM_FFI_THROW(ValueError) << where << ": TFLite averages the in-bounds taps only "
+                                << "(count_include_pad must be false)";
+    }
+  } else if (kind == kernels::PoolKind::kAvg) {
+    Multiplier(input_scale / (output_scale * pool.pool_size[0] * pool.pool_size[1]), where);
+  }
+  return QnnPoolAttrs{kernels::MakeQuantizedPoolParams(pool, input_scale, input_zero_point,
+                                                       output_scale, out, rounding, tflite_mean)};
 }
 
 QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
@@ -115,13 +171,14 @@ QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const s
   }
   QnnConcatAttrs result;
   result.axis = attrs.Int("axis");
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   for (size_t i = 0; i < scales.size(); ++i) {
     if (!(scales[i] > 0) || !std::isfinite(scales[i])) {
       TVM_FFI_THROW(ValueError) << attrs.Field("input_scales") << " must be positive and finite";
     }
     Multiplier(scales[i] / output_scale, where);
     result.inputs.push_back(
-        kernels::MakeRequantizeParams(scales[i], zero_points[i], output_scale, out));
+        kernels::MakeRequantizeParams(scales[i], zero_points[i], output_scale, out, rounding));
   }
   return result;
 }
@@ -153,10 +210,23 @@ QnnSoftmaxAttrs ParseQnnSoftmaxAttrs(const JsonObject& attrs, DType dtype,
   double output_scale = 1;
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   Multiplier(1.0 / output_scale, where);
+  const double input_scale = PositiveScale(attrs, "input_scale");
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
+  if (rounding == kernels::Rounding::kTflite) {
+    // TFLite's 8-bit softmax writes probabilities in steps of 1/256 from the dtype's minimum.
+    const int64_t lowest = IntegerRange(dtype, where).first;
+    if (out.zero_point != lowest || std::abs(output_scale - 1.0 / 256) > 0.001 / 256) {
+      TVM_FFI_THROW(ValueError) << where << ": TFLite's softmax needs output scale 1/256 and "
+                                << "zero point " << lowest;
+    }
+    if (!(input_scale * std::ldexp(1.0, 26) > 1.0)) {
+      TVM_FFI_THROW(ValueError) << where << ": input scale " << input_scale
+                                << " is below TFLite's softmax range (2^-26)";
+    }
+  }
   // The inputs are 8-bit (ValidateGraph checks): differences to the row maximum span 0..255.
-  return QnnSoftmaxAttrs{attrs.Int("axis"),
-                         kernels::MakeQuantizedSoftmaxParams(PositiveScale(attrs, "input_scale"),
-                                                             255, output_scale, out)};
+  return QnnSoftmaxAttrs{attrs.Int("axis"), kernels::MakeQuantizedSoftmaxParams(
+                                                input_scale, 255, output_scale, out, rounding)};
 }
 
 QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
@@ -171,6 +241,7 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   if (q.weight_scales.empty())
     TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
   kernels::Requantization& r = q.requant;
+  r.rounding = ParseRounding(attrs, dtype, where);
   double output_scale = 1;
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   r.output_zero_point = out.zero_point;
@@ -218,10 +289,12 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
       if (!(bias_scale > 0) || !std::isfinite(bias_scale)) {
         TVM_FFI_THROW(ValueError) << where << ": int32 bias scales must be positive and finite";
       }
+      // TFLite adds its int32 bias to the accumulator as it is, whatever its recorded scale.
+      const bool as_is = static_cast<float>(bias_scale) == accumulator_scale ||
+                         r.rounding == kernels::Rounding::kTflite;
       r.bias.push_back(int32_bias(
-          static_cast<float>(bias_scale) == accumulator_scale
-              ? static_cast<double>(values[c])
-              : bias_scale * static_cast<double>(values[c]) / (q.input_scale * weight_scale),
+          as_is ? static_cast<double>(values[c])
+                : bias_scale * static_cast<double>(values[c]) / (q.input_scale * weight_scale),
           c));
     }
     q.bias.assign(r.bias.begin(), r.bias.end());

@@ -408,8 +408,29 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
   }
 }
 
+/*! \brief The integer arithmetic a qnn op's attributes ask for. */
+kernels::Rounding RoundingOf(const OpAttrs& attrs) {
+  if (const auto* qnn = std::get_if<QnnAttrs>(&attrs)) return qnn->requant.rounding;
+  if (const auto* op = std::get_if<QnnRequantizeAttrs>(&attrs)) return op->params.rounding;
+  if (const auto* op = std::get_if<QnnBinaryAttrs>(&attrs)) return op->params.rounding;
+  if (const auto* op = std::get_if<QnnPoolAttrs>(&attrs)) return op->params.rounding;
+  if (const auto* op = std::get_if<QnnSoftmaxAttrs>(&attrs)) return op->params.rounding;
+  if (const auto* op = std::get_if<QnnConcatAttrs>(&attrs)) {
+    if (!op->inputs.empty()) return op->inputs[0].rounding;
+  }
+  return kernels::Rounding::kTvm;
+}
+
 /*! \brief Attributes that must agree with the input dtypes and count. */
 void CheckQnnInputs(const Graph& graph, const Node& node) {
+  if (RoundingOf(node.attrs) == kernels::Rounding::kTflite) {
+    // TFLite's 8-bit kernels: activations of 8 bits (int32 accumulators, as TFLite's).
+    const DType input = graph.nodes[node.inputs[0]].dtype;
+    if (DTypeBytes(input) != 1) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": TFLite rounding needs 8-bit inputs, not "
+                                << DTypeName(input);
+    }
+  }
   if (const auto* lut = std::get_if<QnnLutAttrs>(&node.attrs)) {
     const DType input = graph.nodes[node.inputs[0]].dtype;
     const int64_t lo = QuantizedRange(input).first;

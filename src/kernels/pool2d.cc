@@ -310,8 +310,20 @@ void QuantizedPoolPixels(const float* input, float* out, int64_t begin, int64_t 
                                : std::max<int64_t>(1, (ph.tap_hi[oh] - ph.tap_lo[oh]) *
                                                           (pw.tap_hi[ow] - pw.tap_lo[ow]));
       const FixedPointMultiplier m = q.multipliers[taps];
+      if (q.rounding == Rounding::kTflite && !kIsMax && !q.tflite_mean) {
+        // AVERAGE_POOL_2D: the rounded average of the raw values (input and output share their
+        // quantization, so it is already in output steps).
+        for (int64_t c = 0; c < channels; ++c) {
+          const int64_t average = tflite::RoundedAverage(acc[c] + taps * q.input_zero_point, taps);
+          out_px[c] = static_cast<float>(std::clamp(average, q.out.min, q.out.max));
+        }
+        continue;
+      }
       for (int64_t c = 0; c < channels; ++c) {
-        const int64_t scaled = kNarrow ? ScaleRoundedNarrow(acc[c], m) : ScaleRounded(acc[c], m);
+        const int64_t scaled = q.rounding == Rounding::kTflite
+                                   ? tflite::MultiplyByQuantizedMultiplier(acc[c], m)
+                               : kNarrow ? ScaleRoundedNarrow(acc[c], m)
+                                         : ScaleRounded(acc[c], m);
         out_px[c] = static_cast<float>(std::clamp(q.out.zero_point + scaled, q.out.min, q.out.max));
       }
     }
@@ -338,18 +350,24 @@ void QuantizedPoolRows(const float* input, float* out, int64_t begin, int64_t en
 
 QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double input_scale,
                                             int64_t input_zero_point, double output_scale,
-                                            const QuantizedOutput& out) {
+                                            const QuantizedOutput& out, Rounding rounding,
+                                            bool tflite_mean) {
   QuantizedPoolParams q;
   q.pool = pool;
   q.input_zero_point = input_zero_point;
   q.out = out;
+  q.rounding = rounding;
+  q.tflite_mean = tflite_mean;
+  const FixedPointMultiplier rescale = QuantizeMultiplier(input_scale / output_scale);
   if (pool.kind == PoolKind::kMax) {
-    q.multipliers.push_back(QuantizeMultiplier(input_scale / output_scale));
+    q.multipliers.push_back(rescale);
   } else {
     const int64_t window = pool.pool_size[0] * pool.pool_size[1];
     for (int64_t taps = 0; taps <= window; ++taps) {
-      q.multipliers.push_back(
-          QuantizeMultiplier(input_scale / (output_scale * std::max<int64_t>(taps, 1))));
+      const int64_t n = std::max<int64_t>(taps, 1);
+      q.multipliers.push_back(rounding == Rounding::kTflite
+                                  ? tflite::MeanMultiplier(rescale, n)
+                                  : QuantizeMultiplier(input_scale / (output_scale * n)));
     }
   }
   return q;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/direct_gemm.h"
+#include "kernels/tflite_arithmetic.h"
 
 #if defined(__AVX512BW__)
 #include <immintrin.h>
@@ -49,6 +50,15 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
     shift[i] = m.shift;
     rounding[i] = int64_t{1} << (m.shift - 1);
     bias[i] = r.bias.empty() ? 0 : r.bias[channel_offset + i];
+  }
+  if (r.rounding == Rounding::kTflite) {
+    for (int64_t i = 0; i < size; ++i) {
+      const int64_t c = i % channels;
+      const int64_t scaled = tflite::MultiplyByQuantizedMultiplier(
+          acc[i] + bias[c], FixedPointMultiplier{m0[c], shift[c]});
+      out[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
+    }
+    return;
   }
   constexpr int64_t kLimit = int64_t{1} << 31;
   for (int64_t row = 0; row < size; row += channels) {

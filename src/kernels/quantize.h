@@ -24,6 +24,13 @@
 namespace example_npu {
 namespace kernels {
 
+/*!
+ * \brief Whose integer arithmetic a qnn op follows. kTvm: one exact rounding, half up, of every
+ * result (bit-equal to TVM's CPU build of Relax QDQ graphs up to that rounding, see above).
+ * kTflite: TFLite's integer kernels (tflite_arithmetic.h), for models that come from TFLite.
+ */
+enum class Rounding { kTvm, kTflite };
+
 /*! \brief m0 * 2^-shift approximating a positive real multiplier, m0 in [2^30, 2^31). */
 struct FixedPointMultiplier {
   int64_t m0 = 0;
@@ -56,6 +63,7 @@ struct Requantization {
   int64_t output_zero_point = 0;
   int64_t min = -128;  // output clamp, including a fused relu / clip
   int64_t max = 127;
+  Rounding rounding = Rounding::kTvm;  // kTflite: MultiplyByQuantizedMultiplier, int32 bias as is
 };
 
 /*!

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "kernels/broadcast.h"
 #include "kernels/parallel.h"
@@ -50,9 +51,26 @@ struct AddOp {
 struct MultiplyOp {
   const QuantizedBinaryParams& p;
   float operator()(float a, float b) const {
-    const int64_t product = (static_cast<int64_t>(a) - p.lhs_zero_point) *
-                            (static_cast<int64_t>(b) - p.rhs_zero_point);
-    return static_cast<float>(Clamp(ScaleRounded(product, p.lhs), p.out));
+    const int64_t product =
+        (static_cast<int64_t>(a) - p.lhs_zero_point) * (static_cast<int64_t>(b) - p.rhs_zero_point);
+    const int64_t scaled = p.rounding == Rounding::kTflite
+                               ? tflite::MultiplyByQuantizedMultiplier(product, p.lhs)
+                               : ScaleRounded(product, p.lhs);
+    return static_cast<float>(Clamp(scaled, p.out));
+  }
+};
+
+/*! \brief TFLite's ADD: both inputs 20 bits up, each rescaled, the sum rescaled (all rounded). */
+struct TfliteAddOp {
+  const QuantizedBinaryParams& p;
+  float operator()(float a, float b) const {
+    constexpr int64_t kShifted = int64_t{1} << tflite::AddRealMultipliers::kLeftShift;
+    const int64_t lhs = tflite::MultiplyByQuantizedMultiplier(
+        (static_cast<int64_t>(a) - p.lhs_zero_point) * kShifted, p.lhs);
+    const int64_t rhs = tflite::MultiplyByQuantizedMultiplier(
+        (static_cast<int64_t>(b) - p.rhs_zero_point) * kShifted, p.rhs);
+    return static_cast<float>(
+        Clamp(tflite::MultiplyByQuantizedMultiplier(lhs + rhs, p.output), p.out));
   }
 };
 
@@ -80,8 +98,10 @@ struct Row {
 }  // namespace
 
 RequantizeParams MakeRequantizeParams(double input_scale, int64_t input_zero_point,
-                                      double output_scale, const QuantizedOutput& out) {
-  return RequantizeParams{input_zero_point, QuantizeMultiplier(input_scale / output_scale), out};
+                                      double output_scale, const QuantizedOutput& out,
+                                      Rounding rounding) {
+  return RequantizeParams{input_zero_point, QuantizeMultiplier(input_scale / output_scale), out,
+                          rounding};
 }
 
 bool IsIdentity(const RequantizeParams& p, int64_t lo, int64_t hi) {
@@ -90,6 +110,16 @@ bool IsIdentity(const RequantizeParams& p, int64_t lo, int64_t hi) {
 }
 
 void Requantize(const float* x, int64_t size, const RequantizeParams& p, float* out) {
+  if (p.rounding == Rounding::kTflite) {
+    ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t value = static_cast<int64_t>(x[i]) - p.input_zero_point;
+        out[i] = static_cast<float>(
+            Clamp(tflite::MultiplyByQuantizedMultiplier(value, p.multiplier), p.out));
+      }
+    });
+    return;
+  }
   ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       // |x - zp| < 2^17 for 16-bit inputs.
@@ -123,12 +153,26 @@ void QuantizedConcat(const std::vector<const float*>& inputs, const std::vector<
 QuantizedBinaryParams MakeQuantizedBinaryParams(QuantizedBinaryKind kind, double lhs_scale,
                                                 int64_t lhs_zero_point, double rhs_scale,
                                                 int64_t rhs_zero_point, double output_scale,
-                                                const QuantizedOutput& out) {
+                                                const QuantizedOutput& out, Rounding rounding) {
   QuantizedBinaryParams p;
   p.kind = kind;
   p.lhs_zero_point = lhs_zero_point;
   p.rhs_zero_point = rhs_zero_point;
   p.out = out;
+  p.rounding = rounding;
+  if (rounding == Rounding::kTflite) {
+    const auto [a, b, o] = std::tuple{static_cast<float>(lhs_scale), static_cast<float>(rhs_scale),
+                                      static_cast<float>(output_scale)};
+    if (kind == QuantizedBinaryKind::kAdd) {
+      const tflite::AddRealMultipliers real = tflite::MakeAddRealMultipliers(a, b, o);
+      p.lhs = QuantizeMultiplier(real.lhs);
+      p.rhs = QuantizeMultiplier(real.rhs);
+      p.output = QuantizeMultiplier(real.output);
+    } else {
+      p.lhs = QuantizeMultiplier(tflite::MulRealMultiplier(a, b, o));
+    }
+    return p;
+  }
   if (kind == QuantizedBinaryKind::kAdd) {
     p.lhs = QuantizeMultiplier(lhs_scale / output_scale);
     p.rhs = QuantizeMultiplier(rhs_scale / output_scale);
@@ -146,13 +190,19 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
     BinaryAll(MultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
     return;
   }
+  if (p.rounding == Rounding::kTflite) {
+    BinaryAll(TfliteAddOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+    return;
+  }
   if (p.lhs.shift <= p.rhs.shift) {
-    const AddOp op{p.lhs_zero_point, p.lhs.m0, p.rhs_zero_point, p.rhs.m0,
-                   p.rhs.shift - p.lhs.shift, p.lhs.shift, p.out};
+    const AddOp op{
+        p.lhs_zero_point, p.lhs.m0, p.rhs_zero_point, p.rhs.m0, p.rhs.shift - p.lhs.shift,
+        p.lhs.shift,      p.out};
     BinaryAll(op, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
   } else {  // the same sum with the operands swapped
-    const AddOp op{p.rhs_zero_point, p.rhs.m0, p.lhs_zero_point, p.lhs.m0,
-                   p.lhs.shift - p.rhs.shift, p.rhs.shift, p.out};
+    const AddOp op{
+        p.rhs_zero_point, p.rhs.m0, p.lhs_zero_point, p.lhs.m0, p.lhs.shift - p.rhs.shift,
+        p.rhs.shift,      p.out};
     BinaryAll(op, rhs, rhs_shape, lhs, lhs_shape, out, out_shape);
   }
 }
@@ -168,8 +218,15 @@ void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, fl
 }
 
 QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_range,
-                                                  double output_scale, const QuantizedOutput& out) {
+                                                  double output_scale, const QuantizedOutput& out,
+                                                  Rounding rounding) {
   QuantizedSoftmaxParams p;
+  p.rounding = rounding;
+  p.out = out;
+  if (rounding == Rounding::kTflite) {
+    p.tflite = tflite::MakeSoftmaxTables(input_scale);
+    return p;
+  }
   p.exp_table.resize(input_range + 1);
   for (int64_t d = 0; d <= input_range; ++d) {
     p.exp_table[d] = RoundHalfEven(std::ldexp(std::exp(-input_scale * d), kSoftmaxExpBits));
@@ -194,6 +251,11 @@ void QuantizedSoftmax(const float* x, const Shape& shape, int64_t axis,
                 std::vector<int64_t> e(length);
                 for (int64_t r = begin; r < end; ++r) {
                   const Row row{(r / inner) * length * inner + r % inner, inner};
+                  if (p.rounding == Rounding::kTflite) {
+                    tflite::SoftmaxRow(x + row.base, length, row.stride, p.tflite, p.out.zero_point,
+                                       p.out.max, out + row.base);
+                    continue;
+                  }
                   int64_t max_q = static_cast<int64_t>(x[row.base]);
                   for (int64_t a = 1; a < length; ++a) {
                     max_q = std::max(max_q, static_cast<int64_t>(x[row.base + a * row.stride]));

@@ -19,6 +19,10 @@
  *               y = clamp(zo + round(e / (sum(e) * so)))                  (1/so as m0 * 2^-shift)
  * clamp() is to [min, max] of QuantizedOutput: the output dtype's range, narrowed by a fused
  * relu / clip. tests/cpp/test_quantized_ops.cc holds naive references of each formula.
+ * With Rounding::kTflite each op follows TFLite's integer kernel instead (tflite_arithmetic.h):
+ * requantize / concat / max pool / multiply round with MultiplyByQuantizedMultiplier, add
+ * aligns both inputs 20 bits up first, avg pool is AVERAGE_POOL_2D's rounded division or MEAN's
+ * folded multiplier, softmax is the gemmlowp fixed-point softmax.
  */
 #ifndef EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
 #define EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
@@ -28,6 +32,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
+#include "kernels/tflite_arithmetic.h"
 
 namespace example_npu {
 namespace kernels {
@@ -43,11 +48,13 @@ struct RequantizeParams {
   int64_t input_zero_point = 0;
   FixedPointMultiplier multiplier;  // input scale / output scale
   QuantizedOutput out;
+  Rounding rounding = Rounding::kTvm;
 };
 
 /*! \brief The parameters rescaling (input_scale, input_zero_point) to the output's. */
 RequantizeParams MakeRequantizeParams(double input_scale, int64_t input_zero_point,
-                                      double output_scale, const QuantizedOutput& out);
+                                      double output_scale, const QuantizedOutput& out,
+                                      Rounding rounding = Rounding::kTvm);
 
 /*! \brief Whether RequantizeParams maps every value of [lo, hi] to itself. */
 bool IsIdentity(const RequantizeParams& params, int64_t lo, int64_t hi);
@@ -67,12 +74,15 @@ struct QuantizedBinaryParams {
   FixedPointMultiplier lhs;  // add: lhs scale / output scale; multiply: the product's multiplier
   FixedPointMultiplier rhs;  // add only: rhs scale / output scale
   QuantizedOutput out;
+  Rounding rounding = Rounding::kTvm;
+  FixedPointMultiplier output;  // kTflite add: the sum's rescale (lhs / rhs rescale the inputs)
 };
 
 QuantizedBinaryParams MakeQuantizedBinaryParams(QuantizedBinaryKind kind, double lhs_scale,
                                                 int64_t lhs_zero_point, double rhs_scale,
                                                 int64_t rhs_zero_point, double output_scale,
-                                                const QuantizedOutput& out);
+                                                const QuantizedOutput& out,
+                                                Rounding rounding = Rounding::kTvm);
 
 /*! \brief Elementwise add / multiply with numpy broadcasting of both shapes to out_shape. */
 void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
@@ -85,11 +95,17 @@ struct QuantizedPoolParams {
   /*! \brief max: one multiplier; avg: the multiplier for a window of n taps at index n. */
   std::vector<FixedPointMultiplier> multipliers;
   QuantizedOutput out;
+  Rounding rounding = Rounding::kTvm;
+  /*! \brief kTflite avg: MEAN's arithmetic (rescaled sum) instead of AVERAGE_POOL_2D's (the raw
+   * values' rounded average; input and output quantization are the same). */
+  bool tflite_mean = false;
 };
 
 QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double input_scale,
                                             int64_t input_zero_point, double output_scale,
-                                            const QuantizedOutput& out);
+                                            const QuantizedOutput& out,
+                                            Rounding rounding = Rounding::kTvm,
+                                            bool tflite_mean = false);
 
 /*! \brief Integer max / average pooling (TVM's window semantics, pool2d.cc); the engine runs
  * NHWC tiles, NCHW tensors are transposed around it. */
@@ -110,11 +126,14 @@ struct QuantizedSoftmaxParams {
   std::vector<int64_t> exp_table;             // E[d] for d = max - x in [0, input range]
   FixedPointMultiplier inverse_output_scale;  // 1 / output scale
   QuantizedOutput out;
+  Rounding rounding = Rounding::kTvm;
+  tflite::SoftmaxTables tflite;  // kTflite: the fixed-point tables (output scale 1/256)
 };
 
 /*! \brief Builds E[d] for d in [0, input_range] (the input dtype's max - min). */
 QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_range,
-                                                  double output_scale, const QuantizedOutput& out);
+                                                  double output_scale, const QuantizedOutput& out,
+                                                  Rounding rounding = Rounding::kTvm);
 
 /*! \brief Integer softmax along `axis` (0 <= axis < rank). */
 void QuantizedSoftmax(const float* x, const Shape& shape, int64_t axis,

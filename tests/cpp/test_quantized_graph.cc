@@ -124,6 +124,82 @@ TEST(QuantizedGraphTest, TiledIntegerOpsEqualTheUntiledKernels) {
   }
 }
 
+/*! \brief The glue graph with TFLite's arithmetic on every qnn op (the average pool then keeps
+ * its input's quantization, as TFLite's AVERAGE_POOL_2D does). */
+std::string TfliteGlueGraph() {
+  std::string graph = GlueGraph();
+  for (size_t at = graph.find(R"("attrs": {)"); at != std::string::npos;
+       at = graph.find(R"("attrs": {)", at + 1)) {
+    graph.insert(at + 10, R"("rounding": "tflite", )");
+  }
+  const std::string avg_output = R"("output_scale": 0.003, "output_zero_point": 110)";
+  graph.replace(graph.find(avg_output), avg_output.size(),
+                R"("output_scale": 0.004, "output_zero_point": 120)");
+  const std::string concat_scales =
+      R"("input_scales": [0.004, 0.003], "input_zero_points": [120, 110])";
+  graph.replace(graph.find(concat_scales), concat_scales.size(),
+                R"("input_scales": [0.004, 0.004], "input_zero_points": [120, 120])");
+  return graph;
+}
+
+TEST(QuantizedGraphTest, TfliteRoundingTiledEqualsUntiledAndDiffersFromTheDefault) {
+  const Graph tflite = ParseGraph(TfliteGlueGraph());
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<std::vector<uint8_t>> inputs = {std::vector<uint8_t>(600), std::vector<uint8_t>(6)};
+  for (auto& input : inputs) {
+    for (uint8_t& v : input) v = static_cast<uint8_t>(byte(rng));
+  }
+  const std::vector<std::vector<float>> reference = Untiled(tflite, inputs);
+  NPUConfig tiny;
+  tiny.l1_sram_kb = 1;
+  tiny.tile_height = 8;
+  tiny.tile_width = 8;
+  for (const NPUConfig& config : {NPUConfig(), tiny}) {
+    Executor executor(ParseGraph(TfliteGlueGraph()), config);
+    std::vector<int64_t> x_shape = {1, 6, 10, 10}, y_shape = {1, 6, 1, 1};
+    std::vector<int64_t> out_shape = {1, 12, 5, 5};
+    std::vector<uint8_t> sum(300), joined(300);
+    DLTensor x = View(&inputs[0], &x_shape), y = View(&inputs[1], &y_shape);
+    DLTensor out0 = View(&sum, &out_shape), out1 = View(&joined, &out_shape);
+    executor.Run({&x, &y}, {&out0, &out1});
+    EXPECT_EQ(std::vector<float>(sum.begin(), sum.end()), reference[9]) << config.l1_sram_kb;
+    EXPECT_EQ(std::vector<float>(joined.begin(), joined.end()), reference[6]);
+  }
+  // The requantize -> multiply chain alone already rounds differently somewhere.
+  std::string tvm_graph = TfliteGlueGraph();
+  for (size_t at = tvm_graph.find("tflite"); at != std::string::npos;
+       at = tvm_graph.find("tflite", at)) {
+    tvm_graph.replace(at, 6, "tvm");
+  }
+  const std::vector<std::vector<float>> tvm = Untiled(ParseGraph(tvm_graph), inputs);
+  EXPECT_NE(tvm[3], reference[3]);
+}
+
+TEST(QuantizedGraphTest, TfliteRoundingRejectsWhatTfliteCannotMean) {
+  auto expect_error = [](std::string graph, const std::string& from, const std::string& to,
+                         const std::string& message) {
+    graph.replace(graph.find(from), from.size(), to);
+    try {
+      ParseGraph(graph);
+      FAIL() << "accepted: " << to;
+    } catch (const tvm::ffi::Error& err) {
+      EXPECT_EQ(err.kind(), "ValueError");
+      EXPECT_NE(std::string(err.message()).find(message), std::string::npos) << err.message();
+    }
+  };
+  const std::string graph = TfliteGlueGraph();
+  expect_error(graph, R"("rounding": "tflite")", R"("rounding": "gemmlowp")",
+               "must be \"tvm\" or \"tflite\"");
+  expect_error(graph, R"("output_scale": 0.00390625, "output_zero_point": 0)",
+               R"("output_scale": 0.004, "output_zero_point": 0)", "output scale 1/256");
+  expect_error(graph, R"("output_scale": 0.004, "output_zero_point": 120}},
+  {"op": "qnn.concat")",
+               R"("output_scale": 0.005, "output_zero_point": 120}},
+  {"op": "qnn.concat")",
+               "same input and output scale");
+}
+
 TEST(QuantizedGraphTest, RejectsTablesThatDoNotMatchTheInputType) {
   std::string graph = GlueGraph();
   graph.replace(graph.find(R"("index_offset": 0)"), 17, R"("index_offset": -128)");

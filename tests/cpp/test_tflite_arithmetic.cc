@@ -1,0 +1,281 @@
+// TFLite's integer arithmetic (kernels/tflite_arithmetic.h) against naive references: the
+// roundings as exact rational arithmetic on 128-bit integers, the fixed-point exp and reciprocal
+// against the real functions, softmax against rows LiteRT's reference kernels computed, and the
+// qnn ops in "tflite" rounding (kernels/quantized_ops.h) element by element.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/quantized_ops.h"
+#include "kernels/tflite_arithmetic.h"
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+/*! \brief floor(a / b) for b > 0. */
+__int128 FloorDiv(__int128 a, __int128 b) {
+  __int128 q = a / b;
+  if (a % b != 0 && a < 0) --q;
+  return q;
+}
+
+/*! \brief round_half_away_from_zero(a / b) for b > 0. */
+__int128 RoundHalfAway(__int128 a, __int128 b) {
+  return a >= 0 ? FloorDiv(2 * a + b, 2 * b) : -FloorDiv(-2 * a + b, 2 * b);
+}
+
+/*!
+ * \brief TFLite's double rounding stated as exact rationals: h = round_half_up(x 2^l m0 / 2^31),
+ * then round_half_away_from_zero(h / 2^r), with l = max(e, 0), r = max(-e, 0), e = 31 - shift.
+ */
+int64_t NaiveMultiply(int64_t x, const FixedPointMultiplier& m) {
+  const int64_t e = 31 - m.shift;
+  const __int128 v = static_cast<__int128>(x) * (int64_t{1} << std::max<int64_t>(e, 0)) * m.m0;
+  const __int128 h =
+      FloorDiv(2 * v + (static_cast<__int128>(1) << 31), static_cast<__int128>(1) << 32);
+  return static_cast<int64_t>(
+      RoundHalfAway(h, static_cast<__int128>(1) << std::max<int64_t>(-e, 0)));
+}
+
+TEST(TfliteArithmeticTest, MultiplyByQuantizedMultiplierRoundsTwice) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> value(-(int64_t{1} << 24), int64_t{1} << 24);
+  std::uniform_real_distribution<double> real(-30.0, 8.0);
+  for (int i = 0; i < 20000; ++i) {
+    const FixedPointMultiplier m = QuantizeMultiplier(std::exp2(real(rng)));
+    int64_t x = value(rng);
+    // Keep x * 2^left_shift inside int32, as TFLite's callers do.
+    const int64_t left = std::max<int64_t>(31 - m.shift, 0);
+    x >>= left;
+    ASSERT_EQ(tflite::MultiplyByQuantizedMultiplier(x, m), NaiveMultiply(x, m))
+        << x << " * " << m.m0 << " >> " << m.shift;
+  }
+  // Ties: +0.5 and -0.5 after the first rounding go to 1 and 0; after the second, away from 0.
+  const FixedPointMultiplier half{int64_t{1} << 30, 32};  // 0.25
+  EXPECT_EQ(tflite::MultiplyByQuantizedMultiplier(2, half), 1);
+  EXPECT_EQ(tflite::MultiplyByQuantizedMultiplier(-2, half), -1);
+  EXPECT_EQ(tflite::MultiplyByQuantizedMultiplier(6, half), 2);
+  EXPECT_EQ(tflite::MultiplyByQuantizedMultiplier(-6, half), -2);
+}
+
+TEST(TfliteArithmeticTest, PrimitivesMatchTheirDefinitions) {
+  EXPECT_EQ(tflite::SaturatingRoundingDoublingHighMul(std::numeric_limits<int32_t>::min(),
+                                                      std::numeric_limits<int32_t>::min()),
+            std::numeric_limits<int32_t>::max());
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> any(std::numeric_limits<int32_t>::min() + 1,
+                                             std::numeric_limits<int32_t>::max());
+  for (int i = 0; i < 20000; ++i) {
+    const int32_t a = any(rng), b = any(rng);
+    const __int128 v = static_cast<__int128>(a) * b;
+    ASSERT_EQ(tflite::SaturatingRoundingDoublingHighMul(a, b),
+              FloorDiv(2 * v + (static_cast<__int128>(1) << 31), static_cast<__int128>(1) << 32))
+        << a << " " << b;
+    const int exponent = static_cast<int>(static_cast<uint32_t>(a) % 32);
+    ASSERT_EQ(tflite::RoundingDivideByPowerOfTwo(b, exponent),
+              RoundHalfAway(b, static_cast<__int128>(1) << exponent))
+        << b << " / 2^" << exponent;
+  }
+}
+
+TEST(TfliteArithmeticTest, AveragePoolRoundsHalfAwayFromZero) {
+  for (int64_t count = 1; count <= 30; ++count) {
+    for (int64_t sum = -128 * count; sum <= 127 * count; ++sum) {
+      ASSERT_EQ(tflite::RoundedAverage(sum, count),
+                static_cast<int64_t>(std::round(static_cast<double>(sum) / count)))
+          << sum << " / " << count;
+    }
+  }
+}
+
+TEST(TfliteArithmeticTest, MeanMultiplierFoldsTheCountIntoTheRescale) {
+  for (double real : {0.3, 0.97, 1.0, 1.7}) {
+    const FixedPointMultiplier m = QuantizeMultiplier(real);
+    for (int64_t count : {1, 2, 3, 49, 64, 100, 196, 1 << 20}) {
+      const FixedPointMultiplier folded = tflite::MeanMultiplier(m, count);
+      // (m0 << k) / n truncated, k = floor(log2 n): within 2^-30 of real / n (relative).
+      const double value = std::ldexp(static_cast<double>(folded.m0), -folded.shift);
+      EXPECT_NEAR(value * count / real, 1.0, std::ldexp(1.0, -29)) << real << " / " << count;
+      EXPECT_LT(folded.m0, int64_t{1} << 31);
+      EXPECT_LE(folded.shift, 62);
+    }
+  }
+}
+
+TEST(TfliteArithmeticTest, FixedPointExpAndReciprocalApproximateTheRealFunctions) {
+  EXPECT_EQ(tflite::ExpOnNegativeValues(0), std::numeric_limits<int32_t>::max());
+  for (int32_t raw = -(31 << 26); raw < 0; raw += 12345) {
+    const double x = std::ldexp(static_cast<double>(raw), -26);
+    const double got = std::ldexp(static_cast<double>(tflite::ExpOnNegativeValues(raw)), -31);
+    ASSERT_NEAR(got, std::exp(x), 5e-7) << x;  // the Taylor series: ~2e-7
+  }
+  for (int32_t raw = 0; raw >= 0 && raw < std::numeric_limits<int32_t>::max() - 4000000;
+       raw += 3999989) {
+    const double x = std::ldexp(static_cast<double>(raw), -31);
+    const double got = std::ldexp(static_cast<double>(tflite::OneOverOnePlusX(raw)), -31);
+    ASSERT_NEAR(got, 1.0 / (1.0 + x), 2e-8) << x;
+  }
+}
+
+/*! \brief Rows LiteRT 2.3.0 computed with TFLite's reference SOFTMAX kernel (BUILTIN_REF) for
+ * int8 inputs of the given scale (a Keras Dense -> softmax converted by TFLiteConverter). */
+struct SoftmaxGolden {
+  double input_scale;
+  std::vector<int> input;
+  std::vector<int> output;
+};
+
+const std::vector<SoftmaxGolden>& SoftmaxGoldens() {
+  static const std::vector<SoftmaxGolden> goldens = {
+      {0.02124256081879139,
+       {0, -45, -78, 9, -125, -9, 101, 54, 49, 5, -57, 4},
+       {-116, -123, -126, -113, -127, -118, -22, -89, -93, -114, -124, -115}},
+      {0.02124256081879139,
+       {-65, 22, -114, 7, 15, 16, 34, 5, 6, -64, -20, 13},
+       {-123, -95, -126, -104, -100, -99, -86, -105, -105, -123, -115, -101}},
+      {0.15229007601737976,
+       {12,   44, 127, -82, -128, 111, 51,  -67, 106, 68,   -99, 127, 85, -117,
+        -101, 79, 87,  -9,  -105, 17,  104, -20, -54, -114, 80,  73,  27, 22,
+        -79,  32, 109, -44, 127,  -33, 126, 35,  -47, -64,  20,  -112},
+       {-128, -128, -65,  -128, -128, -123, -128, -128, -125, -128, -128, -65,  -128, -128,
+        -128, -128, -128, -128, -128, -128, -126, -128, -128, -128, -128, -128, -128, -128,
+        -128, -128, -124, -128, -65,  -128, -74,  -128, -128, -128, -128, -128}},
+  };
+  return goldens;
+}
+
+TEST(TfliteArithmeticTest, SoftmaxMatchesLiteRtReferenceKernel) {
+  for (const SoftmaxGolden& golden : SoftmaxGoldens()) {
+    const tflite::SoftmaxTables tables = tflite::MakeSoftmaxTables(golden.input_scale);
+    const std::vector<float> x(golden.input.begin(), golden.input.end());
+    std::vector<float> y(x.size());
+    tflite::SoftmaxRow(x.data(), static_cast<int64_t>(x.size()), 1, tables, -128, 127, y.data());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], golden.output[i]) << i;
+  }
+}
+
+TEST(TfliteArithmeticTest, SoftmaxIsWithinAStepOfTheRealSoftmax) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> value(-128, 127);
+  for (double scale : {0.004, 0.02, 0.1, 0.5}) {
+    const tflite::SoftmaxTables tables = tflite::MakeSoftmaxTables(scale);
+    for (int row = 0; row < 50; ++row) {
+      std::vector<float> x(1 + row % 30);
+      for (float& v : x) v = static_cast<float>(value(rng));
+      std::vector<float> y(x.size());
+      tflite::SoftmaxRow(x.data(), static_cast<int64_t>(x.size()), 1, tables, -128, 127, y.data());
+      const float max = *std::max_element(x.begin(), x.end());
+      double sum = 0;
+      for (float v : x) sum += std::exp(scale * (v - max));
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double real = std::exp(scale * (x[i] - max)) / sum * 256 - 128;
+        ASSERT_LE(std::abs(y[i] - std::clamp(real, -128.0, 127.0)), 1.0) << scale << " " << i;
+      }
+    }
+  }
+}
+
+TEST(TfliteArithmeticTest, QnnOpsInTfliteRoundingFollowTheKernels) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> value(-128, 127);
+  const QuantizedOutput out{-3, -128, 127};
+  std::vector<float> a(400), b(400), y(400);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(value(rng));
+    b[i] = static_cast<float>(value(rng));
+  }
+  // Requantize: (x - zp) rescaled once, as TFLite's QUANTIZE int8 -> int8.
+  const RequantizeParams requant = MakeRequantizeParams(0.031f, 7, 0.017f, out, Rounding::kTflite);
+  Requantize(a.data(), static_cast<int64_t>(a.size()), requant, y.data());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t expected = NaiveMultiply(static_cast<int64_t>(a[i]) - 7, requant.multiplier);
+    ASSERT_EQ(y[i], std::clamp<int64_t>(expected - 3, -128, 127)) << i;
+  }
+  // ADD: 20 bits up, each input rescaled by s_i / (2 max s), the sum by 2 max s / (2^20 s_out).
+  const float sa = 0.05f, sb = 0.02f, so = 0.06f;
+  const QuantizedBinaryParams add = MakeQuantizedBinaryParams(QuantizedBinaryKind::kAdd, sa, 4, sb,
+                                                              -9, so, out, Rounding::kTflite);
+  const Shape shape = {20, 20};
+  QuantizedBinary(a.data(), shape, b.data(), shape, y.data(), shape, add);
+  const FixedPointMultiplier ma = QuantizeMultiplier(sa / (2.0 * sa));
+  const FixedPointMultiplier mb = QuantizeMultiplier(sb / (2.0 * sa));
+  const FixedPointMultiplier mo = QuantizeMultiplier(2.0 * sa / (1048576.0 * so));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t sum = NaiveMultiply((static_cast<int64_t>(a[i]) - 4) << 20, ma) +
+                        NaiveMultiply((static_cast<int64_t>(b[i]) + 9) << 20, mb);
+    ASSERT_EQ(y[i], std::clamp<int64_t>(NaiveMultiply(sum, mo) - 3, -128, 127)) << i;
+  }
+  // MUL: the product of the offset inputs, rescaled by float32(float32(sa sb) / so).
+  const QuantizedBinaryParams mul = MakeQuantizedBinaryParams(QuantizedBinaryKind::kMultiply, sa, 4,
+                                                              sb, -9, so, out, Rounding::kTflite);
+  QuantizedBinary(a.data(), shape, b.data(), shape, y.data(), shape, mul);
+  const FixedPointMultiplier mm = QuantizeMultiplier(static_cast<float>(sa * sb / so));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t product = (static_cast<int64_t>(a[i]) - 4) * (static_cast<int64_t>(b[i]) + 9);
+    ASSERT_EQ(y[i], std::clamp<int64_t>(NaiveMultiply(product, mm) - 3, -128, 127)) << i;
+  }
+}
+
+TEST(TfliteArithmeticTest, AveragePoolAndMeanFollowTheirKernels) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> value(-128, 127);
+  const Shape in_shape = {1, 5, 7, 3};
+  std::vector<float> x(5 * 7 * 3);
+  for (float& v : x) v = static_cast<float>(value(rng));
+  Pool2dParams pool;
+  pool.kind = PoolKind::kAvg;
+  pool.pool_size = {3, 3};
+  pool.strides = {2, 2};
+  pool.padding = {1, 1, 1, 1};
+  pool.count_include_pad = false;
+  pool.layout = DataLayout::kNHWC;
+  // AVERAGE_POOL_2D: raw values of the in-bounds taps, rounded average, input zero point kept.
+  const QuantizedOutput out{-5, -128, 127};
+  const QuantizedPoolParams avg =
+      MakeQuantizedPoolParams(pool, 0.1, -5, 0.1, out, Rounding::kTflite, false);
+  const Shape out_shape = {1, 3, 4, 3};
+  std::vector<float> y(3 * 4 * 3);
+  QuantizedPool2d(x.data(), in_shape, y.data(), out_shape, avg);
+  for (int64_t oh = 0; oh < 3; ++oh) {
+    for (int64_t ow = 0; ow < 4; ++ow) {
+      for (int64_t c = 0; c < 3; ++c) {
+        int64_t sum = 0, count = 0;
+        for (int64_t kh = 0; kh < 3; ++kh) {
+          for (int64_t kw = 0; kw < 3; ++kw) {
+            const int64_t ih = oh * 2 - 1 + kh, iw = ow * 2 - 1 + kw;
+            if (ih < 0 || ih >= 5 || iw < 0 || iw >= 7) continue;
+            sum += static_cast<int64_t>(x[(ih * 7 + iw) * 3 + c]);
+            ++count;
+          }
+        }
+        const double average = static_cast<double>(sum) / count;
+        ASSERT_EQ(y[(oh * 4 + ow) * 3 + c], std::round(average)) << oh << " " << ow << " " << c;
+      }
+    }
+  }
+  // MEAN over the whole plane: (sum - zp n) rescaled by s_in / s_out with 1/n folded in.
+  Pool2dParams plane = pool;
+  plane.pool_size = {5, 7};
+  plane.strides = {1, 1};
+  plane.padding = {0, 0, 0, 0};
+  const QuantizedPoolParams mean =
+      MakeQuantizedPoolParams(plane, 0.1, -5, 0.08, {2, -128, 127}, Rounding::kTflite, true);
+  std::vector<float> means(3);
+  QuantizedPool2d(x.data(), in_shape, means.data(), {1, 1, 1, 3}, mean);
+  const FixedPointMultiplier folded = tflite::MeanMultiplier(QuantizeMultiplier(0.1 / 0.08), 35);
+  for (int64_t c = 0; c < 3; ++c) {
+    int64_t sum = 0;
+    for (int64_t p = 0; p < 35; ++p) sum += static_cast<int64_t>(x[p * 3 + c]) + 5;
+    EXPECT_EQ(means[c], std::clamp<int64_t>(NaiveMultiply(sum, folded) + 2, -128, 127)) << c;
+    EXPECT_NEAR(means[c], 2 + sum * 0.1 / 0.08 / 35, 0.5 + 1e-6) << c;
+  }
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace example_npu
