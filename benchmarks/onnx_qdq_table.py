@@ -1,4 +1,4 @@
-"""onnxruntime-quantized CNNs on the NPU: the "Quantized inference" numbers of the README.
+"""onnxruntime-quantized CNNs on the NPU: the numbers of docs/quantization/integer-inference.md.
 
 For each model and quantization (onnxruntime's quantize_static, QDQ: int8 activations with
 per-channel and per-tensor weights, uint8 activations with per-channel weights), the model is

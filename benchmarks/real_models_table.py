@@ -1,5 +1,6 @@
-"""Prints the README's "Real models" table: each model of tests/python/real_models.py through
-both import paths, partitioned for the NPU, profiled, and compared with its reference.
+"""Prints the test-size table of docs/supported-models.md: each model of
+tests/python/real_models.py through both import paths, partitioned for the NPU, profiled, and
+compared with its reference.
 
     .venv/bin/python benchmarks/real_models_table.py [--only NAME ...]
 

@@ -1,5 +1,5 @@
-"""Full-size torchvision architectures and user variants through every import path: the README's
-"Real models at full size" table.
+"""Full-size torchvision architectures and user variants through every import path: the table of
+docs/supported-models.md ("At full size") and docs/reference/zoo_models.md.
 
     .venv/bin/python benchmarks/zoo_models_table.py [--only NAME ...] [--paths torch onnx ...]
 

@@ -9,7 +9,7 @@
 # without it ASan cannot find the real __cxa_throw), and the leak check is off: the interpreter
 # keeps its objects alive until exit by design.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.."
 BUILD=build/sanitize
 FUZZ_SECONDS="${EXAMPLE_NPU_SANITIZE_FUZZ_BUDGET:-45}"
 

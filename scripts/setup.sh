@@ -2,7 +2,7 @@
 # Idempotent set-up on a fresh machine: Debian build dependencies, a git-ignored .venv with the
 # pinned TVM, and example_npu built by CMake and installed into it. Safe to re-run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.."
 
 missing=()
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: set-up, C++ unit tests (CTest), Python tests (pytest),
-# a fixed-budget fuzz run and the ASan + UBSan run (scripts/sanitize.sh).
+# the docs site in strict mode, a fixed-budget fuzz run and the ASan + UBSan run (scripts/sanitize.sh).
 # Any failure, and pytest's "no tests ran" (exit 5), fails the script.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.."
 bash scripts/setup.sh
 
 echo "== C++ unit tests (GoogleTest via CTest)"
@@ -17,6 +17,10 @@ echo "== Lint (ruff)"
 
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest tests/python -q -rs "$@"
+
+echo "== Docs site (Sphinx + MyST, strict: any warning, broken link or page missing from the nav fails)"
+rm -rf build/docs
+.venv/bin/sphinx-build -W --keep-going -n -q -b html docs build/docs/html
 
 echo "== Fuzzing (tests/fuzz: fixed seed and budget; any crash, hang or wrong error fails)"
 .venv/bin/python tests/fuzz/fuzz.py --budget "${EXAMPLE_NPU_FUZZ_BUDGET:-150}" --seed 1

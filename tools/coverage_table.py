@@ -1,11 +1,12 @@
 """Coverage table: which op x layout x dtype runs on the NPU, generated from the pattern checks.
 
-``python tools/coverage_table.py`` prints the table as markdown. ``docs/coverage.md`` is that
-output, committed, and a test keeps it equal to what this module generates now. Each row builds
-one representative Relax call (or a short chain, for the fused rows) for each dtype. Each call
-goes through :func:`example_npu.partition_with_report`. A cell then says ``offloaded``,
-``rejected: <the check's reason>``, ``partial`` (some of a chain's ops stayed on the CPU), or
-``n/a`` when Relax itself does not accept the op for that dtype.
+``python tools/coverage_table.py`` prints the table as markdown.
+``docs/reference/coverage.md`` is that output, committed, and a test keeps it equal to what this
+module generates now. Each row builds one representative Relax call (or a short chain, for the
+fused rows) for each dtype. Each call goes through :func:`example_npu.partition_with_report`. A
+cell then says ``offloaded``, ``rejected (n)`` or ``partial (n)`` (some of a chain's ops stayed
+on the CPU) with the check's reason n listed below the table, or ``n/a`` when Relax itself does
+not accept the op for that dtype.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
 
 DTYPES = ("float32", "float16", "int8", "uint8", "int16", "float64")
-REGENERATE = "python tools/coverage_table.py > docs/coverage.md"
+OUTPUT = "docs/reference/coverage.md"
+REGENERATE = f"python tools/coverage_table.py > {OUTPUT}"
 
 # "nn.conv2d: " / "depthwise_conv2d: " at the start of a check's reason.
 _ROLE_PREFIX = re.compile(r"^[\w.]+: ")
@@ -661,6 +663,16 @@ def cell(probe: Probe, dtype: str) -> tuple[str, list[str]]:
     return f"partial: {names} on the CPU ({_reasons(report, on_cpu)})", composites
 
 
+def _short(text: str, reasons: dict[str, int]) -> str:
+    """A cell as the table shows it: a reason becomes a numbered note, listed below the table."""
+    for kind in ("rejected", "partial"):
+        if text.startswith(kind + ": "):
+            reason = text.removeprefix(kind + ": ")
+            number = reasons.setdefault(reason, len(reasons) + 1)
+            return f"{kind} ({number})"
+    return text.split(" (")[0] if text.startswith("n/a") else text
+
+
 def table() -> str:
     """The whole coverage document as markdown."""
     lines = [
@@ -670,19 +682,21 @@ def table() -> str:
         "",
         "Each row is one representative Relax call (or chain), partitioned with",
         "`example_npu.partition_with_report`. `offloaded`: every op of the row runs on the",
-        "NPU. `rejected: ...`: the support check's reason; the call runs on TVM's CPU build",
-        "instead. `partial`: some of a chain's ops stay on the CPU. `n/a`: Relax itself does not",
-        "accept the op for that dtype. The patterns column lists the composites the float32",
-        "call forms (for quantize/dequantize the dtype is the quantized one).",
+        "NPU. `rejected (n)`: the support check refuses it, for reason n below; the call runs on",
+        "TVM's CPU build instead. `partial (n)`: some of a chain's ops stay on the CPU. `n/a`:",
+        "Relax itself does not accept the op for that dtype. The patterns column lists the",
+        "composites the float32 call forms (for quantize/dequantize the dtype is the quantized",
+        "one). What each pattern computes: [supported ops](../user-guide/supported-ops.md).",
         "",
         "| op | layout / form | patterns (float32) | " + " | ".join(DTYPES) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in DTYPES) + " |",
     ]
+    reasons: dict[str, int] = {}
     for probe in probes():
         cells, patterns = [], []
         for dtype in DTYPES:
             text, composites = cell(probe, dtype)
-            cells.append(text)
+            cells.append(_short(text, reasons))
             if dtype == "float32" or (not patterns and composites):
                 patterns = composites
         lines.append(
@@ -690,7 +704,9 @@ def table() -> str:
             + " | ".join(cells)
             + " |"
         )
-    return "\n".join(lines) + "\n"
+    lines += ["", "## Reasons", ""]
+    lines += [f"{number}. {reason}" for reason, number in reasons.items()]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

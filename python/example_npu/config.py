@@ -2,7 +2,8 @@
 
 Users pass one at compile time, ``partition_for_npu(mod, config=NPUConfig(l1_sram_kb=64))``; it
 travels in the NPU graph, so an exported library keeps the configuration it was compiled for.
-README.md ("NPUConfig") gives the source of every default.
+docs/user-guide/npu-config.md gives the source of every default; docs/reference/npu-config.md
+lists the fields, generated from this class (the comment above a group of fields is its heading).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ class NPUConfig:
     energy_l1_pj_per_byte: float = 2.8
     energy_l2_pj_per_byte: float = 4.5
     energy_dram_pj_per_byte: float = 64.0
+    # Operating point: clock and core voltage (POWER_MODES).
     power_mode: str = "balanced"
 
     def __post_init__(self) -> None:

@@ -4,7 +4,8 @@
  *
  * Defaults follow the specification (4 KB L0 registers, 256 KB L1 SRAM, 512 KB L2 CMX, DRAM,
  * 32x32 tiles, 16-element vectors, 16x16 matrix engine, 64-wide vector unit) and published
- * figures for everything it leaves open; README.md ("NPUConfig") gives the source of each number.
+ * figures for everything it leaves open; docs/user-guide/npu-config.md gives the source of each
+ * number.
  * Specs only: no state. Compile options (none yet) would be a separate type.
  */
 #ifndef EXAMPLE_NPU_CONFIG_NPU_CONFIG_H_

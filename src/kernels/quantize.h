@@ -2,7 +2,7 @@
  * \file kernels/quantize.h
  * \brief Integer arithmetic of the quantized datapath (int8 / int16 activations, int8 weights).
  *
- * The scheme (README.md, "Quantization"):
+ * The scheme (docs/quantization/integer-inference.md):
  *   real = scale * (q - zero_point); weights are symmetric (zero point 0), per tensor or per
  *   output channel.
  *   acc[c]   = sum (x_q - x_zp) * w_q                      int32 for int8 inputs, int64 for int16

@@ -50,8 +50,8 @@ avg_pool2d shapes, e.g. x (1, 4, 2, 5), pool (2, 2), stride 1, padding (1, 1, 0,
 whose original module TVM cannot build is reported as exactly that, not compared.
 
 Expectations. A float32 case must offload every pattern-table op it contains (the transpose of
-dense aside, see :data:`MUST_OFFLOAD_OPS`). Those cases stay inside the attributes the README
-documents as executed, and a check that rejects one is a bug.
+dense aside, see :data:`MUST_OFFLOAD_OPS`). Those cases stay inside the attributes the docs
+(docs/user-guide/supported-ops.md) document as executed, and a check that rejects one is a bug.
 A float16 case may offload or be rejected: the checks reject float16 until the runtime executes
 it. Either way it must match. float64 and int32 cases must be rejected. clip offloads with any
 literal bounds, infinite ones included. Data movement (reshape, permute_dims, concat, split,

@@ -1,4 +1,4 @@
-"""The thread-safety rule of the README: one relax.VirtualMachine per thread; the NPU module
+"""The thread-safety rule of docs/robustness.md: one relax.VirtualMachine per thread; the NPU module
 (and so one compiled executable) is safe to share between threads.
 
 TVM's VirtualMachine keeps per-call state, so one VM object must not be called from several
