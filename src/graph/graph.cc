@@ -16,6 +16,7 @@
 
 #include "graph/attr_parsers.h"
 #include "graph/runtime_params.h"
+#include "kernels/half.h"
 #include "support/checked_math.h"
 #include "support/json_input.h"
 
@@ -86,8 +87,11 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       return ParseConv1dAttrs(attrs);
     case OpKind::kConv2d:
       return ParseConv2dAttrs(attrs);
-    case OpKind::kMaxPool2d:
-      return ParsePoolAttrs(attrs, kernels::PoolKind::kMax);
+    case OpKind::kMaxPool2d: {
+      PoolAttrs pool = ParsePoolAttrs(attrs, kernels::PoolKind::kMax);
+      if (dtype == DType::kFloat16) pool.params.lowest = kernels::kHalfLowest;
+      return pool;
+    }
     case OpKind::kAvgPool2d:
       return ParsePoolAttrs(attrs, kernels::PoolKind::kAvg);
     case OpKind::kBatchNorm:

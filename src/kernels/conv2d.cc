@@ -145,38 +145,77 @@ T* ConvScratch(int which, size_t elements) {
 }
 
 /*!
+ * \brief The rows of the implicit im2col matrix of an NHWC convolution gathered into `buffer`
+ * (pixel-major, one run of `c` channels per tap, zeros for taps in the padding); `offsets` gets
+ * DirectGemm's row and tap offsets into it. Its size is the convolution's own work, pixels x
+ * taps x channels, whatever the padding, strides and dilation.
+ */
+void GatherIm2col(const float* input, const ConvGeometry& g, const Conv2dParams& p, float* buffer,
+                  int64_t* offsets) {
+  const int64_t c = g.in_channels;
+  const int64_t pixels = g.out_h * g.out_w;
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      const int64_t pixel = oh * g.out_w + ow;
+      offsets[pixel] = pixel * taps * c;
+      for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+        const int64_t ih = oh * p.strides[0] - p.padding[0] + kh * p.dilation[0];
+        for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+          const int64_t iw = ow * p.strides[1] - p.padding[1] + kw * p.dilation[1];
+          float* dst = buffer + offsets[pixel] + (kh * g.kernel_w + kw) * c;
+          if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) {
+            std::fill(dst, dst + c, 0.0f);
+          } else {
+            std::copy_n(input + (ih * g.in_w + iw) * c, c, dst);
+          }
+        }
+      }
+    }
+  }
+  for (int64_t tap = 0; tap < taps; ++tap) offsets[pixels + tap] = tap * c;
+}
+
+/*!
  * \brief NHWC x HWIO of one image: out[pixel, co] = X[pixel, (kh, kw, ci)] * W[(kh, kw, ci), co].
  * HWIO is already that [depth, C_out] matrix and each row of the implicit im2col matrix X is one
  * run of contiguous input channels per tap, so DirectGemm reads both in place: only a padded
- * input (when the convolution pads) is copied.
+ * input (when the convolution pads) is copied, or, when that copy would be larger than the
+ * convolution's work (huge padding, strides or dilation), the im2col rows themselves.
  */
 void ConvDirectNHWC(const float* input, const float* weight, float* out, const ConvGeometry& g,
                     const Conv2dParams& p) {
   const int64_t c = g.in_channels;
   const bool padded = p.padding[0] || p.padding[1] || p.padding[2] || p.padding[3];
-  const int64_t hp = g.in_h + p.padding[0] + p.padding[2];
-  const int64_t wp = g.in_w + p.padding[1] + p.padding[3];
-  const float* src = input;
-  if (padded) {
-    float* buffer = ConvScratch<float>(0, static_cast<size_t>(hp * wp * c));
-    std::fill(buffer, buffer + hp * wp * c, 0.0f);
-    for (int64_t h = 0; h < g.in_h; ++h) {
-      std::copy(input + h * g.in_w * c, input + (h + 1) * g.in_w * c,
-                buffer + ((h + p.padding[0]) * wp + p.padding[1]) * c);
-    }
-    src = buffer;
-  }
   const int64_t pixels = g.out_h * g.out_w;
   const int64_t taps = g.kernel_h * g.kernel_w;
+  const int64_t hp = SaturatingAdd(SaturatingAdd(g.in_h, p.padding[0]), p.padding[2]);
+  const int64_t wp = SaturatingAdd(SaturatingAdd(g.in_w, p.padding[1]), p.padding[3]);
   int64_t* offsets = ConvScratch<int64_t>(1, static_cast<size_t>(pixels + taps));
-  for (int64_t oh = 0; oh < g.out_h; ++oh) {
-    for (int64_t ow = 0; ow < g.out_w; ++ow) {
-      offsets[oh * g.out_w + ow] = (oh * p.strides[0] * wp + ow * p.strides[1]) * c;
+  const float* src = input;
+  if (padded && !PaddedCopyFits(hp, wp, g.in_h, g.in_w, pixels, taps)) {
+    float* buffer = ConvScratch<float>(0, static_cast<size_t>(pixels * taps * c));
+    GatherIm2col(input, g, p, buffer, offsets);
+    src = buffer;
+  } else {
+    if (padded) {
+      float* buffer = ConvScratch<float>(0, static_cast<size_t>(hp * wp * c));
+      std::fill(buffer, buffer + hp * wp * c, 0.0f);
+      for (int64_t h = 0; h < g.in_h; ++h) {
+        std::copy(input + h * g.in_w * c, input + (h + 1) * g.in_w * c,
+                  buffer + ((h + p.padding[0]) * wp + p.padding[1]) * c);
+      }
+      src = buffer;
     }
-  }
-  for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      offsets[pixels + kh * g.kernel_w + kw] = (kh * p.dilation[0] * wp + kw * p.dilation[1]) * c;
+    for (int64_t oh = 0; oh < g.out_h; ++oh) {
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        offsets[oh * g.out_w + ow] = (oh * p.strides[0] * wp + ow * p.strides[1]) * c;
+      }
+    }
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        offsets[pixels + kh * g.kernel_w + kw] = (kh * p.dilation[0] * wp + kw * p.dilation[1]) * c;
+      }
     }
   }
   DirectRows rows;

@@ -101,7 +101,8 @@ void DepthwisePlanes(const float* input, const float* weight, float* out, const 
   const int64_t sh = p.strides[0], sw = p.strides[1];
   const int64_t dh = p.dilation[0], dw = p.dilation[1];
   const int64_t pt = p.padding[0], pl = p.padding[1];
-  // Buffer extent: whatever the last output's last tap reads, and at least the input itself.
+  // Buffer extent: whatever the last output's last tap reads, and at least the input itself
+  // (DepthwiseConv checked that it is no larger than the work).
   const int64_t buf_h = std::max((g.out_h - 1) * sh + (g.kernel_h - 1) * dh + 1, pt + g.in_h);
   const int64_t buf_w = std::max((g.out_w - 1) * sw + (g.kernel_w - 1) * dw + 1, pl + g.in_w);
   std::vector<float> padded(buf_h * buf_w, 0.0f);  // borders stay zero; the interior is rewritten
@@ -227,6 +228,36 @@ void DepthwiseRows(const float* input, const PixelStrides& in, const float* weig
   }
 }
 
+/*!
+ * \brief NCHW planes [begin, end) with every tap bounds-tested: for geometries whose padded
+ * plane (DepthwisePlanes) would be larger than the work. Padded taps add weight * 0, as in
+ * DepthwisePlanes and TVM (a non-finite weight makes them NaN).
+ */
+void DepthwisePlanesTested(const float* input, const float* weight, float* out,
+                           const ConvGeometry& g, const Conv2dParams& p, int64_t begin,
+                           int64_t end) {
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const float* in_c = input + plane * g.in_h * g.in_w;
+    const float* w = weight + (plane % g.out_channels) * taps;
+    float* out_c = out + plane * g.out_h * g.out_w;
+    for (int64_t oh = 0; oh < g.out_h; ++oh) {
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        float acc = 0.0f;
+        for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+          const int64_t ih = oh * p.strides[0] - p.padding[0] + kh * p.dilation[0];
+          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+            const int64_t iw = ow * p.strides[1] - p.padding[1] + kw * p.dilation[1];
+            const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+            acc += w[kh * g.kernel_w + kw] * (inside ? in_c[ih * g.in_w + iw] : 0.0f);
+          }
+        }
+        out_c[oh * g.out_w + ow] = acc;
+      }
+    }
+  }
+}
+
 PixelStrides DenseNhwc(int64_t h, int64_t w, int64_t c) {
   return PixelStrides{h * w * c, w * c, c};
 }
@@ -236,10 +267,18 @@ PixelStrides DenseNhwc(int64_t h, int64_t w, int64_t c) {
 void DepthwiseConv(const float* input, const float* weight, float* out, const ConvGeometry& g,
                    const Conv2dParams& p) {
   if (p.data_layout == DataLayout::kNCHW) {
-    const int64_t plane_work = std::max<int64_t>(g.out_h * g.out_w * g.kernel_h * g.kernel_w, 1);
-    ParallelFor(
-        g.batch * g.in_channels, std::max<int64_t>(1, (1 << 16) / plane_work),
-        [&](int64_t begin, int64_t end) { DepthwisePlanes(input, weight, out, g, p, begin, end); });
+    const int64_t taps = g.kernel_h * g.kernel_w;
+    const int64_t plane_work = std::max<int64_t>(g.out_h * g.out_w * taps, 1);
+    // DepthwisePlanes' padded plane: what the last output's last tap reads, at least the input.
+    const int64_t buf_h = std::max(
+        (g.out_h - 1) * p.strides[0] + (g.kernel_h - 1) * p.dilation[0] + 1, p.padding[0] + g.in_h);
+    const int64_t buf_w = std::max(
+        (g.out_w - 1) * p.strides[1] + (g.kernel_w - 1) * p.dilation[1] + 1, p.padding[1] + g.in_w);
+    const auto planes = PaddedCopyFits(buf_h, buf_w, g.in_h, g.in_w, g.out_h * g.out_w, taps)
+                            ? DepthwisePlanes
+                            : DepthwisePlanesTested;
+    ParallelFor(g.batch * g.in_channels, std::max<int64_t>(1, (1 << 16) / plane_work),
+                [&](int64_t begin, int64_t end) { planes(input, weight, out, g, p, begin, end); });
   } else {
     DepthwiseNhwc(input, DenseNhwc(g.in_h, g.in_w, g.in_channels), weight, out,
                   DenseNhwc(g.out_h, g.out_w, g.out_channels), g, p);

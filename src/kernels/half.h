@@ -13,6 +13,9 @@
 namespace example_npu {
 namespace kernels {
 
+/*! \brief The lowest finite float16 value. */
+constexpr float kHalfLowest = -65504.0f;
+
 /*! \brief Exact widening of a binary16 bit pattern (subnormals, inf and NaN included). */
 float HalfToFloat(uint16_t bits);
 

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace example_npu {
@@ -92,6 +93,12 @@ struct Pool2dParams {
   /*! \brief Average pooling divides by the full window (padding included) when true. */
   bool count_include_pad = false;
   DataLayout layout = DataLayout::kNCHW;
+  /*!
+   * \brief Max pooling's start and padding value: the lowest finite value of the tensor's dtype
+   * (float16: -65504), as TVM pads and starts its reduction. Not -inf: TVM's max of an all -inf
+   * window, or of a window wholly in the padding, is this value.
+   */
+  float lowest = std::numeric_limits<float>::lowest();
 };
 
 /*!

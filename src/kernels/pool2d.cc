@@ -4,7 +4,8 @@
  *
  * Semantics per spatial axis (extent X, kernel k, stride s, dilation d, padding lo/hi), output o:
  *   - the window taps are start + t * d for t in [0, k), start = o * s - lo;
- *   - only taps inside [0, X) contribute (max: padding acts as the lowest float; avg: as 0);
+ *   - only taps inside [0, X) contribute (max: padding acts as the dtype's lowest value, as
+ *     in TVM; avg: as 0);
  *   - with ceil_mode TVM adds s - 1 extra tail padding and drops a last window that would start
  *     at or beyond X + lo, so every window starts inside the user-padded input;
  *   - avg divisor, count_include_pad: taps inside [-lo, X + hi) per axis, multiplied (the extra
@@ -65,7 +66,7 @@ inline float Divisor(const AxisPlan& ph, const AxisPlan& pw, int64_t oh, int64_t
 /*!
  * \brief TVM's max: `acc > x ? acc : x` (LLVM's ordered compare and select; one maxps). Unlike
  * std::max it lets a NaN x replace the running max, and the next value replace the NaN, so with
- * the taps visited in TVM's order (kh, then kw, padded taps as the lowest float) every NaN and
+ * the taps visited in TVM's order (kh, then kw, padded taps as the lowest value) every NaN and
  * infinity ends up exactly where TVM's LLVM build puts it.
  */
 inline float TvmMax(float acc, float x) { return acc > x ? acc : x; }
@@ -78,27 +79,33 @@ bool AnyNaN(const float* data, int64_t n) {
 }
 
 /*!
- * \brief One NCHW plane of max pooling in TVM's tap order (what PoolPlanes computes for
- * NaN-free planes; its row-then-column order would move NaNs).
+ * \brief One NCHW plane of pooling in TVM's tap order, every tap bounds-tested: max pooling of
+ * planes with NaNs (what PoolPlanes computes for NaN-free planes; its row-then-column order
+ * would move NaNs), and any pooling whose row buffer would be larger than the work.
  */
-void MaxPlaneInTapOrder(const float* in_c, float* out_c, int64_t in_w, const AxisPlan& ph,
-                        const AxisPlan& pw, const Pool2dParams& p) {
-  const float lowest = std::numeric_limits<float>::lowest();
+template <bool kIsMax>
+void PlaneInTapOrder(const float* in_c, float* out_c, int64_t in_w, const AxisPlan& ph,
+                     const AxisPlan& pw, const Pool2dParams& p) {
+  const float lowest = p.lowest;
   const int64_t out_h = static_cast<int64_t>(ph.start.size());
   const int64_t out_w = static_cast<int64_t>(pw.start.size());
   for (int64_t oh = 0; oh < out_h; ++oh) {
     for (int64_t ow = 0; ow < out_w; ++ow) {
-      float acc = lowest;
+      float acc = kIsMax ? lowest : 0.0f;
       for (int64_t kh = 0; kh < p.pool_size[0]; ++kh) {
         const bool h_inside = kh >= ph.tap_lo[oh] && kh < ph.tap_hi[oh];
         const int64_t ih = ph.start[oh] + kh * p.dilation[0];
         for (int64_t kw = 0; kw < p.pool_size[1]; ++kw) {
           const bool inside = h_inside && kw >= pw.tap_lo[ow] && kw < pw.tap_hi[ow];
           const int64_t iw = pw.start[ow] + kw * p.dilation[1];
-          acc = TvmMax(acc, inside ? in_c[ih * in_w + iw] : lowest);
+          if (kIsMax) {
+            acc = TvmMax(acc, inside ? in_c[ih * in_w + iw] : lowest);
+          } else if (inside) {
+            acc += in_c[ih * in_w + iw];  // a padded tap adds 0
+          }
         }
       }
-      out_c[oh * out_w + ow] = acc;
+      out_c[oh * out_w + ow] = kIsMax ? acc : acc / Divisor(ph, pw, oh, ow, p.count_include_pad);
     }
   }
 }
@@ -119,9 +126,19 @@ void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int6
   const int64_t dw = p.dilation[1];
   const int64_t kw = p.pool_size[1];
   const int64_t pad_l = p.padding[1];
-  const float init = kIsMax ? std::numeric_limits<float>::lowest() : 0.0f;
-  const int64_t span = (out_w - 1) * sw + (kw - 1) * dw + 1;  // buffer index of the last tap + 1
-  std::vector<float> buffer(std::max(span, pad_l + in_w), init);
+  const float init = kIsMax ? p.lowest : 0.0f;
+  // Buffer index of the last tap + 1 (saturating: strides and dilation may be 2^31).
+  const int64_t span =
+      SaturatingAdd(SaturatingAdd(SaturatingMul(out_w - 1, sw), SaturatingMul(kw - 1, dw)), 1);
+  const int64_t buffer_size = std::max(span, SaturatingAdd(pad_l, in_w));
+  if (!PaddedCopyFits(1, buffer_size, 1, in_w, out_w, kw)) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      PlaneInTapOrder<kIsMax>(input + plane * in_h * in_w, out + plane * out_h * out_w, in_w, ph,
+                              pw, p);
+    }
+    return;
+  }
+  std::vector<float> buffer(buffer_size, init);
   float* __restrict__ row = buffer.data() + pad_l;
   // Average divisor of (oh, ow) = h_counts[oh] * w_counts[ow] (as in Divisor), hoisted per axis.
   std::vector<float> divisors(kIsMax ? 0 : out_w);
@@ -137,7 +154,7 @@ void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int6
     const float* in_c = input + plane * in_h * in_w;
     float* out_c = out + plane * out_h * out_w;
     if (kIsMax && AnyNaN(in_c, in_h * in_w)) {
-      MaxPlaneInTapOrder(in_c, out_c, in_w, ph, pw, p);
+      PlaneInTapOrder<true>(in_c, out_c, in_w, ph, pw, p);
       continue;
     }
     for (int64_t oh = 0; oh < out_h; ++oh) {
@@ -182,13 +199,13 @@ void PoolPlanes(const float* input, float* out, int64_t begin, int64_t end, int6
 
 /*!
  * \brief Max over the whole window of an NHWC output pixel that has padded taps: every tap in
- * TVM's order, a padded one as the lowest float (TVM's pad value, which replaces a NaN there).
+ * TVM's order, a padded one as the lowest value (TVM's pad value, which replaces a NaN there).
  */
 __attribute__((noinline)) void MaxPixelAllTaps(const float* input, float* out_px, int64_t n,
                                                int64_t in_h, int64_t in_w, int64_t channels,
                                                const AxisPlan& ph, const AxisPlan& pw, int64_t oh,
                                                int64_t ow, const Pool2dParams& p) {
-  const float lowest = std::numeric_limits<float>::lowest();
+  const float lowest = p.lowest;
   for (int64_t kh = 0; kh < p.pool_size[0]; ++kh) {
     const bool h_inside = kh >= ph.tap_lo[oh] && kh < ph.tap_hi[oh];
     const int64_t ih = ph.start[oh] + kh * p.dilation[0];
@@ -211,7 +228,7 @@ void PoolPixels(const float* input, float* out, int64_t begin, int64_t end, int6
                 const Pool2dParams& p) {
   const int64_t out_h = static_cast<int64_t>(ph.start.size());
   const int64_t out_w = static_cast<int64_t>(pw.start.size());
-  const float init = kIsMax ? std::numeric_limits<float>::lowest() : 0.0f;
+  const float init = kIsMax ? p.lowest : 0.0f;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / out_h;
     const int64_t oh = r % out_h;

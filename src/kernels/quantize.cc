@@ -9,6 +9,7 @@
 
 #include "kernels/direct_gemm.h"
 #include "kernels/tflite_arithmetic.h"
+#include "kernels/window.h"
 
 #if defined(__AVX512BW__)
 #include <immintrin.h>
@@ -411,8 +412,12 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
            bool accumulate) {
   const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
   // Narrow groups (depthwise) would waste most of each 16-column vector: the portable loop.
+  // ConvU8S8 copies the padded input; huge padding, strides or dilation take the portable loop.
+  const int64_t hp = SaturatingAdd(SaturatingAdd(s.h, p.padding[0]), p.padding[2]);
+  const int64_t wp = SaturatingAdd(SaturatingAdd(s.w, p.padding[1]), p.padding[3]);
   const bool dot = HasInt8DotProduct() && s.group_out >= kU8S8Columns / 2 &&
-                   s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth;
+                   s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth &&
+                   PaddedCopyFits(hp, wp, s.h, s.w, s.oh * s.ow, s.kh * s.kw);
   if (dot && s.oh * s.ow > 0) {
     ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate);
   } else {

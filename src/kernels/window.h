@@ -45,6 +45,33 @@ inline int64_t WindowOutputSize(int64_t extent, int64_t kernel, int64_t stride, 
   return out;
 }
 
+/*! \brief a + b for non-negative sizes, saturating at INT64_MAX (for comparing sizes only). */
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+
+/*! \brief a * b for non-negative sizes, saturating at INT64_MAX (for comparing sizes only). */
+inline int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? INT64_MAX : product;
+}
+
+/*!
+ * \brief Whether a window kernel may copy its `in_h` x `in_w` input into a padded buffer of
+ * `buffer_h` x `buffer_w` positions (per channel): only when the buffer is no larger than what
+ * the kernel reads anyway, the input plus one position per output and tap. Padding, strides and
+ * dilation are valid up to 2^31 each, so a buffer sized by them could need gigabytes (or
+ * overflow the size arithmetic) for a tile of a few outputs; such tiles take the kernels'
+ * bounds-tested paths, which allocate nothing in proportion to the padding.
+ */
+inline bool PaddedCopyFits(int64_t buffer_h, int64_t buffer_w, int64_t in_h, int64_t in_w,
+                           int64_t out_positions, int64_t taps) {
+  const int64_t buffer = SaturatingMul(buffer_h, buffer_w);
+  return buffer < INT64_MAX &&
+         buffer <= SaturatingAdd(SaturatingMul(in_h, in_w), SaturatingMul(out_positions, taps));
+}
+
 }  // namespace kernels
 }  // namespace example_npu
 

@@ -177,6 +177,22 @@ TEST(Conv2dTest, NaNAndInfinityAsTvmIncludingPaddingTimesInfiniteWeights) {
   }
 }
 
+TEST(Conv2dTest, AttributesAtTheirLimitsAllocateOnlyTheWork) {
+  // Padding, strides and dilation are valid up to 2^31 each. The padded copy of a 1-pixel input
+  // padded by 2^31 on both sides was sized h_p * w_p * c (wrapping to 0: a wild write), or was
+  // 16 GiB for a 2x1x3x1 weight dilated by 2^31 (fuzz findings of issue 17); every layout now
+  // computes these few outputs from what it reads, checked against the definition.
+  std::mt19937 rng(24);
+  constexpr int64_t kMax = int64_t{1} << 31;
+  const std::vector<ConvCase> cases = {
+      {1, 1, 1, 1, 2, 3, 1, {1, 1}, {kMax, 0, kMax, 0}, {kMax, 1}, 1},
+      {1, 2, 1, 1, 4, 3, 1, {kMax, kMax}, {kMax, kMax, kMax, kMax}, {1, 1}, 1},
+      {1, 4, 2, 3, 4, 3, 3, {kMax, 1}, {kMax, 1, kMax, 1}, {kMax, 1}, 4},
+      {1, 4, 1, 2, 6, 2, 2, {kMax - 1, 3}, {kMax, 2, kMax - 1, 2}, {kMax, 2}, 2},
+  };
+  for (const ConvCase& c : cases) CheckConv(c, &rng);
+}
+
 TEST(Conv2dTest, PlainConvolutionSizes) {
   std::mt19937 rng(21);
   const std::vector<ConvCase> cases = {

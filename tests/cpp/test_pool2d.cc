@@ -236,6 +236,45 @@ TEST(Pool2dTest, HandPickedEdgeCases) {
   }
 }
 
+TEST(Pool2dTest, StridesAndDilationAtTheirLimits) {
+  // A row buffer sized by the last window's span would be 2^32 floats here (issue 17): these
+  // take the bounds-tested path and compute the few outputs they have.
+  std::mt19937 rng(33);
+  constexpr int64_t kMax = int64_t{1} << 31;
+  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg}) {
+    for (DataLayout layout : {DataLayout::kNCHW, DataLayout::kNHWC}) {
+      CheckPool({1, 2, 1, 3,
+                 MakeParams(kind, {3, 2}, {1, kMax}, {kMax, 1}, {kMax, kMax, kMax, kMax}, false,
+                            false, layout)},
+                &rng);
+      CheckPool({1, 3, 2, 2,
+                 MakeParams(kind, {2, 2}, {kMax, kMax}, {1, kMax}, {kMax, 1, 0, kMax}, false, true,
+                            layout)},
+                &rng);
+    }
+  }
+}
+
+TEST(Pool2dTest, MaxPoolStartsAtTheLowestValueOfTheDtype) {
+  // TVM pads float16 max pooling with float16's lowest value and starts its reduction there: a
+  // window wholly in the padding, or of -inf only, gives -65504 (issue 17: the NPU gave -inf).
+  for (DataLayout layout : {DataLayout::kNCHW, DataLayout::kNHWC}) {
+    Pool2dParams p =
+        MakeParams(PoolKind::kMax, {2, 2}, {2, 2}, {1, 1}, {2, 2, 2, 2}, false, false, layout);
+    p.lowest = -65504.0f;
+    const PoolCase pc{1, 1, 2, 2, p};
+    std::vector<float> in = {-std::numeric_limits<float>::infinity(), -1.0f, 2.0f, 3.0f};
+    in[1] = in[0];
+    std::vector<float> out(static_cast<size_t>(pc.OutH() * pc.OutW()));
+    Pool2d(in.data(), LayoutShape(1, 1, 2, 2, layout), out.data(),
+           LayoutShape(1, 1, pc.OutH(), pc.OutW(), layout), p);
+    ASSERT_EQ(out.size(), 9u);
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i], i == 4 ? 3.0f : -65504.0f) << "output " << i;
+    }
+  }
+}
+
 TEST(Pool2dTest, RandomSweep) {
   std::mt19937 rng(32);
   std::uniform_int_distribution<int64_t> extent(1, 20), kernel(1, 4), stride(1, 3), dil(1, 2),
