@@ -180,6 +180,9 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
     if (l2_stage_command_[cls] < 0) {
       // Stage the whole tensor in L2 once; every tile then loads from there.
       const Shape& full = graph_.nodes[view.tensor].shape;
+      // The staged copy is the whole stored tensor (views address it with their offsets).
+      TVM_FFI_ICHECK_LE(kernels::NumElements(full) * DTypeBytes(dtype), l2_area_bytes_[cls])
+          << "the L2 copy of " << graph_.nodes[view.tensor].name << " overflows its area";
       TensorView storage = layout_.ViewOf(view.tensor);
       Command stage;
       stage.is_dma = true;

@@ -92,6 +92,11 @@ GroupTiler::GroupTiler(const Graph& graph, const FusedGroup& group, const Layout
   }
 }
 
+int64_t GroupTiler::StagedBytes(size_t k) const {
+  const Node& stored = graph_.nodes[layout_.ViewOf(Anchor().inputs[k]).tensor];
+  return kernels::NumElements(stored.shape) * DTypeBytes(stored.dtype);
+}
+
 TensorView GroupTiler::OperandView(const Node& node, size_t input, size_t rank) const {
   TensorView view = layout_.ViewOf(node.inputs[input]);
   if (node.op == OpKind::kBatchNorm && input > 0) {
@@ -106,6 +111,25 @@ TensorView GroupTiler::OperandView(const Node& node, size_t input, size_t rank) 
   view.shape.insert(view.shape.begin(), pad, 1);
   view.strides.insert(view.strides.begin(), pad, 0);
   return Lift(view);
+}
+
+OpAttrs GroupTiler::TileAttrsOf(const Node& node, const std::vector<TileRef>& inputs) {
+  OpAttrs attrs = node.attrs;
+  if (auto* bn = std::get_if<BatchNormAttrs>(&attrs)) {
+    // The parameters were loaded as tiles of the data tile's rank, unit everywhere except the
+    // channel dim (OperandView). That dim, in the tile's own order, is the axis to normalise
+    // along: the rule's lifting (conv1d's unit H, a matmul's batch merged into rows) and the
+    // tile order may have moved or merged the node's axis. With one channel (every parameter
+    // dim unit) the parameters are scalars (axis -1).
+    const Shape& param = inputs[1].shape;
+    bn->axis = -1;
+    for (size_t d = 0; d < param.size(); ++d) {
+      if (param[d] == 1) continue;
+      TVM_FFI_ICHECK_EQ(bn->axis, -1) << "batch_norm parameters vary along two tile dims";
+      bn->axis = static_cast<int64_t>(d);
+    }
+  }
+  return attrs;
 }
 
 TensorBox GroupTiler::ProjectBox(const TensorView& view, const TensorBox& out_box) {
@@ -284,11 +308,7 @@ void GroupTiler::EmitEpilogue(TileScheduler* scheduler, const TileRef& result,
       TensorView view = OperandView(node, k, rank);
       inputs.push_back(scheduler->Load(side_class++, view, ProjectBox(view, out_box)));
     }
-    OpAttrs attrs = node.attrs;
-    if (auto* bn = std::get_if<BatchNormAttrs>(&attrs)) {
-      bn->axis = std::find(out_box.tile_order.begin(), out_box.tile_order.end(), bn->axis) -
-                 out_box.tile_order.begin();
-    }
+    OpAttrs attrs = TileAttrsOf(node, inputs);
     // In place, unless the value being replaced is still read by a later member.
     TileRef output =
         kept[c] ? scheduler->NewResult(kept_class++, current.shape, current.dtype) : current;
@@ -379,8 +399,9 @@ class ElementwiseRule : public OutputTiler {
                         scheduler->Load(static_cast<int64_t>(k), view, ProjectBox(view, out_box)));
                   }
                   TileRef result = NewResult(scheduler, out_box);
-                  scheduler->Compute(
-                      MakeCompute(anchor, group_.anchor, std::move(inputs), result, anchor.attrs));
+                  OpAttrs attrs = TileAttrsOf(anchor, inputs);
+                  scheduler->Compute(MakeCompute(anchor, group_.anchor, std::move(inputs), result,
+                                                 std::move(attrs)));
                   EmitEpilogue(scheduler, result, out_box);
                 });
   }

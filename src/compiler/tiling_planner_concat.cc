@@ -23,7 +23,10 @@ class ConcatRule : public OutputTiler {
     const Node& anchor = Anchor();
     UseIdentityOrder(anchor.shape.size());
     bool any_requantized = false;
-    for (size_t k = 0; k < anchor.inputs.size(); ++k) any_requantized |= Requantizes(k);
+    for (size_t k = 0; k < anchor.inputs.size(); ++k) {
+      any_requantized |= Requantizes(k);
+      item_ = std::max(item_, DTypeBytes(graph_.nodes[anchor.inputs[k]].dtype));
+    }
     auto cost = [&](const std::vector<int64_t>& extent) {
       return TotalBytes(Buffers(extent, any_requantized));
     };
@@ -92,14 +95,11 @@ class ConcatRule : public OutputTiler {
   }
 
   /*! \brief A double-buffered input tile (the widest input dtype), plus a float32 result tile when
-   * an input is requantized. */
+   * an input is requantized. Costs O(1): it is evaluated for every tile candidate of every
+   * input, so a pass over the inputs here made a concat of N inputs cost N^2. */
   std::vector<BufferClass> Buffers(const std::vector<int64_t>& extent, bool requantized) const {
-    int64_t item = 1;
-    for (int64_t input : Anchor().inputs) {
-      item = std::max(item, DTypeBytes(graph_.nodes[input].dtype));
-    }
     const int64_t elements = kernels::NumElements(extent);
-    std::vector<BufferClass> buffers{BufferClass{AlignUp(elements * item), 2}};
+    std::vector<BufferClass> buffers{BufferClass{AlignUp(elements * item_), 2}};
     if (requantized) {
       buffers.push_back(BufferClass{AlignUp(elements * DTypeBytes(DType::kFloat32)), 2});
     }
@@ -107,6 +107,7 @@ class ConcatRule : public OutputTiler {
   }
 
   std::vector<std::vector<int64_t>> input_tiles_;
+  int64_t item_ = 1;  // bytes per element of the widest input
 };
 
 }  // namespace

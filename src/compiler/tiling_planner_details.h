@@ -79,6 +79,11 @@ class GroupTiler : public TilingRule {
   int64_t OperandBytes(size_t k) const {
     return DTypeBytes(graph_.nodes[Anchor().inputs[k]].dtype);
   }
+  /*!
+   * \brief Bytes of the stored tensor behind operand `k` (a view's whole base tensor): what an
+   * L2 staging copy of that operand holds, since later loads address it as the base tensor.
+   */
+  int64_t StagedBytes(size_t k) const;
   bool IsQuantized() const {
     return Anchor().op == OpKind::kQnnConv2d || Anchor().op == OpKind::kQnnMatmul;
   }
@@ -104,6 +109,9 @@ class GroupTiler : public TilingRule {
   /*! \brief The view of operand `input` of `node`, padded with leading unit dims to `rank` (and
    * for batch_norm parameters, placed on the normalised axis). */
   TensorView OperandView(const Node& node, size_t input, size_t rank) const;
+  /*! \brief `node`'s attributes for a compute on the tiles `inputs` (batch_norm: the axis in
+   * the tile, from its parameter tiles). */
+  static OpAttrs TileAttrsOf(const Node& node, const std::vector<TileRef>& inputs);
   /*! \brief The box of `view` that broadcasts onto the output box (unit dims stay unit). */
   static TensorBox ProjectBox(const TensorView& view, const TensorBox& out_box);
 

@@ -133,7 +133,7 @@ class MatmulRule : public GroupTiler {
     const DType compute_type = graph_.nodes[Anchor().inputs[0]].dtype;
     const int64_t dim = config_.matrix_engine_dim;
     const int64_t batches = kernels::NumElements(Shape(out_.begin(), out_.end() - 2));
-    const int64_t rhs_bytes = kernels::NumElements(graph_.nodes[Anchor().inputs[1]].shape) * w_item;
+    const int64_t rhs_bytes = StagedBytes(1);
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
     const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
     double best = std::numeric_limits<double>::infinity();
@@ -340,6 +340,7 @@ class ConvRule : public GroupTiler {
     const double depthwise_macs_per_cycle = static_cast<double>(config_.vector_unit_width) *
                                             config_.MatrixMacsPerCycle(compute_type) / (dim * dim);
     const int64_t weight_bytes = kernels::NumElements(weight_) * w_item;
+    const int64_t staged_bytes = StagedBytes(1);  // weight_bytes unless the weight is a view
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
     const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
     const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
@@ -376,7 +377,7 @@ class ConvRule : public GroupTiler {
                           : out_[0] * EngineCycles(compute_type, t);
             const bool resident = oct == out_channels_ && ic_tiles == 1;
             const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
-            const bool stage = !resident && weight_bytes <= config_.TierBytes(Tier::kL2);
+            const bool stage = !resident && staged_bytes <= config_.TierBytes(Tier::kL2);
             // Each input-channel chunk is read once per spatial tile, and again for every
             // output-channel block when the channels are split (the chunk cannot stay resident).
             const double input_reads = static_cast<double>(spatial) * ic_tiles *
@@ -384,7 +385,7 @@ class ConvRule : public GroupTiler {
                                        (ic_tiles == 1 ? 1 : oc_tiles);
             const double output_writes = static_cast<double>(spatial) * oc_tiles *
                                          BusBytes(output, BoxAt(t, 0, 0, 0), Anchor().dtype);
-            const double dram = input_reads + (stage ? weight_bytes : weight_reads) + output_writes;
+            const double dram = input_reads + (stage ? staged_bytes : weight_reads) + output_writes;
             const double time =
                 EstimatedCycles(compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0,
                                 spatial * oc_tiles, spatial * oc_tiles * ic_tiles);
@@ -405,7 +406,7 @@ class ConvRule : public GroupTiler {
     const int64_t in_box = kernels::NumElements(LargestInputBox(tile_).extent);
     plan.buffers.push_back(BufferClass{AlignUp(in_box * item), 2});
     plan.buffers.push_back(BufferClass{AlignUp(kh_ * kw_ * tile_.ic * tile_.oc * w_item), 2,
-                                       stage_weights_, weight_bytes});
+                                       stage_weights_, staged_bytes});
     AddEpilogueBuffers(OutTile(tile_), &plan.buffers);
     plan.ok = true;
     plan.tile_shape = {tile_.oh, tile_.ow, tile_.oc, tile_.ic};

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <numeric>
-#include <sstream>
 #include <string>
 
 #include "graph/graph.h"
@@ -22,14 +21,6 @@
 namespace example_npu {
 namespace {
 
-std::string ShapeStr(const Shape& shape) {
-  std::ostringstream os;
-  os << "(";
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << (shape.size() == 1 ? ",)" : ")");
-  return os.str();
-}
-
 std::string Where(const Node& node) {
   return "node " + Printable(node.name) + " (" + OpKindName(node.op) + ")";
 }
@@ -37,7 +28,7 @@ std::string Where(const Node& node) {
 void ExpectRank(const Node& node, const Shape& shape, size_t rank, const char* what) {
   if (shape.size() != rank) {
     TVM_FFI_THROW(ValueError) << Where(node) << ": " << what << " must have rank " << rank
-                              << ", got shape " << ShapeStr(shape);
+                              << ", got shape " << ShapeText(shape);
   }
 }
 
@@ -68,8 +59,8 @@ Shape Broadcast(const Node& node, const Shape& a, const Shape& b) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
-      TVM_FFI_THROW(ValueError) << Where(node) << ": shapes " << ShapeStr(a) << " and "
-                                << ShapeStr(b) << " do not broadcast";
+      TVM_FFI_THROW(ValueError) << Where(node) << ": shapes " << ShapeText(a) << " and "
+                                << ShapeText(b) << " do not broadcast";
     }
     out[i] = da == 1 ? db : da;
   }
@@ -83,8 +74,8 @@ Shape InferMatmul(const Node& node, const Shape& a, const Shape& b) {
   Shape lhs = a.size() == 1 ? Shape{1, a[0]} : a;
   Shape rhs = b.size() == 1 ? Shape{b[0], 1} : b;
   if (lhs.back() != rhs[rhs.size() - 2]) {
-    TVM_FFI_THROW(ValueError) << Where(node) << ": reduction dims differ for " << ShapeStr(a)
-                              << " x " << ShapeStr(b);
+    TVM_FFI_THROW(ValueError) << Where(node) << ": reduction dims differ for " << ShapeText(a)
+                              << " x " << ShapeText(b);
   }
   Shape batch =
       Broadcast(node, Shape(lhs.begin(), lhs.end() - 2), Shape(rhs.begin(), rhs.end() - 2));
@@ -141,7 +132,7 @@ Shape InferConv(const Node& node, const Shape& data_in, const Shape& weight_in) 
           kh = oihw ? weight[2] : weight[0], kw = oihw ? weight[3] : weight[1];
   if (p.groups <= 0 || c % p.groups != 0 || o % p.groups != 0 || c / p.groups != i) {
     TVM_FFI_THROW(ValueError) << Where(node) << ": groups=" << p.groups << " inconsistent with "
-                              << c << " input channels, weight " << ShapeStr(weight_in);
+                              << c << " input channels, weight " << ShapeText(weight_in);
   }
   int64_t oh =
       WindowOutput(node, h, p.padding[0], p.padding[2], kh, p.strides[0], p.dilation[0], false);
@@ -176,7 +167,7 @@ Shape InferBatchNorm(const Node& node, const std::vector<const Shape*>& in) {
   for (size_t i = 1; i < in.size(); ++i) {
     if (*in[i] != Shape{(*in[0])[axis]}) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": parameter " << i << " has shape "
-                                << ShapeStr(*in[i]) << ", expected (" << (*in[0])[axis] << ",)";
+                                << ShapeText(*in[i]) << ", expected (" << (*in[0])[axis] << ",)";
     }
   }
   return *in[0];
@@ -236,7 +227,7 @@ Shape InferConvTranspose(const Node& node, const Shape& data, const Shape& weigh
   const bool nchw = p.data_layout == kernels::DataLayout::kNCHW;
   const int64_t channels = nchw ? data[1] : data[3];
   if (p.groups <= 0 || weight[0] != channels || channels % p.groups != 0) {
-    TVM_FFI_THROW(ValueError) << Where(node) << ": weight " << ShapeStr(weight)
+    TVM_FFI_THROW(ValueError) << Where(node) << ": weight " << ShapeText(weight)
                               << " (IOHW) does not fit " << channels << " input channels in "
                               << p.groups << " groups";
   }
@@ -262,7 +253,7 @@ Shape InferNorm(const Node& node, const std::vector<const Shape*>& in) {
   for (size_t k = 1; k < in.size(); ++k) {
     if (*in[k] != channels) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": parameter " << k << " has shape "
-                                << ShapeStr(*in[k]) << ", expected " << ShapeStr(channels);
+                                << ShapeText(*in[k]) << ", expected " << ShapeText(channels);
     }
   }
   return *in[0];
@@ -322,7 +313,7 @@ Shape InferConcat(const Node& node, const std::vector<const Shape*>& in) {
       same = static_cast<int64_t>(d) == axis || (*shape)[d] == out[d];
     }
     if (!same) {
-      TVM_FFI_THROW(ValueError) << Where(node) << ": input " << ShapeStr(*shape)
+      TVM_FFI_THROW(ValueError) << Where(node) << ": input " << ShapeText(*shape)
                                 << " does not match the others outside axis " << axis;
     }
     out[axis] = checked::Add(out[axis], (*shape)[axis], "concat extent");
@@ -349,7 +340,7 @@ Shape InferSlice(const Node& node, const Shape& data) {
     if (!inside) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": dim " << d << " (begin " << slice.begin[d]
                                 << ", step " << slice.step[d] << ", extent " << extent
-                                << ") is outside the input " << ShapeStr(data);
+                                << ") is outside the input " << ShapeText(data);
     }
   }
   return node.shape;
@@ -376,7 +367,7 @@ Shape InferLayerNorm(const Node& node, const std::vector<const Shape*>& in) {
   for (size_t k = 1; k < in.size(); ++k) {
     if (*in[k] != normalized) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": parameter " << k << " has shape "
-                                << ShapeStr(*in[k]) << ", expected " << ShapeStr(normalized);
+                                << ShapeText(*in[k]) << ", expected " << ShapeText(normalized);
     }
   }
   return *in[0];
@@ -493,8 +484,8 @@ void CheckEmptyOperands(const Node& node, const std::vector<const Shape*>& input
   if (kernels::NumElements(node.shape) == 0) return;
   for (const Shape* shape : input_shapes) {
     if (kernels::NumElements(*shape) == 0) {
-      TVM_FFI_THROW(ValueError) << Where(node) << ": an empty operand " << ShapeStr(*shape)
-                                << " with a non-empty result " << ShapeStr(node.shape)
+      TVM_FFI_THROW(ValueError) << Where(node) << ": an empty operand " << ShapeText(*shape)
+                                << " with a non-empty result " << ShapeText(node.shape)
                                 << " (such ops stay on the CPU)";
     }
   }
@@ -563,7 +554,8 @@ void NormalizePad(const Shape& data, const Node& node, kernels::PadParams* p) {
   for (size_t d = 0; d < data.size(); ++d) {
     const bool padded = p->before[d] > 0 || p->after[d] > 0;
     if (padded && data[d] == 0 && p->mode != kernels::PadMode::kConstant) {
-      TVM_FFI_THROW(ValueError) << Where(node) << ": cannot " << "mirror or wrap an empty dim";
+      TVM_FFI_THROW(ValueError) << Where(node) << ": cannot "
+                                << "mirror or wrap an empty dim";
     }
     if (padded && p->mode == kernels::PadMode::kReflect &&
         (p->before[d] >= data[d] || p->after[d] >= data[d])) {
@@ -658,7 +650,7 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kReshape:
       if (kernels::NumElements(*in[0]) != kernels::NumElements(node.shape)) {
         TVM_FFI_THROW(ValueError) << Where(node) << ": reshape changes the element count of "
-                                  << ShapeStr(*in[0]);
+                                  << ShapeText(*in[0]);
       }
       return node.shape;
     case OpKind::kConv1d:
@@ -689,8 +681,8 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return InferSlice(node, *in[0]);
     case OpKind::kBroadcastTo:
       if (Broadcast(node, *in[0], node.shape) != node.shape) {
-        TVM_FFI_THROW(ValueError) << Where(node) << ": " << ShapeStr(*in[0])
-                                  << " does not broadcast to " << ShapeStr(node.shape);
+        TVM_FFI_THROW(ValueError) << Where(node) << ": " << ShapeText(*in[0])
+                                  << " does not broadcast to " << ShapeText(node.shape);
       }
       return node.shape;
     case OpKind::kMean:
@@ -716,8 +708,8 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return InferPad(node, *in[0]);
     case OpKind::kPrelu:
       if (Broadcast(node, *in[0], *in[1]) != *in[0]) {
-        TVM_FFI_THROW(ValueError) << Where(node) << ": the slope " << ShapeStr(*in[1])
-                                  << " must broadcast onto the input " << ShapeStr(*in[0]);
+        TVM_FFI_THROW(ValueError) << Where(node) << ": the slope " << ShapeText(*in[1])
+                                  << " must broadcast onto the input " << ShapeText(*in[0]);
       }
       return *in[0];
     case OpKind::kLayerNorm:
@@ -766,8 +758,8 @@ void ValidateGraph(const Graph& graph) {
     CheckQnnInputs(graph, node);
     Shape inferred = InferShape(node, input_shapes);
     if (inferred != node.shape) {
-      TVM_FFI_THROW(ValueError) << Where(node) << ": declared shape " << ShapeStr(node.shape)
-                                << " but the op computes " << ShapeStr(inferred);
+      TVM_FFI_THROW(ValueError) << Where(node) << ": declared shape " << ShapeText(node.shape)
+                                << " but the op computes " << ShapeText(inferred);
     }
     // After shape inference: the channel axis exists in the (now verified) shape.
     if (const auto* qnn = std::get_if<QnnAttrs>(&node.attrs)) CheckQnnChannels(node, *qnn);

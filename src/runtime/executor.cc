@@ -4,24 +4,16 @@
 
 #include <algorithm>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "compiler/compiler.h"
 #include "graph/runtime_params.h"
 #include "kernels/half.h"
+#include "support/json_input.h"
 
 namespace example_npu {
 namespace {
-
-std::string ShapeStr(const int64_t* dims, int ndim) {
-  std::ostringstream os;
-  os << "(";
-  for (int i = 0; i < ndim; ++i) os << (i ? ", " : "") << dims[i];
-  os << (ndim == 1 ? ",)" : ")");
-  return os.str();
-}
 
 bool IsCompact(const DLTensor& t) {
   if (t.strides == nullptr) return true;
@@ -51,8 +43,9 @@ void CheckTensor(const DLTensor& t, const Node& node, const Describe& what) {
   }
   if (t.ndim != static_cast<int>(node.shape.size()) ||
       !std::equal(node.shape.begin(), node.shape.end(), t.shape)) {
-    TVM_FFI_THROW(ValueError) << what() << " has shape " << ShapeStr(t.shape, t.ndim)
-                              << ", expected " << ShapeStr(node.shape.data(), node.shape.size());
+    TVM_FFI_THROW(ValueError) << what() << " has shape "
+                              << ShapeText(t.shape, static_cast<size_t>(t.ndim)) << ", expected "
+                              << ShapeText(node.shape);
   }
   if (!IsCompact(t)) TVM_FFI_THROW(ValueError) << what() << " must be contiguous";
   if (t.data == nullptr && kernels::NumElements(node.shape) > 0) {
@@ -132,12 +125,19 @@ std::shared_ptr<const Executor::Bound> Executor::BoundFor(
   const Graph& graph = program_.graph;
   if (graph.runtime_param_inputs.empty()) return nullptr;
   std::map<int64_t, std::vector<double>> values;
-  std::vector<double> key;
+  // Keyed by the values' bit patterns, not by the doubles: NaN compares neither below nor above
+  // anything, so as a double key it would find whatever program was compiled first (and -0.0
+  // would find +0.0's). Every distinct set of bits is bound, and checked, on its own.
+  std::vector<uint64_t> key;
   for (int64_t id : graph.runtime_param_inputs) {
     const size_t arg =
         std::find(graph.arg_nodes.begin(), graph.arg_nodes.end(), id) - graph.arg_nodes.begin();
     values[id] = TensorValues(*inputs[arg], graph.nodes[id].dtype);
-    key.insert(key.end(), values[id].begin(), values[id].end());
+    for (double value : values[id]) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof(bits));
+      key.push_back(bits);
+    }
   }
   std::lock_guard<std::mutex> lock(bound_mu_);
   auto it = bound_.find(key);

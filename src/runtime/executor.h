@@ -11,6 +11,7 @@
 
 #include <tvm/ffi/container/tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,7 +74,7 @@ class Executor {
   std::unique_ptr<Emulator> emulator_;
   NPUConfig config_;
   mutable std::mutex bound_mu_;
-  mutable std::map<std::vector<double>, std::shared_ptr<const Bound>> bound_;
+  mutable std::map<std::vector<uint64_t>, std::shared_ptr<const Bound>> bound_;  // value bits
   std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;

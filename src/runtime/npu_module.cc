@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,18 +57,25 @@ void RecordProfile(const Executor& executor) {
 constexpr int64_t kBytesFormatVersion = 1;
 
 /*!
- * \brief Runs `body`, turning a host allocation failure into a ValueError: the configured limits
- * (NPUConfig.dram_mb, max_tiles) keep every allocation bounded, so running out of memory means
- * the model or the configuration is too large for this host, which the user can change.
+ * \brief Runs `body` at the boundary to the caller: a host allocation failure becomes a
+ * ValueError (the configured limits, NPUConfig.dram_mb and max_tiles, keep every allocation
+ * bounded, so running out of memory means the model or the configuration is too large for this
+ * host, which the user can change), and every error message is cut to kMaxErrorChars, whatever
+ * part of the input it echoes.
  */
 template <typename Body>
 auto UserErrorsOnly(const char* what, Body body) {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    TVM_FFI_THROW(ValueError) << what << ": out of host memory; the model or NPUConfig (dram_mb, "
-                              << "max_tiles, l1_sram_kb, l2_cmx_kb) is too large for this machine";
+  } catch (const std::length_error&) {  // an allocation larger than the address space
+  } catch (const ffi::Error& error) {
+    const std::string message = error.message();
+    if (message.size() <= kMaxErrorChars) throw;
+    throw ffi::Error(error.kind(), Printable(message, kMaxErrorChars), error.backtrace());
   }
+  TVM_FFI_THROW(ValueError) << what << ": out of host memory; the model or NPUConfig (dram_mb, "
+                            << "max_tiles, l1_sram_kb, l2_cmx_kb) is too large for this machine";
   TVM_FFI_UNREACHABLE();
 }
 

@@ -42,6 +42,14 @@ class BoxCopy {
            dims_[0].dst_stride == 1;
   }
 
+  /*!
+   * \brief Elements from the first element to one past the last one the copy reads (source) or
+   * writes (destination), so callers can check a box against the buffer it addresses; 0 when
+   * it copies nothing. Strides are never negative, so the first element is at offset 0.
+   */
+  int64_t SourceSpan() const { return Span(&Dim::src_stride); }
+  int64_t DestinationSpan() const { return Span(&Dim::dst_stride); }
+
   struct Dim {
     int64_t extent;
     int64_t src_stride;
@@ -49,6 +57,13 @@ class BoxCopy {
   };
 
  private:
+  int64_t Span(int64_t Dim::*stride) const {
+    if (kind_ == Kind::kEmpty) return 0;
+    int64_t last = 0;
+    for (const Dim& dim : dims_) last += (dim.extent - 1) * dim.*stride;
+    return last + 1;
+  }
+
   enum class Kind { kEmpty, kSameType, kTranspose, kNarrow };
   Kind kind_ = Kind::kEmpty;
   DType src_type_ = DType::kFloat32;

@@ -89,6 +89,47 @@ struct RunContext {
   }
 };
 
+#ifndef NDEBUG
+/*!
+ * \brief Debug builds: the bytes a DMA copy touches lie inside the buffers it was given (the
+ * tile inside its tier, the remote side inside its tensor, staged copy or arranged tile). The
+ * compiler sizes every buffer; this is the emulator's own guard against a planning defect.
+ */
+void CheckDmaBounds(const RunContext& ctx, int64_t command, const uint8_t* remote,
+                    const uint8_t* tile) {
+  const DmaCommand& dma = ctx.program.commands[command].dma;
+  const BoxCopy& copy = ctx.plan.copies[command];
+  const int64_t tile_item = DTypeBytes(dma.tile.dtype);
+  const int64_t arranged = ctx.plan.arranged_of[command];
+  const int64_t remote_item =
+      DTypeBytes(arranged >= 0 ? ctx.program.graph.nodes[ctx.plan.arranged[arranged].tensor].dtype
+                               : ctx.program.graph.nodes[dma.view.tensor].dtype);
+  const int64_t tile_bytes = (dma.store ? copy.SourceSpan() : copy.DestinationSpan()) * tile_item;
+  const int64_t remote_bytes =
+      (dma.store ? copy.DestinationSpan() : copy.SourceSpan()) * remote_item;
+  TierBuffer& tier = dma.tile.tier == Tier::kL2 ? ctx.mem->l2 : ctx.mem->l1;
+  TVM_FFI_ICHECK(tile >= tier.at(0) && tile + tile_bytes <= tier.at(0) + tier.size())
+      << "DMA command " << command << " reaches outside its on-chip tier";
+  const uint8_t* begin = nullptr;
+  int64_t size = 0;
+  if (arranged >= 0) {
+    begin = ctx.Arranged(arranged);
+    const ArrangedTile& tile_info = ctx.plan.arranged[arranged];
+    size = tile_info.arrange.DestinationSpan() * remote_item;
+  } else if (dma.remote_tier == Tier::kL2) {
+    begin = ctx.mem->l2.at(0);
+    size = ctx.mem->l2.size();
+  } else {
+    const Node& node = ctx.program.graph.nodes[dma.view.tensor];
+    begin = ctx.Dram(dma.view.tensor);
+    size = kernels::NumElements(node.shape) * DTypeBytes(node.dtype);
+  }
+  TVM_FFI_ICHECK(remote_bytes == 0 || (remote >= begin && remote + remote_bytes <= begin + size))
+      << "DMA command " << command << " reaches outside "
+      << ctx.program.graph.nodes[dma.view.tensor].name;
+}
+#endif
+
 void RunDma(const RunContext& ctx, int64_t command) {
   const DmaCommand& dma = ctx.program.commands[command].dma;
   const int64_t offset_bytes =
@@ -99,6 +140,9 @@ void RunDma(const RunContext& ctx, int64_t command) {
                                                    : ctx.Dram(dma.view.tensor);
   remote += offset_bytes;
   uint8_t* tile = ctx.Tile(dma.tile);
+#ifndef NDEBUG
+  CheckDmaBounds(ctx, command, remote, tile);
+#endif
   if (dma.store) {
     ctx.plan.copies[command].Run(tile, remote);
   } else {

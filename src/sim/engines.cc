@@ -2,6 +2,7 @@
 
 #include <tvm/ffi/error.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/conv_transpose.h"
@@ -149,8 +150,16 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
       return;
     case OpKind::kBatchNorm: {
       const BatchNormAttrs& a = std::get<BatchNormAttrs>(attrs);
-      kernels::BatchNorm(in[0].data, *in[0].shape, a.axis, in[1].data, in[2].data, in[3].data,
-                         in[4].data, a.epsilon, a.center, a.scale, out);
+      // axis -1: one channel, the parameters are scalars (see GroupTiler::TileAttrsOf).
+      const kernels::Shape scalar_params = {1, size};
+      const kernels::Shape& shape = a.axis < 0 ? scalar_params : *in[0].shape;
+      const int64_t axis = std::max<int64_t>(a.axis, 0);
+      for (size_t k = 1; k < 5; ++k) {
+        TVM_FFI_ICHECK_EQ(kernels::NumElements(*in[k].shape), shape[axis])
+            << "batch_norm parameter " << k << " does not match the tile's channels";
+      }
+      kernels::BatchNorm(in[0].data, shape, axis, in[1].data, in[2].data, in[3].data, in[4].data,
+                         a.epsilon, a.center, a.scale, out);
       return;
     }
     case OpKind::kSoftmax: {

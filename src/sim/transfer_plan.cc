@@ -1,5 +1,7 @@
 #include "sim/transfer_plan.h"
 
+#include <tvm/ffi/error.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -27,6 +29,14 @@ void PlanCopy(const Program& program, const DmaCommand& dma, BoxCopy* copy, int6
   const std::vector<int64_t> tile_strides = kernels::RowMajorStrides(extent);
   *copy = dma.store ? BoxCopy(dma.tile.dtype, tile_strides, tensor_type, *remote_strides, extent)
                     : BoxCopy(tensor_type, *remote_strides, dma.tile.dtype, tile_strides, extent);
+  // The remote side is the stored tensor (in DRAM, or its whole copy staged in L2): a box the
+  // compiler placed partly outside it would read or write another buffer's bytes.
+  const int64_t span = dma.store ? copy->DestinationSpan() : copy->SourceSpan();
+  const Node& stored = program.graph.nodes[dma.view.tensor];
+  TVM_FFI_ICHECK(span == 0 ||
+                 (*offset >= 0 && *offset + span <= kernels::NumElements(stored.shape)))
+      << "a DMA " << (dma.store ? "store" : "load") << " of " << stored.name
+      << " reaches outside it";
 }
 
 /*!

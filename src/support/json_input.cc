@@ -106,4 +106,16 @@ std::string Printable(std::string_view text, size_t max_chars) {
   return out;
 }
 
+std::string ShapeText(const int64_t* dims, size_t rank, size_t max_dims) {
+  std::string out = "(";
+  for (size_t i = 0; i < rank; ++i) {
+    if (i == max_dims) {
+      out += ", ... (" + std::to_string(rank) + " dims)";
+      break;
+    }
+    out += (i ? ", " : "") + std::to_string(dims[i]);
+  }
+  return out + (rank == 1 ? ",)" : ")");
+}
+
 }  // namespace example_npu

@@ -14,8 +14,10 @@
 #include <tvm/ffi/extra/json.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace example_npu {
 
@@ -36,6 +38,21 @@ tvm::ffi::json::Value ParseUntrustedJson(std::string_view text, const std::strin
  * to `max_chars` (with "..." appended) so a huge or binary value cannot flood the message.
  */
 std::string Printable(std::string_view text, size_t max_chars = 64);
+
+/*!
+ * \brief A shape for an error message, "(2, 3)" (a 1-D shape "(4,)"): at most `max_dims` dims
+ * are written, then "..." and the rank, so a declared shape of 100,000 dims stays one line.
+ */
+std::string ShapeText(const int64_t* dims, size_t rank, size_t max_dims = 8);
+inline std::string ShapeText(const std::vector<int64_t>& dims) {
+  return ShapeText(dims.data(), dims.size());
+}
+
+/*!
+ * \brief The longest error message the runtime raises: longer ones are cut (whatever built
+ * them), so every message stays short enough to print.
+ */
+constexpr size_t kMaxErrorChars = 1000;
 
 }  // namespace example_npu
 

@@ -11,8 +11,9 @@ little-endian length and the payload, and answers each with one JSON line on the
 
 A module that loads is then exercised: its constants are bound, it is called on random inputs
 (when they are small), and its command stream is printed. The outcome is ``ok``, ``rejected``
-(a ValueError or TypeError, the promised errors) or ``bad_error`` (any other exception, or a
-UnicodeError, which means a message carried raw bytes). A crash or hang is seen by the parent
+(a ValueError or TypeError with a short ASCII message, the promised errors) or ``bad_error`` (any
+other exception, a UnicodeError, which means a message carried raw bytes, or a message longer
+than the runtime's cap). A crash or hang is seen by the parent
 as the worker dying or not answering.
 """
 
@@ -44,8 +45,16 @@ class Rejected(Exception):
     """A ValueError or TypeError raised where the runtime promises one."""
 
 
+# The runtime cuts every message to 1000 characters (plus "..."); README: short printable errors.
+MAX_MESSAGE_CHARS = 1003
+
+
 def _is_promised(err: BaseException) -> bool:
-    return isinstance(err, (ValueError, TypeError)) and not isinstance(err, UnicodeError)
+    """A ValueError / TypeError with a short printable message: what the runtime promises."""
+    if not isinstance(err, (ValueError, TypeError)) or isinstance(err, UnicodeError):
+        return False
+    message = str(err)
+    return len(message) <= MAX_MESSAGE_CHARS and message.isascii()
 
 
 class Harness:
@@ -174,7 +183,10 @@ def serve() -> None:
                 outcome, detail = "rejected", str(err)[:300]
             else:
                 outcome = "bad_error"
-                detail = f"{type(err).__name__}: {err!s:.500}\n{traceback.format_exc()[-1500:]}"
+                detail = (
+                    f"{type(err).__name__} ({len(str(err))} chars): {err!s:.500}\n"
+                    f"{traceback.format_exc()[-1500:]}"
+                )
         protocol.write(json.dumps({"outcome": outcome, "detail": detail}) + "\n")
 
 

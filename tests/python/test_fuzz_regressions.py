@@ -114,6 +114,66 @@ def test_long_chains_compile_in_linear_time(name, worker):
     assert outcome == "ok", f"{name} (before the fix: {before}): {outcome}\n{detail}"
 
 
+def _graph(nodes: list[dict]) -> str:
+    """Graph JSON of `nodes`: node 0 is the input, the last node the output."""
+    graph = {"version": 1, "symbol": "f", "nodes": nodes, "arg_nodes": [0]}
+    return json.dumps({**graph, "heads": [len(nodes) - 1]})
+
+
+def _relu_of_rank(rank: int) -> str:
+    """x of `rank` unit dims -> relu declared one dim short: rejected, naming both shapes."""
+    shape = [1] * rank
+    return _graph(
+        [
+            {"op": "input", "name": "x", "shape": shape, "dtype": "float32"},
+            {"op": "nn.relu", "name": "y", "inputs": [0], "shape": shape[:-1], "dtype": "float32"},
+        ]
+    )
+
+
+def _slice_with_long_attributes(length: int) -> str:
+    return _graph(
+        [
+            {"op": "input", "name": "x", "shape": [2, 3], "dtype": "float32"},
+            {
+                "op": "strided_slice",
+                "name": "y",
+                "inputs": [0],
+                "shape": [2, 3],
+                "dtype": "float32",
+                "attrs": {"begin": [0] * length, "step": [1] * length},
+            },
+        ]
+    )
+
+
+# Found by issue 17's independent fuzzer, too big to keep as files: (graph JSON, the expected
+# outcome, text the message must contain, what happened before the fix). The worker also fails
+# any message over the runtime's cap of 1000 characters (target.py).
+GENERATED = {
+    "a declared shape of 100000 dims": (
+        lambda: _relu_of_rank(100_000),
+        "rejected",
+        "(1, 1, 1, 1, 1, 1, 1, 1, ... (99999 dims))",
+        "both shapes in full: a 300 KB message",
+    ),
+    "a slice with 1000000 begin and step values": (
+        lambda: _slice_with_long_attributes(1_000_000),
+        "rejected",
+        "must have the input's rank 2",
+        "issue 17's fuzzer saw 3 MB messages from long attribute lists",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_generated_regression(name, worker):
+    build, expect, match, before = GENERATED[name]
+    outcome, detail = worker.run(from_record({"kind": "g", "text": build()}), timeout=120.0)
+    assert outcome == expect, f"{name} (before the fix: {before}): {outcome}\n{detail}"
+    assert match in detail
+
+
 def _runtime_param_copies(copies: int, channels: int) -> str:
     """A qnn.conv2d whose quantization parameters are runtime arguments (the spec's
     bind_constants=False flow), repeated `copies` times over the same parameter inputs."""
