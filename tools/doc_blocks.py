@@ -12,6 +12,16 @@ A block's language decides what happens to it (docs/contributing/docs.md):
 A block that cannot run in CI says so in the paragraph right before it:
 ``(not run in CI: <reason>)``. A fence without a language, or with one not listed here, is an
 error: every block is either run or declared not to be code that runs.
+
+The porting tutorial (``TUTORIAL_PAGES``) is run by tools/porting_tutorial.py on a copy of the
+tree instead: there a block whose first line is a location comment is an edit of that file,
+
+    // src/graph/op.h, after "  kNegative,"            (or: before "<line>")
+    // src/graph/validate.cc, in InferShape, after "    case OpKind::kNegative:"
+    # python/example_npu/partition/checks/compute.py, at the end
+    // src/kernels/softplus.h: new file
+
+and the other blocks run in order in the copy.
 """
 
 from __future__ import annotations
@@ -22,10 +32,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ("python", "bash")
+# Pages whose blocks change the tree: applied and run on a copy by tools/porting_tutorial.py.
+TUTORIAL_PAGES = ("docs/porting/add-an-op.md",)
 NEVER_RUN = ("text", "cpp")
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[^\s`]*)")
+_EDIT = re.compile(
+    r"^(?://|#) (?P<path>[\w./-]+\.\w+)(?:: (?P<new>new file)|, (?P<end>at the end)"
+    r"|(?:, in (?P<scope>[\w:]+))?, (?P<mode>after|before) \"(?P<anchor>.*)\")$"
+)
 # "(not run in CI: reason)", the reason may hold one level of parentheses.
 _NOT_RUN = re.compile(r"\(not run in CI:\s*(?P<reason>[^()]*(?:\([^()]*\)[^()]*)*)\)")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Where a tutorial block goes: a new file, the end of a file, or before / after the line
+    ``anchor`` (the first one after the definition of ``scope``, if given)."""
+
+    path: str
+    mode: str  # "new file", "at the end", "after" or "before"
+    anchor: str | None = None
+    scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,8 +66,25 @@ class Block:
     not_run_reason: str | None  # the "(not run in CI: ...)" marker before it, if any
 
     @property
+    def edit(self) -> Edit | None:
+        """The file edit this block is, when its first line is a location comment."""
+        if self.lang == "text":  # examples of location comments, in prose pages
+            return None
+        match = _EDIT.match(self.code.split("\n", 1)[0])
+        if not match:
+            return None
+        if match["new"] or match["end"]:
+            return Edit(match["path"], match["new"] or match["end"])
+        return Edit(match["path"], match["mode"], match["anchor"], match["scope"])
+
+    @property
+    def body(self) -> str:
+        """The code without its location comment (what an edit inserts)."""
+        return self.code.split("\n", 1)[1] if self.edit else self.code
+
+    @property
     def runs(self) -> bool:
-        return self.lang in RUN and self.not_run_reason is None
+        return self.lang in RUN and self.not_run_reason is None and self.edit is None
 
     @property
     def where(self) -> str:
@@ -104,6 +148,8 @@ if __name__ == "__main__":
     everything = all_blocks()
     for block in everything:
         state = "run" if block.runs else f"not run ({block.not_run_reason or block.lang})"
+        if block.edit:
+            state = f"edit of {block.edit.path} ({block.edit.mode})"
         print(f"{block.where:48} {block.lang:8} {state}")
     runnable = [b for b in everything if b.lang in RUN]
     print(

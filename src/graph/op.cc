@@ -16,7 +16,8 @@ constexpr std::array<std::pair<DType, const char*>, 7> kDTypeNames = {{
     {DType::kInt64, "int64"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char*>, 61> kOpNames = {{
+// Sized by its initializer: adding an op is one line here and one in OpKind, no count to update.
+constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::kMatmul, "matmul"},
     {OpKind::kPermuteDims, "permute_dims"},
     {OpKind::kReshape, "reshape"},
@@ -78,7 +79,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 61> kOpNames = {{
     {OpKind::kLogSoftmax, "nn.log_softmax"},
     {OpKind::kPad, "nn.pad"},
     {OpKind::kAdaptiveAvgPool2d, "nn.adaptive_avg_pool2d"},
-}};
+};
 
 }  // namespace
 

@@ -292,12 +292,35 @@ struct QnnSoftmaxAttrs {
   kernels::QuantizedSoftmaxParams params;
 };
 
-using OpAttrs =
-    std::variant<NoAttrs, ConvAttrs, PoolAttrs, SoftmaxAttrs, ClipAttrs, BatchNormAttrs,
-                 PermuteDimsAttrs, QuantAttrs, QnnAttrs, ConcatAttrs, SliceAttrs, ReduceAttrs,
-                 LayerNormAttrs, QnnRequantizeAttrs, QnnBinaryAttrs, QnnPoolAttrs, QnnConcatAttrs,
-                 QnnLutAttrs, QnnSoftmaxAttrs, LeakyReluAttrs, ResizeAttrs, PadAttrs,
-                 AdaptivePoolAttrs, ConvTransposeAttrs, NormAttrs>;
+// One alternative per line, so adding an op's attributes is one line here.
+// clang-format off
+using OpAttrs = std::variant<
+    NoAttrs,
+    ConvAttrs,
+    PoolAttrs,
+    SoftmaxAttrs,
+    ClipAttrs,
+    BatchNormAttrs,
+    PermuteDimsAttrs,
+    QuantAttrs,
+    QnnAttrs,
+    ConcatAttrs,
+    SliceAttrs,
+    ReduceAttrs,
+    LayerNormAttrs,
+    QnnRequantizeAttrs,
+    QnnBinaryAttrs,
+    QnnPoolAttrs,
+    QnnConcatAttrs,
+    QnnLutAttrs,
+    QnnSoftmaxAttrs,
+    LeakyReluAttrs,
+    ResizeAttrs,
+    PadAttrs,
+    AdaptivePoolAttrs,
+    ConvTransposeAttrs,
+    NormAttrs>;
+// clang-format on
 
 }  // namespace example_npu
 

@@ -34,7 +34,12 @@ def _load_doc_blocks():
 
 doc_blocks = _load_doc_blocks()
 PAGES = {path.relative_to(ROOT).as_posix(): doc_blocks.blocks(path) for path in doc_blocks.pages()}
-RUNNABLE_PAGES = [page for page, blocks in PAGES.items() if any(b.runs for b in blocks)]
+# The tutorial's blocks change the tree: test_porting_tutorial.py runs them on a copy.
+RUNNABLE_PAGES = [
+    page
+    for page, blocks in PAGES.items()
+    if page not in doc_blocks.TUTORIAL_PAGES and any(b.runs for b in blocks)
+]
 
 
 def _scratch_dir(tmp_path: Path) -> Path:
@@ -92,12 +97,17 @@ def test_code_blocks_of_the_page_run(page, tmp_path, monkeypatch):
 def test_blocks_not_run_are_listed_with_their_reasons(summary_line):
     """Every page parses (each fence has a known language), and each block that is not run says
     why where a reader sees it."""
-    runnable = [b for blocks in PAGES.values() for b in blocks if b.lang in doc_blocks.RUN]
+    every = [b for blocks in PAGES.values() for b in blocks]
+    edits = [b for b in every if b.edit]
+    runnable = [b for b in every if b.lang in doc_blocks.RUN and not b.edit]
     not_run = [b for b in runnable if not b.runs]
     summary_line(
         f"docs code blocks: {len(runnable) - len(not_run)} run, {len(not_run)} marked not run "
-        f"(python and bash; README + {len(PAGES) - 1} docs pages)"
+        f"(python and bash; README + {len(PAGES) - 1} docs pages; the porting tutorial's run by "
+        f"test_porting_tutorial.py with its {len(edits)} edits)"
     )
+    for block in edits:
+        assert block.page in doc_blocks.TUTORIAL_PAGES, f"{block.where}: edit outside a tutorial"
     for block in not_run:
         assert block.not_run_reason, block.where
         summary_line(f"  not run: {block.where} ({block.lang}): {block.not_run_reason}")
