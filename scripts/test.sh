@@ -23,6 +23,7 @@ rm -rf build/docs
 .venv/bin/sphinx-build -W --keep-going -n -q -b html docs build/docs/html
 
 echo "== Fuzzing (tests/fuzz: fixed seed and budget; any crash, hang or wrong error fails)"
-.venv/bin/python tests/fuzz/fuzz.py --budget "${EXAMPLE_NPU_FUZZ_BUDGET:-150}" --seed 1
+.venv/bin/python tests/fuzz/fuzz.py --seed 1 --inputs "${EXAMPLE_NPU_FUZZ_INPUTS:-4000}" \
+  --budget "${EXAMPLE_NPU_FUZZ_BUDGET:-600}"
 
 bash scripts/sanitize.sh

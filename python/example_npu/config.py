@@ -30,7 +30,21 @@ def dtype_bytes(dtype: str) -> int:
 
 
 class InvalidConfigError(ValueError):
-    """An NPUConfig that describes no buildable NPU."""
+    """An NPUConfig that describes no buildable NPU.
+
+    The message quotes what the user wrote, which may be any text (a config file is untrusted
+    input), so it is escaped to printable ASCII and cut to the C++ runtime's 1000-character cap:
+    it stays safe to print on any terminal or log and matches what the runtime promises.
+    """
+
+    MAX_CHARS = 1000
+
+    def __init__(self, message: str) -> None:
+        text = message.encode("ascii", "backslashreplace").decode("ascii")
+        text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+        if len(text) > self.MAX_CHARS:
+            text = text[: self.MAX_CHARS] + "..."
+        super().__init__(text)
 
 
 # Inclusive range of every numeric field, mirrored from src/config/npu_config.cc (a test compares

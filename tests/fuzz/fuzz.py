@@ -263,7 +263,7 @@ def fuzz(args: argparse.Namespace) -> int:
     lock = threading.Lock()
     errors: list[str] = []
     next_index = iter(range(args.only_index, args.only_index + 1) if args.only_index is not None
-                      else range(10**12))  # fmt: skip
+                      else range(args.inputs or 10**12))  # fmt: skip
     start = time.monotonic()
     deadline = start + args.budget
 
@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=150.0, help="seconds of fuzzing")
     parser.add_argument("--long", action="store_true", help=f"{LONG_BUDGET:g} s budget")
+    parser.add_argument("--inputs", type=int, default=0,
+                        help="stop after this many inputs (0: no limit); with a fixed seed the "
+                             "same inputs every run, so a run's verdict does not depend on the "
+                             "machine's speed (the budget still caps the time)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per input (hang)")

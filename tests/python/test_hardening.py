@@ -141,3 +141,22 @@ def test_config_rejects_non_finite_and_wrong_types():
             NPUConfig(dram_bandwidth_gb_per_s=bad)
     with pytest.raises(InvalidConfigError):
         NPUConfig(power_mode=["balanced"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"dram_bandwidth_gb_\udcf4per_s": 8}',  # lone surrogate: bad UTF-8 decoded leniently
+        '{"energy_l1\ufffd_pj_per_byte": 2.8}',
+        '{"vector_elements": "\u00b2\u00b2"}',
+        '{"power_mode": "turbo\u202e"}',
+        '{"' + "x" * 5000 + '": 1}',
+    ],
+)
+def test_config_error_messages_are_short_printable_ascii(text):
+    """A config file is untrusted: what the error quotes from it is escaped and cut."""
+    with pytest.raises(InvalidConfigError) as err:
+        NPUConfig.from_json(text)
+    message = str(err.value)
+    assert message.isascii() and message.isprintable(), message
+    assert len(message) <= InvalidConfigError.MAX_CHARS + 3
