@@ -1,13 +1,16 @@
 """Seeded structural fuzzer of the NPU runtime's inputs: graph JSON, module bytes, NPUConfig.
 
 Inputs are mutations (tests/fuzz/mutate.py) of the graphs the codegen produces for the test
-models (tests/fuzz/corpus.py). Each runs in a worker process (tests/fuzz/target.py), so a crash
-or a hang costs that worker, which is restarted, and is counted instead of ending the run. Every
-input must end as ``ok`` or ``rejected`` (a ValueError / TypeError); a crash, a hang, a worker
-over the memory limit (``oom``) or any other exception (``bad_error``) is a finding. Findings are
+models (tests/fuzz/corpus.py) and, for a share set by ``--programs``, Relax programs built from
+the pattern table's ops with boundary-valued attributes (tests/fuzz/generate.py), partitioned
+and run against TVM's CPU build: a difference is a ``wrong`` finding. Each runs in a worker
+process (tests/fuzz/target.py), so a crash or a hang costs that worker, which is restarted, and
+is counted instead of ending the run. Every input must end as ``ok`` or ``rejected`` (a
+ValueError / TypeError); a crash, a hang, a worker over the memory limit (``oom``), a wrong
+result or any other exception (``bad_error``) is a finding. Findings are
 minimised and saved under ``--out``; the run exits 1 if there is any.
 
-    .venv/bin/python tests/fuzz/fuzz.py                  # CI: 150 s, seed 1, 2 workers
+    .venv/bin/python tests/fuzz/fuzz.py --inputs 4000    # CI: seed 1, 2 workers
     .venv/bin/python tests/fuzz/fuzz.py --long --seed 7  # an hour, for local runs
     .venv/bin/python tests/fuzz/fuzz.py --replay tests/fuzz/regressions/*.json
 
@@ -42,9 +45,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
+import generate  # noqa: E402
 from mutate import FuzzInput, Mutator  # noqa: E402
 
 GOOD = ("ok", "rejected")
+OUTCOMES = ("ok", "rejected", "crash", "hang", "oom", "bad_error", "wrong")
 LONG_BUDGET = 3600.0
 
 
@@ -252,6 +257,15 @@ def load_seeds(path: Path | None, out: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
+def make_input(mutator: Mutator, rng: np.random.Generator, program_rate: float) -> FuzzInput:
+    """Input ``rng`` stands for: a generated program (a ``program_rate`` share) or a mutation."""
+    if rng.random() < program_rate:
+        program = generate.generate(rng)
+        ops = ", ".join(step["op"] for step in program["steps"])
+        return FuzzInput("r", json.dumps(program).encode(), f"generated program: {ops}")
+    return mutator.make(rng)
+
+
 def fuzz(args: argparse.Namespace) -> int:
     out = Path(args.out)
     (out / "findings").mkdir(parents=True, exist_ok=True)
@@ -275,7 +289,7 @@ def fuzz(args: argparse.Namespace) -> int:
                     index = next(next_index, None)
                 if index is None:
                     return
-                inp = mutator.make(np.random.default_rng([args.seed, index]))
+                inp = make_input(mutator, np.random.default_rng([args.seed, index]), args.programs)
                 outcome, detail = worker.run(inp, args.timeout)
                 with lock:
                     counts[outcome] += 1
@@ -307,8 +321,13 @@ def fuzz(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "jobs": args.jobs,
         "seed_graphs": len(seeds),
-        "outcomes": {k: counts[k] for k in ("ok", "rejected", "crash", "hang", "oom", "bad_error")},
-        "kinds": {"graph": kinds["g"], "bytes": kinds["b"], "config": kinds["c"]},
+        "outcomes": {k: counts[k] for k in OUTCOMES},
+        "kinds": {
+            "graph": kinds["g"],
+            "bytes": kinds["b"],
+            "config": kinds["c"],
+            "program": kinds["r"],
+        },
         "findings": [],
     }
     if findings:
@@ -332,7 +351,8 @@ def fuzz(args: argparse.Namespace) -> int:
         f"fuzz: {total} inputs in {elapsed:.0f} s (seed {args.seed}, {args.jobs} workers, "
         f"{len(seeds)} seed graphs; graph {kinds['g']}, bytes {kinds['b']}, config {kinds['c']}): "
         f"ok {o['ok']}, rejected {o['rejected']}, crashes {o['crash']}, hangs {o['hang']}, "
-        f"oom {o['oom']}, bad errors {o['bad_error']}"
+        f"oom {o['oom']}, bad errors {o['bad_error']}, wrong results {o['wrong']} "
+        f"(of {kinds['r']} generated programs)"
     )
     for path in summary["findings"]:
         print(f"  finding: {path}")
@@ -364,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop after this many inputs (0: no limit); with a fixed seed the "
                              "same inputs every run, so a run's verdict does not depend on the "
                              "machine's speed (the budget still caps the time)")  # fmt: skip
+    parser.add_argument("--programs", type=float, default=0.05,
+                        help="share of inputs that are generated Relax programs run against "
+                             "TVM's CPU build (each costs two compilations)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per input (hang)")

@@ -7,7 +7,10 @@ little-endian length and the payload, and answers each with one JSON line on the
 * ``g`` graph JSON text: ``runtime.ExampleNPUJSONRuntimeCreate(symbol, text, const_names)``;
 * ``b`` module bytes: ``ffi.Module.load_from_bytes.example_npu_json(bytes)``;
 * ``c`` NPUConfig JSON: ``NPUConfig.from_json`` in Python, and the same text as the
-  ``npu_config`` of a small graph in C++; the two must agree on what is valid.
+  ``npu_config`` of a small graph in C++; the two must agree on what is valid;
+* ``r`` a generated Relax program (generate.py): built with Relax's constructors, partitioned
+  by ``partition_for_npu`` and, when its tensors are small, run on the NPU and with TVM's CPU
+  build of the unpartitioned module; a difference beyond float tolerance is ``wrong``.
 
 A module that loads is then exercised: its constants are bound, it is called on random inputs
 (when they are small), and its command stream is printed. The outcome is ``ok``, ``rejected``
@@ -27,8 +30,11 @@ import sys
 import traceback
 
 import example_npu
+import generate
 import numpy as np
 import tvm
+from example_npu.relax_types import static_shape
+from tvm import relax
 
 # Inputs the harness calls with random data at most this large (bytes of all tensors).
 MAX_CALL_BYTES = 8 << 20
@@ -43,6 +49,15 @@ PROBE_GRAPH = (
 
 class Rejected(Exception):
     """A ValueError or TypeError raised where the runtime promises one."""
+
+
+class WrongResult(Exception):
+    """The NPU's answer differs from TVM's CPU build of the same program."""
+
+
+# (rtol, atol relative to the largest expected magnitude) per dtype: chains of a few ops, where
+# a subtraction can cancel, need more room than the one-op suite's 1e-5.
+TOLERANCE = {"float32": (1e-3, 1e-4), "float16": (3e-2, 3e-2)}
 
 
 # The runtime cuts every message to 1000 characters (plus "..."); README: short printable errors.
@@ -119,6 +134,31 @@ class Harness:
             raise Rejected("config rejected")
         return "ok"
 
+    def program(self, data: bytes) -> str:
+        program = json.loads(data)
+        try:
+            mod = generate.build(program)
+        except Exception as err:  # noqa: BLE001 - TVM refusing the program is not our finding
+            raise Rejected(f"TVM refuses the program: {type(err).__name__}") from None
+        partitioned = self._promised(lambda: example_npu.partition_for_npu(mod))
+        if _largest_tensor(mod) > generate.MAX_RUN_ELEMENTS:
+            return "ok"
+        try:
+            expected = _run(mod, program)
+        except Exception as err:  # noqa: BLE001 - TVM's own CPU build failing is not ours
+            raise Rejected(f"TVM's CPU build fails: {type(err).__name__}") from None
+        actual = self._promised(lambda: _run(partitioned, program))
+        dtype = program["inputs"][0]["dtype"]  # every generated op keeps its input's dtype
+        rtol, atol = TOLERANCE[dtype]
+        for a, e in zip(actual, expected, strict=True):
+            # TVM's CPU build of a float16 batch_norm returns float32 against its own types, so
+            # the NPU's dtype is checked against the program and the values compared as numbers.
+            problem = f"NPU dtype {a.dtype}, the program's {dtype}" if a.dtype != dtype else ""
+            problem = problem or _difference(a, e, rtol, atol)
+            if problem:
+                raise WrongResult(problem)
+        return "ok"
+
     def _promised(self, fn):
         try:
             return fn()
@@ -161,13 +201,62 @@ class Harness:
         return "ok"
 
 
+def _largest_tensor(mod: tvm.IRModule) -> int:
+    sizes = [0]
+
+    def visit(expr: object) -> None:
+        ty = getattr(expr, "ty", None)
+        fields = ty.fields if isinstance(ty, tvm.ir.type.TupleType) else [ty]
+        for field in fields:
+            shape = static_shape(field)
+            if shape is not None:
+                sizes.append(math.prod(shape))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return max(sizes)
+
+
+def _run(mod: tvm.IRModule, program: dict) -> list[np.ndarray]:
+    rng = np.random.default_rng(1)
+    inputs = [rng.uniform(-2, 2, size=v["shape"]).astype(v["dtype"]) for v in program["inputs"]]
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
+    return [out.numpy()] if isinstance(out, tvm.runtime.Tensor) else [o.numpy() for o in out]
+
+
+def _difference(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> str:
+    """What differs beyond tolerance (NaN must meet NaN, infinity the same infinity), or ''."""
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape} != {expected.shape}"
+    a, e = actual.astype("float64"), expected.astype("float64")
+    finite = np.isfinite(e)
+    if not np.array_equal(np.isnan(a), np.isnan(e)) or not np.array_equal(
+        a[np.isinf(e)], e[np.isinf(e)]
+    ):
+        return f"NaN / infinity differ: {int((np.isnan(a) != np.isnan(e)).sum())} NaN mismatches"
+    scale = float(np.abs(e[finite]).max()) if finite.any() else 0.0
+    diff = np.abs(a[finite] - e[finite])
+    bad = diff > atol * max(1.0, scale) + rtol * np.abs(e[finite])
+    if bad.any():
+        return (
+            f"{int(bad.sum())} of {e.size} values differ, max |diff| {diff.max():.3g} "
+            f"(scale {scale:.3g})"
+        )
+    return ""
+
+
 def serve() -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by libraries goes to stderr
     harness = Harness()
     protocol.write(json.dumps({"ready": True}) + "\n")
     stdin = sys.stdin.buffer
-    handlers = {b"g": harness.graph, b"b": harness.module_bytes, b"c": harness.config}
+    handlers = {
+        b"g": harness.graph,
+        b"b": harness.module_bytes,
+        b"c": harness.config,
+        b"r": harness.program,
+    }
     while True:
         header = stdin.read(9)
         if len(header) < 9:
@@ -178,6 +267,8 @@ def serve() -> None:
             outcome, detail = handlers[kind](data), ""
         except Rejected as err:
             outcome, detail = "rejected", str(err)[:300]
+        except WrongResult as err:
+            outcome, detail = "wrong", f"{err}\n{data[:1500].decode(errors='replace')}"
         except Exception as err:  # noqa: BLE001
             if _is_promised(err):  # a promised error while calling a loaded module
                 outcome, detail = "rejected", str(err)[:300]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import tvm
 from tvm import relax
 
 from ..partition.checks.glue import int_values, take_runs
@@ -103,8 +104,10 @@ def _take(e: _Emitter, x: int) -> int:
     return e.node("reshape", [taken], e.call.ty)
 
 
-def _split(e: _Emitter, x: int) -> tuple:
+def _split(e: _Emitter, x: int) -> tuple | int:
     shape, dtype = _input_shape(e.builder, e.call.args[0])
+    if not isinstance(e.call.ty, tvm.ir.type.TupleType):
+        return x  # one section: Relax types the result as the input tensor itself
     axis = int(e.call.attrs.axis) % len(shape)
     outputs = []
     offset = 0
