@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 BUILD=build/sanitize
-FUZZ_SECONDS="${EXAMPLE_NPU_SANITIZE_FUZZ_BUDGET:-45}"
+FUZZ_INPUTS="${EXAMPLE_NPU_SANITIZE_FUZZ_INPUTS:-600}"
 
 echo "== Sanitizers: build (ASan + UBSan)"
 .venv/bin/cmake -S . -B "$BUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
@@ -41,11 +41,11 @@ run_instrumented .venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/python/test_end_to_end.py tests/python/test_errors.py tests/python/test_serialization.py \
   tests/python/test_special_values.py tests/python/test_fuzz_regressions.py
 
-echo "== Sanitizers: fuzz smoke run (${FUZZ_SECONDS} s)"
+echo "== Sanitizers: fuzz smoke run (${FUZZ_INPUTS} inputs, generated programs among them)"
 # The seed corpus is built outside the instrumented run (the model exporters need nothing of
 # it); ASan's shadow memory counts in the RSS, hence the larger limit.
 mkdir -p "$BUILD/fuzz"
 .venv/bin/python tests/fuzz/corpus.py "$BUILD/fuzz/corpus.json" 2>"$BUILD/fuzz/corpus.log" ||
   { cat "$BUILD/fuzz/corpus.log"; exit 1; }
-run_instrumented .venv/bin/python tests/fuzz/fuzz.py --budget "$FUZZ_SECONDS" --seed 3 \
+run_instrumented .venv/bin/python tests/fuzz/fuzz.py --inputs "$FUZZ_INPUTS" --budget 600 --seed 3 \
   --corpus "$BUILD/fuzz/corpus.json" --out "$BUILD/fuzz" --max-rss-mb 12000 --timeout 60
