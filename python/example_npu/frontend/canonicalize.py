@@ -10,14 +10,10 @@ the original computes, including NaN and infinities.
   ONNX lowering ``min(max(x, lo), hi)`` to the lower bound, so they are equal only on non-NaN
   inputs. The NPU runs maximum / minimum with TVM's NaN behaviour instead.
 * ``shape_of`` of a tensor with a static shape becomes that shape, and calls whose arguments are
-  all constants and whose result is a single element of any dtype, an integer / boolean tensor
-  of at most :data:`FOLD_MAX_ELEMENTS` elements, or an ``int64`` / boolean (index) tensor of at
-  most :data:`FOLD_MAX_INDEX_ELEMENTS` are evaluated with TVM (``FoldConstant`` on that one
-  call): the ONNX importer's index arithmetic (``where(less(i, 0), i + n, i)``, also on the
-  index tensor of an exported ``as_strided``), ``Clip`` bounds (``where(isnan(c), -inf, c)``)
-  and the legacy exporter's attention scale (``sqrt(1 / sqrt(d))`` on a (1,) tensor). Float
-  tensors (weights) are left as they are. ``quantize`` / ``dequantize`` are never folded: they
-  are what the quantized patterns match.
+  all constants are evaluated with TVM (:mod:`example_npu.frontend.constant_fold`: masks,
+  position ids, bias gathers, rotary tables, the ONNX importer's index arithmetic, ``Clip``
+  bounds), ``bool`` arithmetic TVM cannot build is legalized through ``int32``, and identities
+  (zero-width ``pad``, ``where`` with a constant all-true condition, ...) disappear.
 * ``dynamic_strided_slice`` whose begin / end / strides are constants (the legacy ONNX
   exporter's ``chunk``: bounds computed from ``Shape``, folded above) becomes the
   ``strided_slice`` that picks the same elements, which TVM's own build checks axis by axis
@@ -44,13 +40,9 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..relax_types import static_shape
+from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
 from .qdq import canonicalize_qdq
 
-FOLD_MAX_ELEMENTS = 64
-# Index tensors (int64 / bool) folded up to this size: an exported as_strided's gather indices.
-FOLD_MAX_INDEX_ELEMENTS = 1 << 20
-# Ops whose constant operands are the contract with a pattern (the quantized chains).
-_NEVER_FOLD = frozenset({"relax.quantize", "relax.dequantize"})
 _ELEMENTWISE_PRIMFUNCS = ("maximum", "minimum")
 
 
@@ -71,71 +63,8 @@ def _legalized(op_name: str, arg_types: tuple[tuple[tuple[int, ...], str], ...])
     return funcs[0] if len(funcs) == 1 else None
 
 
-def _constant_or_shape(expr: relax.Expr) -> bool:
-    if isinstance(expr, Constant):
-        return True
-    if isinstance(expr, relax.ShapeExpr):
-        return all(isinstance(value, tvm.tirx.IntImm) for value in expr.values)
-    return not isinstance(expr, (relax.Var, relax.Call, relax.Tuple))  # attributes, prim values
-
-
-def _is_index_arithmetic(call: relax.Call) -> bool:
-    """A single element, a small integer / boolean result or an index tensor: bounds, scales and
-    index computations, not weights (a transposed weight stays a permute_dims the patterns see)."""
-    shape = static_shape(call.ty)
-    if shape is None:
-        return False
-    elements = int(np.prod(shape))
-    dtype = str(call.ty.dtype)
-    if elements == 1:
-        return True
-    if dtype in ("int64", "bool"):
-        return elements <= FOLD_MAX_INDEX_ELEMENTS
-    return elements <= FOLD_MAX_ELEMENTS and dtype.startswith(("int", "uint"))
-
-
-# Folded calls by structural hash: models repeat the same constant arithmetic many times.
-_FOLDED: dict[int, list[tuple[relax.Call, Constant]]] = {}
-
-
-def _fold(call: relax.Call) -> Constant | None:
-    """The constant TVM's FoldConstant computes for ``call`` (all of whose args are constant)."""
-    key = tvm_ffi.structural_hash(call)
-    for seen, value in _FOLDED.get(key, []):
-        if tvm_ffi.structural_equal(seen, call):
-            return value
-    result = _evaluate(call)
-    if result is not None:
-        _FOLDED.setdefault(key, []).append((call, result))
-    return result
-
-
-# What TVM raises when it cannot build or evaluate a call: the call is then left as it is.
+# What TVM raises when it cannot build a slice: the call is then left as it is.
 _TVM_FAILURES = (RuntimeError, ValueError, TypeError)
-
-
-def _evaluate(call: relax.Call) -> Constant | None:
-    """``call`` (constant arguments only) computed by TVM's FoldConstant or, for what it leaves
-    (``arange`` has no tensor arguments), by TVM's CPU build; None if TVM cannot."""
-    bb = relax.BlockBuilder()
-    with bb.function("main", []):
-        with bb.dataflow():
-            out = bb.emit_output(call)
-        bb.emit_func_output(out)
-    mod = bb.get()
-    try:
-        body = relax.transform.FoldConstant()(mod)["main"].body
-        result = body.body
-        for block in body.blocks:
-            for binding in block.bindings:
-                if binding.var.same_as(result):
-                    result = binding.value
-        if isinstance(result, Constant) or static_shape(call.ty) is None:
-            return result if isinstance(result, Constant) else None
-        vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
-        return relax.const(vm["main"]().numpy(), str(call.ty.dtype))
-    except _TVM_FAILURES:
-        return None
 
 
 @lru_cache(maxsize=1024)
@@ -239,12 +168,15 @@ class _Canonicalizer(PyExprMutator):
             static = _static_slice(call)
             if static is not None:
                 return self.builder_.normalize(static)
-        if name not in _NEVER_FOLD and all(_constant_or_shape(arg) for arg in call.args):
-            if _is_index_arithmetic(call):
-                folded = _fold(call)
-                if folded is not None:
-                    return folded
-        return call
+        legal = legalize_bool_arithmetic(call)
+        if foldable(call):
+            folded = fold(call if legal is None else legal)
+            if folded is not None:
+                return folded
+        if legal is not None:
+            return self.builder_.normalize(legal)
+        identity = identity_operand(call) if isinstance(call.op, tvm.ir.Op) else None
+        return call if identity is None else identity
 
     def _elementwise_call_tir(self, call: relax.Call) -> relax.Expr:
         callee, args = call.args[0], call.args[1]

@@ -1,0 +1,52 @@
+"""Transformer architectures as Hugging Face writes them (transformer_models.py, random weights)
+through torch.export + from_exported_program: they build (decoder-only models included: their
+bool cumsum is legalized), partition into one NPU function, and match PyTorch."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import pytest
+import transformer_models
+import tvm
+from example_npu.partition.report import partition_with_report
+from tvm import relax
+
+RELATIVE_TOLERANCE = 1e-4
+# What still runs on the CPU: the embedding gather with run-time ids and the ids' casts.
+EMBEDDING_OPS = {"relax.take", "relax.astype", "relax.reshape", "relax.expand_dims"}
+CPU_OPS_ALLOWED = {"bert": EMBEDDING_OPS, "gpt2": EMBEDDING_OPS, "llama": set(), "swin": set()}
+
+
+def _run(mod: tvm.IRModule, data: list[np.ndarray]) -> np.ndarray:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    out = vm["main"](*(tvm.runtime.tensor(d) for d in data))
+    return out.numpy() if hasattr(out, "numpy") else out[0].numpy()
+
+
+@pytest.mark.parametrize("name", [model.name for model in transformer_models.MODELS])
+def test_transformer_runs_on_the_npu_and_matches_pytorch(name, summary_line):
+    start = time.perf_counter()
+    model = transformer_models.MODELS_BY_NAME[name]
+    module, data = transformer_models.instantiate(model)
+    reference = transformer_models.torch_reference(module, data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.export deprecation chatter
+        mod = transformer_models.import_torch(module, data)
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1, report.table()
+    assert set(report.cpu_ops) <= CPU_OPS_ALLOWED[name], report.table()
+    for op in ("matmul", "nn.softmax"):
+        assert report.npu_ops[f"relax.{op}"] > 0, report.table()
+    out = _run(partitioned, data)
+    assert out.shape == reference.shape
+    relative = float(np.max(np.abs(out - reference)) / np.max(np.abs(reference)))
+    assert relative <= RELATIVE_TOLERANCE, f"relative difference from PyTorch {relative:.3g}"
+    summary_line(
+        f"transformer {name} (torch): {len(report.npu_functions)} NPU function(s), "
+        f"{sum(report.cpu_ops.values())} ops on the CPU, max rel diff {relative:.2g} "
+        f"[{time.perf_counter() - start:.1f} s]"
+    )
