@@ -6,6 +6,8 @@ the original computes, including NaN and infinities.
 * ``call_tir`` of a PrimFunc that is structurally equal (``tvm_ffi.structural_equal``) to TVM's own
   legalization of ``relax.maximum`` / ``relax.minimum`` for the same argument types becomes that
   op. This is how the ONNX importer lowers ``Clip`` (``topi.maximum`` then ``topi.minimum``).
+  A ``call_tir`` equal to TVM's legalization of a zero-width ``nn.pad`` (the ONNX importer's
+  ``Pad`` to whole windows in Swin) is its input.
   The pair is *not* turned into ``relax.clip``: TVM's ``clip`` maps NaN to the upper bound, the
   ONNX lowering ``min(max(x, lo), hi)`` to the lower bound, so they are equal only on non-NaN
   inputs. The NPU runs maximum / minimum with TVM's NaN behaviour instead.
@@ -48,15 +50,20 @@ _ELEMENTWISE_PRIMFUNCS = ("maximum", "minimum")
 
 @lru_cache(maxsize=256)
 def _legalized(op_name: str, arg_types: tuple[tuple[tuple[int, ...], str], ...]):
-    """TVM's legalization of ``relax.<op_name>`` applied to tensors of ``arg_types``."""
+    """TVM's legalization of ``relax.<op_name>`` applied to tensors of ``arg_types``
+    (``zero_pad``: ``nn.pad`` with zero widths, the ONNX importer's lowering of such a ``Pad``)."""
     params = [
         relax.Var(f"a{i}", relax.TensorType(shape, dtype))
         for i, (shape, dtype) in enumerate(arg_types)
     ]
+    if op_name == "zero_pad":
+        call = relax.op.nn.pad(params[0], [0] * (2 * len(arg_types[0][0])))
+    else:
+        call = getattr(relax.op, op_name)(*params)
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
-            out = bb.emit_output(getattr(relax.op, op_name)(*params))
+            out = bb.emit_output(call)
         bb.emit_func_output(out)
     legal = relax.transform.LegalizeOps()(bb.get())
     funcs = [func for gv, func in legal.functions.items() if gv.name_hint != "main"]
@@ -189,6 +196,12 @@ class _Canonicalizer(PyExprMutator):
             if shape is None:
                 return call
             arg_types.append((tuple(shape), str(arg.ty.dtype)))
+        if len(arg_types) == 1 and static_shape(call.ty) == list(arg_types[0][0]):
+            # A zero-width ONNX Pad: TVM's own copy of its input, the input itself.
+            reference = _legalized("zero_pad", tuple(arg_types))
+            if reference is not None and str(call.ty.dtype) == arg_types[0][1]:
+                if tvm_ffi.structural_equal(prim_func, reference, map_free_vars=True):
+                    return args.fields[0]
         if len(arg_types) != 2:  # maximum / minimum are binary (ONNX Pad lowers to unary ones)
             return call
         for op_name in _ELEMENTWISE_PRIMFUNCS:
