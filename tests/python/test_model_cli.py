@@ -175,7 +175,8 @@ def test_profile_of_a_torch_export_archive_with_a_dynamic_batch(tmp_path):
 # case: (arguments, what the one error line says)
 BAD_INPUTS = {
     "missing model": ("profile absent.onnx", "model file not found: absent.onnx"),
-    "unknown format": ("compile model.tflite -o m.so", "unknown model format '.tflite'"),
+    "unknown format": ("compile model.caffemodel -o m.so", "unknown model format '.caffemodel'"),
+    "not TFLite": ("profile model.tflite", "is not a TFLite model"),
     "bad shape": ("profile {onnx} --input x:1xAx16x16", "positive integers"),
     "wrong rank": ("profile {onnx} --input x:1x3x16", "does not fit the shape ?x3x16x16"),
     "unknown input": ("profile {onnx} --input y:1x3x16x16", "has no input of that name"),
@@ -190,6 +191,7 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("case", BAD_INPUTS)
 def test_a_bad_input_is_one_line_and_exit_status_2(case, onnx_cnn, tmp_path):
+    (tmp_path / "model.caffemodel").write_bytes(b"\x00")
     (tmp_path / "model.tflite").write_bytes(b"TFL3")
     (tmp_path / "garbage.onnx").write_bytes(b"\x00not a protobuf\xff" * 8)
     (tmp_path / "broken.json").write_text('{"l1_sram_kb": 64,')
@@ -215,3 +217,22 @@ def test_reading_onnx_without_the_onnx_package_says_how_to_install_it(onnx_cnn, 
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 2
     assert "pip install 'example-npu[onnx]'" in result.stderr.strip().splitlines()[-1]
+
+
+def test_profile_of_a_tflite_file_with_an_open_batch(tmp_path):
+    """A .tflite file's open batch is 1 without --input; the output is LiteRT's (within 1 step:
+    TVM's own rounding where ops stay on the CPU)."""
+    from tflite_models import model_path, random_inputs, run_litert
+
+    path = model_path("kws_dscnn", open_batch=True)
+    (x,) = random_inputs(path, 1, seed=2)
+    np.savez(tmp_path / "in.npz", x)
+    result = example_npu(
+        "profile", path, "--input-data", "in.npz", "--output-data", "out.npz", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert "NPU functions" in result.stdout
+    (actual,) = np.load(tmp_path / "out.npz").values()
+    expected = run_litert(path, x)
+    assert actual.shape == expected.shape
+    assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1

@@ -18,7 +18,9 @@ class UsageError(Exception):
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="an .onnx file or a torch.export .pt2 file")
+    parser.add_argument(
+        "model", metavar="MODEL", help="an .onnx file, a torch.export .pt2 file or a .tflite file"
+    )
     parser.add_argument(
         "--config", metavar="NPU.json", help="NPUConfig fields to change, as a JSON object"
     )
@@ -28,7 +30,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME:SHAPE",
         help="static shape of a model input, e.g. x:1x3x224x224 (repeat per input); needed "
-        "for inputs whose shape the file leaves open",
+        "for inputs whose shape the file leaves open (a .tflite file's open batch is 1 unless "
+        "given)",
     )
 
 

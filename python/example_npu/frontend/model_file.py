@@ -1,9 +1,11 @@
-"""Model files -> Relax: ONNX (``.onnx``) and torch.export archives (``.pt2``).
+"""Model files -> Relax: ONNX (``.onnx``), torch.export archives (``.pt2``) and TFLite
+flatbuffers (``.tflite``).
 
-``load_model(path, input_shapes)`` reads the file with its own library (onnx / PyTorch),
+``load_model(path, input_shapes)`` reads the file with its own library (onnx / PyTorch / tflite),
 imports it with TVM's frontend (weights bound as constants), and returns a module whose ``main``
 has static input shapes: dimensions the file leaves open (an ONNX ``dim_param``, a
-``torch.export.Dim``) must be given in ``input_shapes``, keyed by the model's own input names.
+``torch.export.Dim``) must be given in ``input_shapes``, keyed by the model's own input names,
+except a TFLite file's open batch dimension, which is 1 unless given (as Arm's Vela does).
 Every problem with the file or the shapes is a ``ModelFileError`` with a one-line message.
 """
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from .onnx_reader import read_onnx
 from .pt2_reader import read_exported_program
 from .reader_common import LoadedModel, ModelFileError, ModelInput
+from .tflite_reader import read_tflite
 
 __all__ = ["LoadedModel", "ModelFileError", "ModelInput", "load_model", "parse_input_shape"]
 
@@ -23,6 +26,7 @@ Reader = Callable[[Path, dict[str, Sequence[int]]], LoadedModel]
 _READERS: dict[str, Reader] = {
     ".onnx": read_onnx,
     ".pt2": read_exported_program,
+    ".tflite": read_tflite,
 }
 
 
