@@ -1,8 +1,9 @@
 """Frontend stage: model files -> Relax, then canonicalization into the forms the patterns match.
 
-``model_file.py`` reads ONNX, torch.export and TFLite files with TVM's frontends; ``canonicalize.py``
-rewrites frontend idioms exactly (``canonicalize``); ``qdq.py`` does the same for quantized
-(QDQ) graphs (``canonicalize_qdq``); ``builtin_models.py`` holds the embedded demo models.
+``model_file.py`` reads ONNX, torch.export and TFLite files with TVM's frontends;
+``canonicalize.py`` rewrites frontend idioms exactly (``canonicalize``); ``qdq.py`` does the same
+for quantized (QDQ) graphs (``canonicalize_qdq``); ``builtin_models.py`` holds the embedded demo
+models.
 """
 
 from .canonicalize import canonicalize
