@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/direct_gemm.h"
+#include "kernels/quantized_depthwise.h"
 #include "kernels/tflite_arithmetic.h"
 #include "kernels/window.h"
 
@@ -411,7 +412,12 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
            const Shape& weight_shape, int64_t* acc, const Shape& out_shape, const Conv2dParams& p,
            bool accumulate) {
   const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
-  // Narrow groups (depthwise) would waste most of each 16-column vector: the portable loop.
+  if (IsQuantizedDepthwise(in_shape, input_zero_point, weight_shape, out_shape, p)) {
+    QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p,
+                       accumulate);
+    return;
+  }
+  // Other narrow groups would waste most of each 16-column vector: the portable loop.
   // ConvU8S8 copies the padded input; huge padding, strides or dilation take the portable loop.
   const int64_t hp = SaturatingAdd(SaturatingAdd(s.h, p.padding[0]), p.padding[2]);
   const int64_t wp = SaturatingAdd(SaturatingAdd(s.w, p.padding[1]), p.padding[3]);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/quantize.h"
+#include "kernels/quantized_depthwise.h"
 
 namespace example_npu {
 namespace kernels {
@@ -147,6 +148,16 @@ void CheckQuantizedConv(const QConvCase& k, int64_t zp, std::mt19937* rng) {
   for (int64_t& v : twice) v *= 2;
   QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, true);
   EXPECT_EQ(acc, twice);
+  if constexpr (sizeof(T) == 1) {
+    if (!IsQuantizedDepthwise(in_shape, zp, w_shape, out_shape, p)) return;
+    // The depthwise kernel's portable loop, which CPUs without AVX-512 BW run.
+    QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, false,
+                       /*portable=*/true);
+    EXPECT_EQ(acc, expected) << "portable, zp " << zp << ", C" << k.c;
+    QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, true,
+                       /*portable=*/true);
+    EXPECT_EQ(acc, twice) << "portable, zp " << zp << ", C" << k.c;
+  }
 }
 
 TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
@@ -163,6 +174,25 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
     for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
     for (int64_t zp : {0, 128, 255}) CheckQuantizedConv<uint8_t>(k, zp, &rng);
     for (int64_t zp : {-32768, 0, 1234}) CheckQuantizedConv<int16_t>(k, zp, &rng);
+  }
+}
+
+TEST(QuantizeTest, QuantizedDepthwiseMatchesANaiveSum) {
+  // Channel counts around the 16-channel vector, rows with and without blocks of four interior
+  // pixels, edges where only some taps are in bounds, strides, dilation, asymmetric padding.
+  std::mt19937 rng(11);
+  const std::vector<QConvCase> cases = {
+      {1, 9, 13, 37, 3, 3, 37, {1, 1}, {1, 1, 1, 1}, {1, 1}, 37},
+      {2, 8, 11, 16, 3, 3, 16, {2, 2}, {0, 0, 1, 1}, {1, 1}, 16},
+      {1, 7, 20, 5, 5, 5, 5, {1, 2}, {2, 2, 2, 2}, {1, 1}, 5},
+      {1, 12, 17, 33, 3, 3, 33, {1, 1}, {2, 3, 0, 1}, {2, 2}, 33},
+      {1, 3, 4, 64, 3, 3, 64, {1, 1}, {4, 5, 4, 5}, {1, 1}, 64},  // padding wider than the input
+      {1, 25, 5, 64, 3, 3, 64, {1, 1}, {1, 1, 1, 1}, {1, 1}, 64},  // a keyword-spotting layer
+      {1, 6, 30, 1, 1, 7, 1, {1, 1}, {0, 3, 0, 3}, {1, 1}, 1},
+  };
+  for (const QConvCase& k : cases) {
+    for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
+    for (int64_t zp : {0, 128, 255}) CheckQuantizedConv<uint8_t>(k, zp, &rng);
   }
 }
 

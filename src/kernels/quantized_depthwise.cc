@@ -1,0 +1,273 @@
+/*!
+ * \file kernels/quantized_depthwise.cc
+ * \brief Integer depthwise convolution of 8-bit activations on channel-last tiles.
+ *
+ * A depthwise convolution has kernel_h * kernel_w multiply-adds per output, so the matrix path
+ * (16-column dot products of a group's one channel) would waste nearly all of each vector. Here
+ * the channels are the vector: for every output pixel, 16 channels of int32 sums run over the
+ * in-bounds taps ((x - zero point) * w, exact in int32, see IsQuantizedDepthwise), four pixels
+ * at a time so that each weight vector is loaded once for four. Output pixels whose horizontal
+ * taps are all inside the row share one tap pattern shifted by the stride; edge pixels sum only
+ * their valid taps (padding stands for the zero point, which contributes nothing).
+ */
+#include "kernels/quantized_depthwise.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/parallel.h"
+#include "kernels/window.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define EXAMPLE_NPU_X86_64 1
+#endif
+
+namespace example_npu {
+namespace kernels {
+namespace {
+
+constexpr int64_t kBlock = 16;  // channels per step: one 512-bit vector of int32 sums
+// Zero points in [-128, 255] keep |x - zp| <= 383 for any 8-bit x; the largest tap count whose
+// sums of (x - zp) * w (each at most 383 * 128 in size) fit int32.
+constexpr int64_t kMinZeroPoint = -128, kMaxZeroPoint = 255;
+constexpr int64_t kMaxTaps = ((int64_t{1} << 31) - 1) / (383 * 128);
+
+/*! \brief The taps shared by a block of output pixels `step` input elements apart. */
+template <typename T>
+struct PixelTaps {
+  const T* const* in;        // tap t of the block's first pixel
+  const int32_t* const* w;   // tap t's weights, channels contiguous
+  int64_t count;             // taps
+  int64_t step;              // input elements from one pixel to the next
+};
+
+/*! \brief Where the sums of kP pixels go: int64 accumulators `step` apart, channels innermost. */
+struct PixelOut {
+  int64_t* acc;
+  int64_t step;
+  bool accumulate;
+};
+
+inline void StoreSums(const int32_t* sums, int64_t width, int64_t* out, bool accumulate) {
+  for (int64_t c = 0; c < width; ++c) out[c] = accumulate ? out[c] + sums[c] : sums[c];
+}
+
+/*! \brief Every channel of kP pixels, portable (the channel loop vectorises for the target). */
+template <int kP, typename T>
+void PixelsPortable(const PixelTaps<T>& taps, int64_t channels, int32_t zero_point,
+                    const PixelOut& out) {
+  for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
+    const int64_t width = std::min(kBlock, channels - c0);
+    int32_t sums[kP][kBlock] = {};
+    for (int64_t t = 0; t < taps.count; ++t) {
+      const int32_t* w = taps.w[t] + c0;
+      for (int p = 0; p < kP; ++p) {
+        const T* x = taps.in[t] + p * taps.step + c0;
+        for (int64_t c = 0; c < width; ++c) {
+          sums[p][c] += (static_cast<int32_t>(x[c]) - zero_point) * w[c];
+        }
+      }
+    }
+    for (int p = 0; p < kP; ++p) {
+      StoreSums(sums[p], width, out.acc + p * out.step + c0, out.accumulate);
+    }
+  }
+}
+
+#if defined(EXAMPLE_NPU_X86_64)
+#define EXAMPLE_NPU_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+bool HasAvx512Bw() {
+  static const bool has = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+/*! \brief 16 activations of channels [c, c + 16) (masked) widened to int32. */
+template <typename T>
+EXAMPLE_NPU_AVX512BW inline __m512i LoadWidened(const T* x, __mmask16 mask) {
+  const __m128i raw = _mm_maskz_loadu_epi8(mask, x);
+  if constexpr (std::is_same_v<T, int8_t>) {
+    return _mm512_maskz_cvtepi8_epi32(0xffff, raw);
+  } else {
+    return _mm512_maskz_cvtepu8_epi32(0xffff, raw);
+  }
+}
+
+/*! \brief 16 int32 sums widened into 16 int64 accumulators (masked), stored or added. */
+EXAMPLE_NPU_AVX512BW inline void StoreWidened(__m512i sums, __mmask16 mask, int64_t* out,
+                                             bool accumulate) {
+  const __mmask8 lo_mask = static_cast<__mmask8>(mask), hi_mask = static_cast<__mmask8>(mask >> 8);
+  __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(sums));
+  __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(sums, 1));
+  if (accumulate) {
+    lo = _mm512_add_epi64(lo, _mm512_maskz_loadu_epi64(lo_mask, out));
+    hi = _mm512_add_epi64(hi, _mm512_maskz_loadu_epi64(hi_mask, out + 8));
+  }
+  _mm512_mask_storeu_epi64(out, lo_mask, lo);
+  _mm512_mask_storeu_epi64(out + 8, hi_mask, hi);
+}
+
+/*! \brief PixelsPortable with 16 channels to an AVX-512 vector; the last block is masked. */
+template <int kP, typename T>
+EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channels,
+                                       int32_t zero_point, const PixelOut& out) {
+  const __m512i zp = _mm512_set1_epi32(zero_point);
+  for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
+    const int64_t width = std::min(kBlock, channels - c0);
+    const __mmask16 mask = static_cast<__mmask16>((uint32_t{1} << width) - 1);
+    __m512i sums[kP];
+    for (int p = 0; p < kP; ++p) sums[p] = _mm512_setzero_si512();
+    for (int64_t t = 0; t < taps.count; ++t) {
+      const __m512i w = _mm512_maskz_loadu_epi32(mask, taps.w[t] + c0);
+      const T* x = taps.in[t] + c0;
+      for (int p = 0; p < kP; ++p) {
+        const __m512i centred = _mm512_sub_epi32(LoadWidened(x + p * taps.step, mask), zp);
+        sums[p] = _mm512_add_epi32(sums[p], _mm512_mullo_epi32(centred, w));
+      }
+    }
+    for (int p = 0; p < kP; ++p) {
+      StoreWidened(sums[p], mask, out.acc + p * out.step + c0, out.accumulate);
+    }
+  }
+}
+#endif
+
+/*! \brief Sizes of the convolution, from its shapes and parameters. */
+struct DepthwiseShape {
+  int64_t batch, h, w, channels, kh, kw, oh, ow;
+};
+
+template <typename T>
+class DepthwiseRows {
+ public:
+  DepthwiseRows(const T* input, int64_t zero_point, const int32_t* weight, int64_t* acc,
+                const DepthwiseShape& s, const Conv2dParams& p, bool accumulate, bool portable)
+      : input_(input),
+        zero_point_(static_cast<int32_t>(zero_point)),
+        weight_(weight),
+        acc_(acc),
+        s_(s),
+        p_(p),
+        accumulate_(accumulate) {
+#if defined(EXAMPLE_NPU_X86_64)
+    if (!portable && HasAvx512Bw()) {
+      one_ = PixelsAvx512<1, T>;
+      four_ = PixelsAvx512<4, T>;
+      return;
+    }
+#else
+    (void)portable;
+#endif
+    one_ = PixelsPortable<1, T>;
+    four_ = PixelsPortable<4, T>;
+  }
+
+  /*! \brief Output rows [begin, end) of (image, output row). */
+  void Run(int64_t begin, int64_t end) const {
+    std::vector<const T*> tap_in(s_.kh * s_.kw);
+    std::vector<const int32_t*> tap_w(s_.kh * s_.kw);
+    const int64_t sw = p_.strides[1], dw = p_.dilation[1];
+    // Output columns whose kernel_w taps all fall inside the input row.
+    const int64_t interior_begin = std::min(s_.ow, (p_.padding[1] + sw - 1) / sw);
+    const int64_t last_start = s_.w - 1 - (s_.kw - 1) * dw + p_.padding[1];
+    const int64_t interior_end =
+        last_start < 0 ? interior_begin
+                       : std::max(interior_begin, std::min(s_.ow, last_start / sw + 1));
+    const int64_t step = sw * s_.channels;
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / s_.oh, oh = r % s_.oh;
+      const int64_t h_base = oh * p_.strides[0] - p_.padding[0];
+      const Range khs = ValidRange(h_base, p_.dilation[0], s_.h, s_.kh);
+      const T* image = input_ + n * s_.h * s_.w * s_.channels;
+      int64_t* out_row = acc_ + r * s_.ow * s_.channels;
+      auto gather = [&](int64_t ow) {
+        const int64_t w_base = ow * sw - p_.padding[1];
+        const Range kws = ValidRange(w_base, dw, s_.w, s_.kw);
+        int64_t count = 0;
+        for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
+          const T* row = image + (h_base + kh * p_.dilation[0]) * s_.w * s_.channels;
+          for (int64_t kw = kws.begin; kw < kws.end; ++kw) {
+            tap_in[count] = row + (w_base + kw * dw) * s_.channels;
+            tap_w[count++] = weight_ + (kh * s_.kw + kw) * s_.channels;
+          }
+        }
+        return PixelTaps<T>{tap_in.data(), tap_w.data(), count, step};
+      };
+      auto out_at = [&](int64_t ow) {
+        return PixelOut{out_row + ow * s_.channels, s_.channels, accumulate_};
+      };
+      int64_t ow = 0;
+      for (; ow < interior_begin; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
+      if (ow + 4 <= interior_end) {
+        // Interior blocks share one tap pattern: gather it once, then shift it along the row.
+        const PixelTaps<T> taps = gather(ow);
+        for (; ow + 4 <= interior_end; ow += 4) {
+          four_(taps, s_.channels, zero_point_, out_at(ow));
+          for (int64_t t = 0; t < taps.count; ++t) tap_in[t] += 4 * step;
+        }
+      }
+      for (; ow < s_.ow; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
+    }
+  }
+
+ private:
+  using Pixels = void (*)(const PixelTaps<T>&, int64_t, int32_t, const PixelOut&);
+  const T* input_;
+  int32_t zero_point_;
+  const int32_t* weight_;
+  int64_t* acc_;
+  DepthwiseShape s_;
+  const Conv2dParams& p_;
+  bool accumulate_;
+  Pixels one_ = nullptr;
+  Pixels four_ = nullptr;
+};
+
+template <typename T>
+void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t* weight,
+         const Shape& weight_shape, int64_t* acc, const Shape& out_shape, const Conv2dParams& p,
+         bool accumulate, bool portable) {
+  const DepthwiseShape s{in_shape[0],     in_shape[1],     in_shape[2],  in_shape[3],
+                         weight_shape[0], weight_shape[1], out_shape[1], out_shape[2]};
+  // The weights widened once to int32, tap-major with the channels contiguous (HWIO [kh, kw, 1,
+  // C] as it lies).
+  std::vector<int32_t> weight32(weight, weight + s.kh * s.kw * s.channels);
+  const DepthwiseRows<T> rows(input, zero_point, weight32.data(), acc, s, p, accumulate, portable);
+  const int64_t row_work = std::max<int64_t>(s.ow * s.channels * s.kh * s.kw, 1);
+  ParallelFor(s.batch * s.oh, std::max<int64_t>(1, (1 << 16) / row_work),
+              [&](int64_t begin, int64_t end) { rows.Run(begin, end); });
+}
+
+}  // namespace
+
+bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape& weight_shape,
+                          const Shape& out_shape, const Conv2dParams& p) {
+  return p.data_layout == DataLayout::kNHWC && p.kernel_layout == KernelLayout::kHWIO &&
+         in_shape.size() == 4 && weight_shape.size() == 4 && out_shape.size() == 4 &&
+         weight_shape[2] == 1 && p.groups == in_shape[3] && weight_shape[3] == in_shape[3] &&
+         out_shape[3] == in_shape[3] && out_shape[0] == in_shape[0] &&
+         zero_point >= kMinZeroPoint && zero_point <= kMaxZeroPoint &&
+         SaturatingMul(weight_shape[0], weight_shape[1]) <= kMaxTaps;
+}
+
+void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,
+                        const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                        const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                        bool portable) {
+  Run(input, in_shape, zero_point, weight, weight_shape, acc, out_shape, params, accumulate,
+      portable);
+}
+
+void QuantizedDepthwise(const uint8_t* input, const Shape& in_shape, int64_t zero_point,
+                        const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                        const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                        bool portable) {
+  Run(input, in_shape, zero_point, weight, weight_shape, acc, out_shape, params, accumulate,
+      portable);
+}
+
+}  // namespace kernels
+}  // namespace example_npu
