@@ -359,6 +359,131 @@ def _glue_probes() -> list[Probe]:
     ]
 
 
+def _detection_probes() -> list[Probe]:
+    """Resampling, transposed convolution, normalisation, activations and reductions of
+    detection and segmentation networks."""
+    image = (("x", (1, 4, 6, 6)),)
+    nhwc = (("x", (1, 6, 6, 4)),)
+    vector = (("x", (2, 3, 4)),)
+    norm_io = (("x", (1, 4, 6, 6)), ("gamma", (4,)), ("beta", (4,)))
+    op = relax.op
+    resize = op.image.resize2d
+    return [
+        Probe(
+            "image.resize2d",
+            "nearest, asymmetric (PyTorch 2x upsample)",
+            image,
+            _single(
+                resize,
+                "x",
+                size=(12, 12),
+                method="nearest_neighbor",
+                coordinate_transformation_mode="asymmetric",
+                rounding_method="floor",
+            ),
+        ),
+        Probe(
+            "image.resize2d",
+            "bilinear, half_pixel, NHWC",
+            nhwc,
+            _single(resize, "x", size=(9, 10), layout="NHWC", method="linear"),
+        ),
+        Probe(
+            "image.resize2d",
+            "bilinear, align_corners",
+            image,
+            _single(
+                resize,
+                "x",
+                size=(11, 11),
+                method="linear",
+                coordinate_transformation_mode="align_corners",
+            ),
+        ),
+        Probe(
+            "image.resize2d", "bicubic", image, _single(resize, "x", size=(12, 12), method="cubic")
+        ),
+        Probe(
+            "conv2d_transpose",
+            "NCHW / IOHW, stride 2, padding 1, output padding 1",
+            (("x", (1, 4, 5, 5)), ("w", (4, 6, 3, 3))),
+            _single(op.nn.conv2d_transpose, "x", "w", strides=2, padding=1, output_padding=1),
+        ),
+        Probe(
+            "conv2d_transpose",
+            "NCHW / IOHW, groups=2",
+            (("x", (1, 4, 5, 5)), ("w", (4, 3, 2, 2))),
+            _single(op.nn.conv2d_transpose, "x", "w", strides=2, groups=2),
+        ),
+        Probe(
+            "group_norm",
+            "2 groups, axes [2, 3]",
+            norm_io,
+            _single(
+                op.nn.group_norm, "x", "gamma", "beta", num_groups=2, channel_axis=1, axes=[2, 3]
+            ),
+        ),
+        Probe(
+            "instance_norm",
+            "axes [2, 3]",
+            norm_io,
+            _single(op.nn.instance_norm, "x", "gamma", "beta", channel_axis=1, axes=[2, 3]),
+        ),
+        Probe("leakyrelu", "alpha 0.1", vector, _single(op.nn.leakyrelu, "x", alpha=0.1)),
+        Probe(
+            "prelu",
+            "slope per channel, axis 1",
+            (("x", (1, 4, 3, 3)), ("slope", (4,))),
+            _single(op.nn.prelu, "x", "slope", axis=1),
+        ),
+        *[
+            Probe(
+                name,
+                "axis=[1], keepdims",
+                vector,
+                _single(getattr(op, name), "x", axis=[1], keepdims=True),
+            )
+            for name in ("sum", "max", "min", "variance")
+        ],
+        *[
+            Probe(name, "axis=1 -> int64", image, _single(getattr(op, name), "x", axis=1))
+            for name in ("argmax", "argmin")
+        ],
+        Probe(
+            "prelu",
+            "where(x > 0, x, slope * x) (torch.export)",
+            (("x", (1, 4, 3, 3)), ("slope", (1, 4, 1, 1))),
+            lambda bb, v, dtype: op.where(
+                bb.emit(op.greater(v["x"], _const(0, dtype))),
+                v["x"],
+                bb.emit(op.multiply(v["slope"], v["x"])),
+            ),
+        ),
+        Probe("log_softmax", "axis=-1", vector, _single(op.nn.log_softmax, "x", axis=-1)),
+        Probe(
+            "tile",
+            "repeats [2, 1, 3], DMA copies",
+            vector,
+            _single(op.tile, "x", repeats=[2, 1, 3]),
+        ),
+        *[
+            Probe(
+                "pad",
+                f"{mode}, H and W",
+                image,
+                _single(op.nn.pad, "x", pad_width=(0, 0, 0, 0, 1, 2, 2, 1), pad_mode=mode),
+            )
+            for mode in ("constant", "reflect", "replicate", "circular")
+        ],
+        Probe(
+            "adaptive_avg_pool2d",
+            "NCHW, output 4x4 (uneven windows)",
+            image,
+            _single(op.nn.adaptive_avg_pool2d, "x", output_size=(4, 4)),
+        ),
+    ]
+
+
 def _island(glue: Callable[..., relax.Expr], inputs: int = 1) -> Body:
     """dequantize each input (its own scale) -> glue -> quantize: a QDQ island of int data."""
 
@@ -491,6 +616,7 @@ def probes() -> list[Probe]:
             _single(relax.op.power, "a", "b"),
         ),
         *_glue_probes(),
+        *_detection_probes(),
     ]
     for name in ("add", "subtract", "multiply", "divide"):
         rows.append(

@@ -23,6 +23,7 @@ from ..config import NPUConfig
 from .attrs import CodegenError, attrs_to_dict, scalar_arg, tensor_type
 from .glue import SAFE_SOFTMAX_COMPOSITE, lower_glue_op, lower_safe_softmax
 from .quantized import QNN_COMPOSITE_PREFIX, lower_qnn_composite, quantization_attrs
+from .spatial import PRELU_WHERE_COMPOSITE, lower_prelu_where
 
 CODEGEN_NAME = "example_npu"
 GRAPH_FORMAT_VERSION = 1
@@ -115,6 +116,8 @@ class _GraphBuilder:
             return lower_qnn_composite(self, func, inner_env, composite)
         if composite == SAFE_SOFTMAX_COMPOSITE:
             return lower_safe_softmax(self, func, inner_env, composite)
+        if composite == PRELU_WHERE_COMPOSITE:
+            return lower_prelu_where(self, func, inner_env, composite)
         return self._eval_body(func.body, inner_env, composite)
 
     def constant_of(self, expr: Any, env: Mapping[Any, Any]) -> Constant | None:

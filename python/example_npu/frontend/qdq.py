@@ -7,14 +7,17 @@ them exactly (the rewritten program computes the same integers):
 1. **Own dequantize per consumer.** A ``dequantize`` read by several ops (a tensor feeding a conv
    and a residual add) is emitted once per consumer, so each QDQ chain is self-contained.
 2. **Quantize moves above shape ops.** ``quantize(reshape(y))`` is ``reshape(quantize(y))``
-   (likewise permute_dims, squeeze, expand_dims, flatten and the items of a split): quantize is
-   elementwise with per-tensor parameters. ``quantize(dequantize(x))`` with x's own parameters is
-   x, so ``dequantize -> reshape -> quantize`` becomes a reshape of the integers.
+   (likewise permute_dims, squeeze, expand_dims, flatten, nearest ``resize2d``, reflect /
+   replicate / circular ``pad`` and the items of a split): quantize is elementwise with
+   per-tensor parameters and each of these outputs one input element.
+   ``quantize(dequantize(x))`` with x's own parameters is x, so
+   ``dequantize -> reshape -> quantize`` becomes a reshape of the integers.
 3. **Elementwise islands become tables.** ``quantize(f(dequantize(x)))`` where f is any chain of
    elementwise float ops of the one 8-bit tensor x and scalar constants (sigmoid, hardswish as
-   the ONNX importer spells it, GELU, SiLU with its inner QDQ, ...) has 256 possible inputs: it
-   becomes ``take(table, x, axis=0, mode="wrap")`` with the table evaluated here, the way the
-   float ops compute it (float32 arithmetic; transcendental functions rounded from float64).
+   the ONNX importer spells it, GELU, SiLU with its inner QDQ, leaky ReLU, ...) has 256
+   possible inputs: it becomes ``take(table, x, axis=0, mode="wrap")`` with the table evaluated
+   here, the way the float ops compute it (float32 arithmetic; transcendental functions rounded
+   from float64).
 4. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
    with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
    result already lies on the output's quantization grid, so re-quantizing it changes nothing.
@@ -129,6 +132,18 @@ def quantize_values(values: np.ndarray, scale: float, zero_point: int, dtype: st
     return np.clip(rounded, info.min, info.max)
 
 
+def _picks_elements(value: Any) -> bool:
+    """A shape op, nearest resampling or a mirroring / replicating / wrapping pad: each output
+    element is one input element, so an elementwise quantize moves above it exactly."""
+    if _is_call(value, *_SHAPE_OPS):
+        return True
+    if _is_call(value, "relax.image.resize2d"):
+        return str(value.attrs.method) == "nearest_neighbor"
+    if _is_call(value, "relax.nn.pad"):
+        return str(value.attrs.pad_mode) in ("reflect", "replicate", "circular")
+    return False
+
+
 class _Island:
     """Evaluates an elementwise float expression of one 8-bit tensor on all its 256 values."""
 
@@ -163,7 +178,7 @@ class _Island:
         if (
             name not in _UNARY
             and name not in _BINARY
-            and name not in ("relax.clip", "relax.quantize")
+            and name not in ("relax.clip", "relax.quantize", "relax.nn.leakyrelu")
         ):
             return None  # not elementwise: the island ends here (its args are never visited)
         args = [self.evaluate(arg) for arg in expr.args]
@@ -174,6 +189,8 @@ class _Island:
             return None if params is None else quantize_values(args[0], *params, _dtype(expr))
         if name == "relax.clip":
             return np.clip(args[0], args[1], args[2])
+        if name == "relax.nn.leakyrelu":  # TVM: x > 0 ? x : x * alpha, in float32
+            return np.where(args[0] > 0, args[0], args[0] * np.float32(expr.attrs.alpha))
         if name in _UNARY:
             return _UNARY[name](args[0])
         return _f32(_BINARY[name](args[0], args[1]))
@@ -266,7 +283,7 @@ class _Canonicalizer(relax.PyExprMutator):
     ) -> relax.Expr:
         """quantize(data) with scalar params, rewritten by rules 2 and 3 where they apply."""
         value = self._binding(data)
-        if _is_call(value, *_SHAPE_OPS) and _dtype(value.args[0]) == "float32":
+        if _picks_elements(value) and _dtype(value.args[0]) == "float32":
             inner = self._emit(self._quantize(value.args[0], params, dtype, None))
             return relax.Call(value.op, [inner, *value.args[1:]], value.attrs, value.ty_args)
         if isinstance(value, relax.TupleGetItem):

@@ -20,7 +20,7 @@ from tvm.relax.transform import PatternCheckContext
 
 from ..frontend.qdq import MAX_CONCAT_INPUTS
 from . import quantized_patterns, verdict
-from .checks import compute, glue, quantized
+from .checks import compute, glue, quantized, spatial
 from .verdict import Verdict
 
 PREFIX = "example_npu"
@@ -124,6 +124,19 @@ def _safe_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
     root = is_op("relax.where")(masked, fill, softmax)
     annotations = {"input": x, "softmax": softmax, "equal": equal, "row_max": row_max}
     return root, {**annotations, "fill": fill, "root": root}
+
+
+def _prelu_where() -> tuple[DFPattern, dict[str, DFPattern]]:
+    """PReLU as importers spell it elementwise: torch.export's where(x > 0, x, slope * x) and
+    ONNX's where(x < 0, x * slope, x) (a slope over several axes)."""
+    x, slope, zero = wildcard(), wildcard(), is_const()
+    multiply = is_op("relax.multiply")
+    scaled = multiply(slope, x) | multiply(x, slope)
+    greater, less = is_op("relax.greater")(x, zero), is_op("relax.less")(x, zero)
+    where = is_op("relax.where")
+    root = where(greater, x, scaled) | where(less, scaled, x)
+    annotations = {"input": x, "slope": slope, "zero": zero, "scaled": scaled}
+    return root, {**annotations, "root": root}
 
 
 _PRODUCER_OPS = {"conv2d": "relax.nn.conv2d", "matmul": "relax.matmul", "dense": "relax.matmul"}
@@ -264,6 +277,9 @@ def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> 
 # ELU / Mish (exp, log), RMSNorm (rsqrt) of imported models.
 _UNARY_MATH = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
 
+# Reductions of the pooling engine besides mean (TVM's identities and combiners).
+_REDUCTIONS = ("sum", "max", "min", "variance")
+
 _DATA_MOVEMENT = (
     "reshape",
     "flatten",
@@ -317,13 +333,23 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("concat", _concat, glue.check_data_movement),
     _row("strided_slice", _with_args("relax.strided_slice"), glue.check_strided_slice),
     _row("take", _with_args("relax.take"), glue.check_take),
+    _row("tile", _with_args("relax.tile"), glue.check_tile),
     # Reductions and normalisation.
     _row("mean", _unary("relax.mean"), glue.check_mean),
+    *[_row(op, _unary(f"relax.{op}"), spatial.check_reduction) for op in _REDUCTIONS],
+    *[_row(op, _unary(f"relax.{op}"), spatial.check_arg_reduction) for op in ("argmax", "argmin")],
     _row(
         "adaptive_avg_pool2d",
         _unary("relax.nn.adaptive_avg_pool2d"),
-        glue.check_adaptive_avg_pool2d,
+        spatial.check_adaptive_avg_pool2d,
     ),
+    *[
+        _row(name, _unary(f"relax.nn.{name}", extra_args=2), spatial.check_group_norm)
+        for name in ("group_norm", "instance_norm")
+    ],
+    # Resampling and padding of detection / segmentation networks.
+    _row("resize2d", _unary("relax.image.resize2d", extra_args=1), spatial.check_resize2d),
+    _row("pad", _with_args("relax.nn.pad"), spatial.check_pad),
     _row("layer_norm", _unary("relax.nn.layer_norm", extra_args=2), glue.check_layer_norm),
     _row("max_pool1d", _unary("relax.nn.max_pool1d"), compute.check_pool),
     _row("avg_pool1d", _unary("relax.nn.avg_pool1d"), compute.check_pool),
@@ -350,7 +376,16 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
         for op in _UNARY_MATH
     ],
     _row("power", _binary("relax.power"), compute.check_elementwise, "relax.power"),
+    _row("leakyrelu", _unary("relax.nn.leakyrelu"), compute.check_elementwise),
+    _row("prelu", _binary("relax.nn.prelu"), spatial.check_prelu),
+    PatternRow(
+        "prelu_where",
+        _prelu_where,
+        (("scaled", compute.check_elementwise),),
+        region_check=spatial.check_prelu_where,
+    ),
     _row("softmax", _unary("relax.nn.softmax"), compute.check_softmax),
+    _row("log_softmax", _unary("relax.nn.log_softmax"), spatial.check_log_softmax),
     PatternRow(
         "safe_softmax",
         _safe_softmax,
@@ -365,6 +400,11 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("conv1d", _binary("relax.nn.conv1d"), compute.check_conv),
     _row("conv2d", _binary("relax.nn.conv2d"), compute.check_conv),
     _row("depthwise_conv2d", _binary("relax.nn.conv2d"), compute.check_depthwise),
+    _row(
+        "conv2d_transpose",
+        _binary("relax.nn.conv2d_transpose"),
+        spatial.check_conv2d_transpose,
+    ),
     # Fused chains, longest last so they win over their prefixes.
     _chain_row("matmul", bias=False, activation="relu"),
     _chain_row("dense", bias=False, activation="relu"),

@@ -120,6 +120,19 @@ def check_take(call: relax.Call) -> Verdict:
     return check_data_movement(call, [call, call.args[0]])  # the indices are an attribute
 
 
+def check_tile(call: relax.Call) -> Verdict:
+    """tile: DMA copies of the input into each repeat's slice (a concat per repeated axis)."""
+    shape = tensor_shape(call.args[0])
+    repeats = [int(r) for r in call.attrs.repeats]
+    if shape is not None and len(repeats) > len(shape):
+        return reject(f"tile: {len(repeats)} repeats for a rank-{len(shape)} input")
+    if any(r < 1 for r in repeats):
+        return reject(f"tile: repeats {repeats} (the NPU copies at least once)")
+    if any(r > TAKE_MAX_RUNS for r in repeats):
+        return reject(f"tile: repeats {repeats} (at most {TAKE_MAX_RUNS} copies per axis)")
+    return check_data_movement(call)
+
+
 def take_runs(call: relax.Call) -> list[tuple[int, int, int]] | None:
     """The rows of a constant-index take as runs (first row, step >= 1, count), after its mode
     (fast: in range only, else None; wrap; clip); each run is as long as the rows allow."""
@@ -167,31 +180,6 @@ def check_mean(call: relax.Call) -> Verdict:
     needed = reduced * dtype_bytes(tensor_dtype(call.args[0])) * 2
     if needed > _l1_bytes():
         return reject(f"mean: {reduced} reduced elements need {needed} bytes of L1")
-    return ACCEPT
-
-
-def check_adaptive_avg_pool2d(call: relax.Call) -> Verdict:
-    """Adaptive average pooling whose output size divides the input: an avg_pool2d window."""
-    attrs = call.attrs
-    layout, out_layout = str(attrs.layout), str(attrs.out_layout)
-    shape = tensor_shape(call.args[0])
-    if layout not in ("NCHW", "NHWC") or out_layout != layout:
-        return reject(f"adaptive_avg_pool2d: layout {layout} -> {out_layout} (NCHW/NHWC only)")
-    verdict = _float_compute(call)
-    if not verdict:
-        return verdict
-    size = [shape[layout.index("H")], shape[layout.index("W")]]
-    out = size if attrs.output_size is None else [int(v) for v in attrs.output_size]
-    out = out * 2 if len(out) == 1 else out
-    if any(o <= 0 or s % o for s, o in zip(size, out, strict=True)):
-        return reject(
-            f"adaptive_avg_pool2d: output {out} does not divide the input {size} "
-            "(uneven windows are not one pooling window)"
-        )
-    taps = (size[0] // out[0]) * (size[1] // out[1])
-    item = dtype_bytes(tensor_dtype(call))
-    if taps * current_config().vector_elements * item * 2 > _l1_bytes():
-        return reject(f"adaptive_avg_pool2d: a {taps}-tap window does not fit the L1")
     return ACCEPT
 
 
