@@ -754,21 +754,12 @@ def _composites(mod: tvm.IRModule) -> list[str]:
 
 
 def _reasons(report, ops: Sequence[str]) -> str:
-    """The check reasons for ops left on the CPU, each once, without the op-name prefix.
-
-    FuseOpsByPattern asks every pattern that matches the call's structure, so a plain conv2d
-    also collects depthwise_conv2d's "groups is not the channel count"; that one is dropped when
-    another reason exists, as is "no pattern" for an op that only offloads inside a rejected
-    composite (the transpose of dense).
-    """
+    """The reasons for ops left on the CPU, each once, without the op-name prefix."""
     found: list[str] = []
     for op in ops:
         for reason in sorted(report.reasons.get(op.removeprefix("relax."), set())):
             found.append(_ROLE_PREFIX.sub("", reason))
-    specific = [r for r in found if not r.startswith("groups=") and "relu6's" not in r] or found
-    if not specific:
-        return "; ".join(dict.fromkeys(report.cpu_reason(op) for op in ops))
-    return "; ".join(dict.fromkeys(specific))
+    return "; ".join(dict.fromkeys(found))
 
 
 def cell(probe: Probe, dtype: str) -> tuple[str, list[str]]:

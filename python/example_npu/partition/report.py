@@ -21,23 +21,39 @@ _PLUMBING_OPS = frozenset({"relax.call_dps_packed", "relax.call_packed"})
 _CALL_TIR = "relax.call_tir"
 
 
+def _no_pattern_reason(op: str) -> str:
+    if op.startswith(_CALL_TIR + "("):
+        return (
+            f"the frontend emitted TIR function {op[len(_CALL_TIR) + 1 : -1]} as call_tir; "
+            "only call_tir of TVM's own maximum / minimum becomes an NPU op"
+        )
+    return f"no example_npu pattern for {op}"
+
+
+def cpu_op_reasons(cpu_ops: Counter, checked: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The reasons of every op left on the CPU (keyed without ``relax.``): what its checks said,
+    or that no pattern takes it. Reasons about ops that went to the NPU are dropped: a pattern
+    that refused a call another pattern offloaded explains nothing."""
+    reasons = {}
+    for op in cpu_ops:
+        key = op.removeprefix("relax.")
+        reasons[key] = set(checked.get(key, ())) or {_no_pattern_reason(op)}
+    return reasons
+
+
 @dataclass
 class PartitionReport:
-    """Ops per side of the partition, with the check reasons for ops kept on the CPU."""
+    """Ops per side of the partition, with the reasons for every op kept on the CPU."""
 
     npu_functions: list[str] = field(default_factory=list)
     npu_ops: Counter = field(default_factory=Counter)
     cpu_ops: Counter = field(default_factory=Counter)
+    # CPU op (without "relax.") -> why it stayed there; one entry per op of cpu_ops.
     reasons: dict[str, set[str]] = field(default_factory=dict)
 
     def cpu_reason(self, op: str) -> str:
-        if op.startswith(_CALL_TIR + "("):
-            return (
-                f"the frontend emitted TIR function {op[len(_CALL_TIR) + 1 : -1]} as call_tir; "
-                "only call_tir of TVM's own maximum / minimum becomes an NPU op"
-            )
         found = self.reasons.get(op.removeprefix("relax."))
-        return "; ".join(sorted(found)) if found else f"no example_npu pattern for {op}"
+        return "; ".join(sorted(found)) if found else _no_pattern_reason(op)
 
     def table(self) -> str:
         lines = [f"NPU functions: {len(self.npu_functions)}"]
@@ -102,6 +118,6 @@ def partition_with_report(
         else [],
         npu_ops=original_ops - cpu_ops,
         cpu_ops=cpu_ops,
-        reasons=collector.reasons,
+        reasons=cpu_op_reasons(cpu_ops, collector.reasons),
     )
     return partitioned, report

@@ -59,7 +59,10 @@ class PatternRow:
             return False
         for annotation, call_check in self.call_checks:
             call = context.annotated_expr[annotation]
-            if not verdict.explain(call, call_check(call)):
+            result = call_check(call)
+            if not verdict.explain(call, result):
+                if call is not root:  # the whole chain stays: its root learns why too
+                    verdict.explain(root, result)
                 return False
         # Every row, including rows without call checks (the quantized chains).
         for call in context.annotated_expr.values():

@@ -49,6 +49,9 @@ class Verdict:
 
     ok: bool
     reason: str = ""
+    # The call is not the op this pattern is for (a plain conv2d seen by the depthwise pattern):
+    # another row decides about it, so the reason is no reason for the CPU.
+    other_pattern: bool = False
 
     def __bool__(self) -> bool:
         return self.ok
@@ -59,6 +62,11 @@ ACCEPT = Verdict(True)
 
 def reject(reason: str) -> Verdict:
     return Verdict(False, reason)
+
+
+def not_this_pattern(reason: str) -> Verdict:
+    """A rejection that only says the call is another row's op (logged at DEBUG, not reported)."""
+    return Verdict(False, reason, other_pattern=True)
 
 
 def first_failure(verdicts: Iterable[Verdict]) -> Verdict:
@@ -72,5 +80,6 @@ def first_failure(verdicts: Iterable[Verdict]) -> Verdict:
 def explain(call: relax.Call, verdict: Verdict) -> bool:
     """Logs why a call stays on the CPU and returns the boolean FuseOpsByPattern expects."""
     if not verdict:
-        logger.info("%s stays on the CPU: %s", op_name(call), verdict.reason)
+        level = logging.DEBUG if verdict.other_pattern else logging.INFO
+        logger.log(level, "%s stays on the CPU: %s", op_name(call), verdict.reason)
     return verdict.ok

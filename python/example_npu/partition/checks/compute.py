@@ -18,7 +18,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 
 from ...config import dtype_bytes
 from ...relax_types import op_name, tensor_dtype, tensor_shape
-from ..verdict import ACCEPT, Verdict, current_config, first_failure, reject
+from ..verdict import ACCEPT, Verdict, current_config, first_failure, not_this_pattern, reject
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
 NPU_DTYPES = frozenset({"int8", "uint8", "int16", "float16", "float32"})
@@ -167,7 +167,9 @@ def check_depthwise(call: relax.Call) -> Verdict:
         return reject("depthwise_conv2d: unknown input shape")
     channels = shape[_channels_axis(str(call.attrs.data_layout))]
     if groups <= 1 or groups != channels:
-        return reject(f"depthwise_conv2d: groups={groups} is not the channel count {channels}")
+        return not_this_pattern(
+            f"depthwise_conv2d: groups={groups} is not the channel count {channels}"
+        )
     return check_conv(call)
 
 
@@ -237,7 +239,7 @@ def check_relu6(call: relax.Call) -> Verdict:
     """clip(x, 0, 6) only: other clip bounds are not the relu6 activation."""
     bounds = [getattr(arg, "value", None) for arg in call.args[1:]]
     if bounds != [0, 6] and bounds != [0.0, 6.0]:
-        return reject(f"clip: bounds {bounds} are not relu6's (0, 6)")
+        return not_this_pattern(f"clip: bounds {bounds} are not relu6's (0, 6)")
     return check_elementwise(call)
 
 
