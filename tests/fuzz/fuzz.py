@@ -46,6 +46,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
+import model_files  # noqa: E402
 from mutate import FuzzInput, Mutator  # noqa: E402
 
 GOOD = ("ok", "rejected")
@@ -257,9 +258,14 @@ def load_seeds(path: Path | None, out: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def make_input(mutator: Mutator, rng: np.random.Generator, program_rate: float) -> FuzzInput:
-    """Input ``rng`` stands for: a generated program (a ``program_rate`` share) or a mutation."""
-    if rng.random() < program_rate:
+def make_input(mutator: Mutator, rng: np.random.Generator, args: argparse.Namespace,
+               files: list[tuple[str, bytes]]) -> FuzzInput:  # fmt: skip
+    """Input ``rng`` stands for: a generated program, a mutated model file or a mutated graph."""
+    draw = rng.random()
+    if draw < args.model_files:
+        data, description = model_files.mutate(rng, files)
+        return FuzzInput("m", data, description)
+    if draw < args.model_files + args.programs:
         program = generate.generate(rng)
         ops = ", ".join(step["op"] for step in program["steps"])
         return FuzzInput("r", json.dumps(program).encode(), f"generated program: {ops}")
@@ -271,6 +277,7 @@ def fuzz(args: argparse.Namespace) -> int:
     (out / "findings").mkdir(parents=True, exist_ok=True)
     seeds = load_seeds(Path(args.corpus) if args.corpus else None, out)
     mutator = Mutator(seeds)
+    files = model_files.seeds() if args.model_files else []
     counts: Counter = Counter()
     kinds: Counter = Counter()
     findings: dict[str, dict] = {}
@@ -289,7 +296,8 @@ def fuzz(args: argparse.Namespace) -> int:
                     index = next(next_index, None)
                 if index is None:
                     return
-                inp = make_input(mutator, np.random.default_rng([args.seed, index]), args.programs)
+                rng = np.random.default_rng([args.seed, index])
+                inp = make_input(mutator, rng, args, files)
                 outcome, detail = worker.run(inp, args.timeout)
                 with lock:
                     counts[outcome] += 1
@@ -352,7 +360,7 @@ def fuzz(args: argparse.Namespace) -> int:
         f"{len(seeds)} seed graphs; graph {kinds['g']}, bytes {kinds['b']}, config {kinds['c']}): "
         f"ok {o['ok']}, rejected {o['rejected']}, crashes {o['crash']}, hangs {o['hang']}, "
         f"oom {o['oom']}, bad errors {o['bad_error']}, wrong results {o['wrong']} "
-        f"(of {kinds['r']} generated programs)"
+        f"(of {kinds['r']} generated programs); {kinds['m']} model files"
     )
     for path in summary["findings"]:
         print(f"  finding: {path}")
@@ -387,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--programs", type=float, default=0.05,
                         help="share of inputs that are generated Relax programs run against "
                              "TVM's CPU build (each costs two compilations)")  # fmt: skip
+    parser.add_argument("--model-files", type=float, default=0.0,
+                        help="share of inputs that are mutated model files given to "
+                             "`example-npu profile`")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per input (hang)")

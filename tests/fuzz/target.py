@@ -8,6 +8,8 @@ little-endian length and the payload, and answers each with one JSON line on the
 * ``b`` module bytes: ``ffi.Module.load_from_bytes.example_npu_json(bytes)``;
 * ``c`` NPUConfig JSON: ``NPUConfig.from_json`` in Python, and the same text as the
   ``npu_config`` of a small graph in C++; the two must agree on what is valid;
+* ``m`` a model file (model_files.py): ``example-npu profile FILE`` must exit 0, or 2 with one
+  ``example-npu: error:`` line, and must not run code stored in the file;
 * ``r`` a generated Relax program (generate.py): built with Relax's constructors, partitioned
   by ``partition_for_npu`` and, when its tensors are small, run on the NPU and with TVM's CPU
   build of the unpartitioned module; a difference beyond float tolerance is ``wrong``.
@@ -22,17 +24,23 @@ as the worker dying or not answering.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
 import struct
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 
 import example_npu
 import generate
+import model_files
 import numpy as np
 import tvm
+from example_npu import cli
 from example_npu.relax_types import static_shape
 from tvm import relax
 
@@ -133,6 +141,27 @@ class Harness:
         if not cpp_ok:
             raise Rejected("config rejected")
         return "ok"
+
+    def model_file(self, data: bytes) -> str:
+        suffix, _, body = data.partition(b"\n")
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / f"model{suffix.decode(errors='replace')}"
+            path.write_bytes(body)
+            model_files.MARKER.parent.mkdir(parents=True, exist_ok=True)
+            model_files.MARKER.unlink(missing_ok=True)
+            stderr = io.StringIO()
+            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+                status = cli.main(["profile", str(path)])
+        if model_files.MARKER.exists():
+            raise AssertionError("reading the model file ran code stored in it")
+        message = stderr.getvalue()
+        if status == 0:
+            return "ok"
+        lines = message.strip().splitlines()
+        if status == 2 and len(lines) == 1 and lines[0].startswith("example-npu: error: "):
+            if lines[0].isascii() and len(lines[0]) <= MAX_MESSAGE_CHARS + 20:
+                raise Rejected(lines[0])
+        raise AssertionError(f"exit {status}, stderr {message[:600]!r}")
 
     def program(self, data: bytes) -> str:
         program = json.loads(data)
@@ -256,6 +285,7 @@ def serve() -> None:
         b"b": harness.module_bytes,
         b"c": harness.config,
         b"r": harness.program,
+        b"m": harness.model_file,
     }
     while True:
         header = stdin.read(9)
