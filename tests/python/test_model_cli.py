@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +174,7 @@ def test_profile_of_a_torch_export_archive_with_a_dynamic_batch(tmp_path):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)
 
 
+WITH_DATA = "profile {onnx} --input x:1x3x16x16 --input-data"
 # case: (arguments, what the one error line says)
 BAD_INPUTS = {
     "missing model": ("profile absent.onnx", "model file not found: absent.onnx"),
@@ -186,7 +189,25 @@ BAD_INPUTS = {
     "config field": ("profile {onnx} --config typo.json", "unknown NPUConfig fields"),
     "missing config": ("profile {onnx} --config absent.json", "config file not found"),
     "not ONNX": ("profile garbage.onnx", "is not a valid ONNX model"),
+    "object array": (f"{WITH_DATA} object.npz", "Object arrays cannot be loaded"),
+    "truncated data": (f"{WITH_DATA} truncated.npz", "truncated.npz is not an .npz file"),
+    "huge header": (f"{WITH_DATA} header.npz", "Header info length"),
+    "pickled data": (f"{WITH_DATA} pickle.npz", "is not an .npz file"),
 }
+
+
+def write_bad_input_data(folder: Path) -> None:
+    """.npz files numpy reads only by unpickling, or not at all."""
+    np.savez(folder / "object.npz", x=np.array([1, "a"], dtype=object))
+    np.savez(folder / "good.npz", x=image())
+    good = (folder / "good.npz").read_bytes()
+    (folder / "truncated.npz").write_bytes(good[: len(good) // 2])
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 16, 16), }"
+    header = header.ljust(200_000) + "\n"
+    npy = b"\x93NUMPY\x02\x00" + len(header).to_bytes(4, "little") + header.encode()
+    with zipfile.ZipFile(folder / "header.npz", "w") as archive:
+        archive.writestr("x.npy", npy + image().tobytes())
+    (folder / "pickle.npz").write_bytes(pickle.dumps({"x": image()}))
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS)
@@ -197,6 +218,7 @@ def test_a_bad_input_is_one_line_and_exit_status_2(case, onnx_cnn, tmp_path):
     (tmp_path / "broken.json").write_text('{"l1_sram_kb": 64,')
     (tmp_path / "negative.json").write_text('{"l1_sram_kb": -1}')
     (tmp_path / "typo.json").write_text('{"l1_sram_kib": 64}')
+    write_bad_input_data(tmp_path)
     args, message = BAD_INPUTS[case]
     result = example_npu(*args.format(onnx=onnx_cnn).split(), cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)

@@ -36,8 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except USER_ERRORS as error:
-        print(f"example-npu: error: {error}", file=sys.stderr)
+        print(f"example-npu: error: {one_line(error)}", file=sys.stderr)
         return 2
+
+
+def one_line(error: BaseException, limit: int = 600) -> str:
+    """The error's message on one line of at most ``limit`` characters (a library's message may
+    span lines or quote a whole input)."""
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    text = text or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,18 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "for inputs whose shape the file leaves open (a .tflite file's open batch is 1 unless "
         "given)",
     )
+    add_trust_argument(parser)
+
+
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    """The opt-in for .pt2 files whose reading runs code they carry (model files are
+    untrusted by default)."""
+    parser.add_argument(
+        "--trust-model-file",
+        action="store_true",
+        help="read a .pt2 even if it needs unpickling (pickled weights or objects, compiled "
+        "code), which runs code stored in the file: only for files you trust",
+    )
 
 
 def load_config(path: str | None) -> NPUConfig:
@@ -61,7 +74,7 @@ def load_model_from_args(args: argparse.Namespace) -> LoadedModel:
         if name in shapes:
             raise UsageError(f"--input {name} is given twice")
         shapes[name] = shape
-    return load_model(args.model, shapes)
+    return load_model(args.model, shapes, trust_model_file=args.trust_model_file)
 
 
 def random_inputs(model: LoadedModel, seed: int) -> list[np.ndarray]:
@@ -84,7 +97,7 @@ def read_input_data(path: str, model: LoadedModel) -> list[np.ndarray]:
         raise UsageError(f"input data file not found: {file}")
     try:
         archive = np.load(file, allow_pickle=False)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise UsageError(f"{file} is not an .npz file: {error}") from error
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise UsageError(f"{file} is a single array; give an .npz file (numpy.savez)")
@@ -104,7 +117,10 @@ def read_input_data(path: str, model: LoadedModel) -> list[np.ndarray]:
         for spec, key in zip(model.inputs, keys, strict=True):
             if key not in archive.files:
                 raise UsageError(f"{file} has no array for input {spec.name!r}")
-            array = archive[key]
+            try:  # numpy refuses object arrays (pickles) and oversized headers
+                array = archive[key]
+            except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as error:
+                raise UsageError(f"{file}: array {key!r} cannot be read: {error}") from error
             if array.shape != spec.shape or str(array.dtype) != spec.dtype:
                 raise UsageError(
                     f"{file}: input {spec.name!r} is {array.dtype}{list(array.shape)}, the model "

@@ -12,7 +12,7 @@ import tvm
 from ..analysis.sweep import config_grid, sweep
 from ..config import NPUConfig
 from ..frontend.builtin_models import default_model, resnet18
-from .common import UsageError, load_config, load_model_from_args
+from .common import UsageError, add_trust_argument, load_config, load_model_from_args
 
 # Built-in models the sweep takes by name instead of a file.
 BUILTIN_MODELS = {"default": default_model, "resnet18": resnet18}
@@ -54,6 +54,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="NAME:SHAPE",
         help="static shape of a model input, e.g. x:1x3x224x224 (repeat per input)",
     )
+    add_trust_argument(parser)
     for option, field_name in GRID_OPTIONS.items():
         parser.add_argument(
             "--" + option.replace("_", "-"), metavar="V1,V2", help=f"values of {field_name}"

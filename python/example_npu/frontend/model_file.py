@@ -7,6 +7,9 @@ has static input shapes: dimensions the file leaves open (an ONNX ``dim_param``,
 ``torch.export.Dim``) must be given in ``input_shapes``, keyed by the model's own input names,
 except a TFLite file's open batch dimension, which is 1 unless given (as Arm's Vela does).
 Every problem with the file or the shapes is a ``ModelFileError`` with a one-line message.
+
+Model files are untrusted: a ``.pt2`` whose reading would run code stored in it (pickled weights
+or objects, compiled code, Python expressions) is refused unless ``trust_model_file=True``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from .tflite_reader import read_tflite
 
 __all__ = ["LoadedModel", "ModelFileError", "ModelInput", "load_model", "parse_input_shape"]
 
-Reader = Callable[[Path, dict[str, Sequence[int]]], LoadedModel]
+Reader = Callable[[Path, dict[str, Sequence[int]], bool], LoadedModel]
 # One reader per file suffix; each reads the file with its own library and TVM's frontend.
 _READERS: dict[str, Reader] = {
     ".onnx": read_onnx,
@@ -46,9 +49,14 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def load_model(
-    path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None
+    path: str | Path,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    trust_model_file: bool = False,
 ) -> LoadedModel:
-    """Reads ``path`` (by its suffix) and imports it into Relax with static input shapes."""
+    """Reads ``path`` (by its suffix) and imports it into Relax with static input shapes.
+    ``trust_model_file`` lets a ``.pt2`` that needs unpickling through: only for files you
+    trust, since unpickling runs code the file carries."""
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"model file not found: {path}")
@@ -58,4 +66,4 @@ def load_model(
             f"{path}: unknown model format {path.suffix or '(no suffix)'!r}; expected one of "
             f"{', '.join(sorted(_READERS))}"
         )
-    return reader(path, dict(input_shapes or {}))
+    return reader(path, dict(input_shapes or {}), trust_model_file)

@@ -1,4 +1,7 @@
-"""ONNX files (``.onnx``) -> Relax through TVM's ONNX frontend."""
+"""ONNX files (``.onnx``) -> Relax through TVM's ONNX frontend.
+
+An ONNX file holds no code, and ``onnx.load`` refuses external data outside the model's folder
+(``..``, absolute paths, symbolic links), so ``trust_model_file`` changes nothing here."""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ from .reader_common import (
 )
 
 
-def read_onnx(path: Path, given: dict[str, Sequence[int]]) -> LoadedModel:
+def read_onnx(
+    path: Path, given: dict[str, Sequence[int]], trust_model_file: bool = False
+) -> LoadedModel:
     onnx = require_module("onnx", ".onnx files", "pip install 'example-npu[onnx]'")
     from tvm.relax.frontend.onnx import from_onnx
 

@@ -1,4 +1,7 @@
-"""torch.export archives (``.pt2``) -> Relax through TVM's PyTorch frontend."""
+"""torch.export archives (``.pt2``) -> Relax through TVM's PyTorch frontend.
+
+The archive is untrusted: ``checked_archive`` refuses one whose reading would run code stored in
+it, unless the caller trusts the file (``trust_model_file``)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 import tvm
 from tvm import relax
 
+from .pt2_archive import checked_archive
 from .reader_common import (
     Dims,
     LoadedModel,
@@ -31,7 +35,9 @@ def _quiet_torch() -> Iterator[None]:
         yield
 
 
-def read_exported_program(path: Path, given: dict[str, Sequence[int]]) -> LoadedModel:
+def read_exported_program(
+    path: Path, given: dict[str, Sequence[int]], trust_model_file: bool = False
+) -> LoadedModel:
     torch = require_module(
         "torch",
         ".pt2 files (torch.export archives)",
@@ -40,9 +46,10 @@ def read_exported_program(path: Path, given: dict[str, Sequence[int]]) -> Loaded
     )
     from tvm.relax.frontend.torch import from_exported_program
 
+    source = str(path) if trust_model_file else checked_archive(path)
     try:
         with _quiet_torch():
-            program = torch.export.load(str(path))
+            program = torch.export.load(source)
     except Exception as error:
         raise ModelFileError(
             f"{path} is not a torch.export archive (torch.export.save): {first_line(error)}"

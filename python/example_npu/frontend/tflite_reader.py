@@ -108,7 +108,10 @@ def _batch_one(declared: dict[str, Dims], given: dict[str, Sequence[int]]) -> di
     return shapes
 
 
-def read_tflite(path: Path, given: dict[str, Sequence[int]]) -> LoadedModel:
+def read_tflite(
+    path: Path, given: dict[str, Sequence[int]], trust_model_file: bool = False
+) -> LoadedModel:
+    """A flatbuffer holds no code, so ``trust_model_file`` changes nothing here."""
     tflite = require_module("tflite", ".tflite files", "pip install 'example-npu[tflite]'")
     from tvm.relax.frontend.tflite import from_tflite
 
