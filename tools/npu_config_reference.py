@@ -14,12 +14,12 @@ import inspect
 import sys
 from collections.abc import Sequence
 
-from example_npu.config import DATAFLOWS, FIELD_RANGES, POWER_MODES, NPUConfig
+from example_npu.config import FIELD_RANGES, POWER_MODES, STRING_CHOICES, NPUConfig
 
 OUTPUT = "docs/reference/npu-config.md"
 REGENERATE = f"python tools/npu_config_reference.py > {OUTPUT}"
 # Fields whose value is a name rather than a number: their valid values.
-CHOICES = {"power_mode": tuple(POWER_MODES), "dataflow": DATAFLOWS}
+CHOICES = STRING_CHOICES
 
 
 def _number(value: float) -> str:

@@ -2,7 +2,7 @@
 
     python3 tools/vela_reference.py MODEL.tflite [MODEL.tflite ...]
         [--accelerator ethos-u55-256 ethos-u65-256] [--system-config NAME] [--memory-mode NAME]
-        [--csv out.csv] [--per-layer DIR]
+        [--csv out.csv] [--json out.json]
 
 Vela (PyPI ``ethos-u-vela`` 5.2.0) compiles full-integer TFLite models for Arm's Ethos-U NPUs and
 prints a network summary with its performance estimate. It is a reference tool, not a
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import subprocess
 import sys
@@ -186,6 +187,12 @@ def main() -> int:
     parser.add_argument("--memory-mode")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--csv", type=Path, help="write the table as CSV")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help="write the table as JSON (tests/python/data/vela_reference.json is this output for "
+        "the committed TFLite models)",
+    )
     args = parser.parse_args()
     rows = [
         row(
@@ -209,6 +216,9 @@ def main() -> int:
             writer = csv.DictWriter(f, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
+    if args.json:
+        table = {"vela": VELA_VERSION, "rows": rows}
+        args.json.write_text(json.dumps(table, indent=1) + "\n")
     return 0
 
 

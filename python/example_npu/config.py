@@ -18,8 +18,25 @@ POWER_MODES = {
     "low_power": (400.0, 0.65),
 }
 
-# What the matrix engine's cells hold during a fold (src/config/matrix_engine.h).
-DATAFLOWS = ("output_stationary", "weight_stationary")
+# What the matrix engine's cells hold during a fold, or "block" for a MAC array that computes
+# blocks of pixels x channels x depth per cycle (src/config/matrix_engine.h).
+DATAFLOWS = ("output_stationary", "weight_stationary", "block")
+# Which engine's timeline depthwise / elementwise work occupies.
+WORK_ENGINES = ("vector", "matrix")
+# Where constant weights are read from.
+WEIGHT_MEMORIES = ("dram", "flash")
+# Which feature maps live in the SRAM arena: none, all, or only the intermediates.
+FEATURE_MAP_MEMORIES = ("dram", "sram", "sram_intermediates")
+
+# The allowed values of every string field.
+STRING_CHOICES: dict[str, tuple[str, ...]] = {
+    "power_mode": tuple(POWER_MODES),
+    "dataflow": DATAFLOWS,
+    "depthwise_engine": WORK_ENGINES,
+    "elementwise_engine": WORK_ENGINES,
+    "weight_memory": WEIGHT_MEMORIES,
+    "feature_map_memory": FEATURE_MAP_MEMORIES,
+}
 
 _DTYPE_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4, "int32": 4}
 
@@ -62,6 +79,13 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "activation_unit_lanes": (1, 65536),
     "pooling_unit_lanes": (1, 65536),
     "dma_channels": (1, 64),
+    "mac_block_pixels": (1, 1024),
+    "mac_block_channels": (1, 1024),
+    "mac_block_depth": (1, 1024),
+    "depthwise_macs_per_cycle": (1, 1 << 20),
+    "op_setup_cycles": (0, 1_000_000),
+    "sram_arena_kb": (0, 1 << 20),
+    "sram_latency_cycles": (1, 1_000_000),
     "l1_latency_cycles": (1, 1_000_000),
     "l2_latency_cycles": (1, 1_000_000),
     "dram_mb": (1, 1 << 20),
@@ -70,6 +94,11 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "l2_bandwidth_bytes_per_cycle": (1e-3, 1e6),
     "dram_bandwidth_gb_per_s": (1e-3, 1e6),
     "dram_latency_ns": (1e-3, 1e6),
+    "flash_bandwidth_gb_per_s": (1e-3, 1e6),
+    "flash_latency_ns": (1e-3, 1e6),
+    "sram_bandwidth_bytes_per_cycle": (1e-3, 1e6),
+    "peak_clock_mhz": (1, 1e5),
+    "elementwise_elements_per_cycle": (1e-3, 1e6),
     **{
         name: (1e-6, 1e6)
         for name in (
@@ -106,6 +135,23 @@ class NPUConfig:
     pooling_unit_lanes: int = 16
     dma_channels: int = 2
     dataflow: str = "output_stationary"
+    # The "block" dataflow's block: output pixels x output channels per cycle, each reduced over
+    # mac_block_depth products.
+    mac_block_pixels: int = 4
+    mac_block_channels: int = 8
+    mac_block_depth: int = 8
+    # Depthwise convolutions: on the vector unit at its lane rate ("vector") or on the MAC array
+    # at depthwise_macs_per_cycle ("matrix").
+    depthwise_engine: str = "vector"
+    depthwise_macs_per_cycle: int = 256
+    # Vector and pooling work: on their own units at their lane rates, overlapping the MAC array
+    # ("vector"), or on the MAC array's timeline, one op at a time, at
+    # elementwise_elements_per_cycle 8-bit elements ("matrix"; activations and requantization then
+    # run in the array's output stage, the activation unit).
+    elementwise_engine: str = "vector"
+    elementwise_elements_per_cycle: float = 16.0
+    # Fixed cycles of every fused op (programming the engines for it).
+    op_setup_cycles: int = 0
     # Bandwidth and latency per tier.
     l1_bandwidth_bytes_per_cycle: float = 128.0
     l2_bandwidth_bytes_per_cycle: float = 64.0
@@ -113,6 +159,16 @@ class NPUConfig:
     l1_latency_cycles: int = 2
     l2_latency_cycles: int = 20
     dram_latency_ns: float = 100.0
+    # Weights in "dram" or in off-chip "flash" (its own port, bandwidth and latency).
+    weight_memory: str = "dram"
+    flash_bandwidth_gb_per_s: float = 0.5
+    flash_latency_ns: float = 1000.0
+    # Feature maps in "dram", or in an on-chip SRAM arena of sram_arena_kb on its own port: all of
+    # them ("sram") or only the intermediates ("sram_intermediates"), when they fit.
+    feature_map_memory: str = "dram"
+    sram_arena_kb: int = 0
+    sram_bandwidth_bytes_per_cycle: float = 16.0
+    sram_latency_cycles: int = 32
     # DRAM capacity: an NPU function's inputs, weights, outputs and intermediates must fit.
     dram_mb: int = 4096
     # Op tiles one NPU function may compile to: every op of a fused group counts once per tile
@@ -128,8 +184,10 @@ class NPUConfig:
     energy_l1_pj_per_byte: float = 2.8
     energy_l2_pj_per_byte: float = 4.5
     energy_dram_pj_per_byte: float = 64.0
-    # Operating point: clock and core voltage (POWER_MODES).
+    # Operating point: clock and core voltage (POWER_MODES, whose clocks are quoted for a
+    # peak_clock_mhz of 1000 and scale with it).
     power_mode: str = "balanced"
+    peak_clock_mhz: float = 1000.0
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -145,14 +203,12 @@ class NPUConfig:
                 raise InvalidConfigError(
                     f"NPUConfig.{field.name} must be in [{low!r}, {high!r}]: {value!r}"
                 )
-        if not isinstance(self.power_mode, str) or self.power_mode not in POWER_MODES:
-            raise InvalidConfigError(
-                f"NPUConfig.power_mode {self.power_mode!r} is not one of {sorted(POWER_MODES)}"
-            )
-        if self.dataflow not in DATAFLOWS:
-            raise InvalidConfigError(
-                f"NPUConfig.dataflow {self.dataflow!r} is not one of {list(DATAFLOWS)}"
-            )
+        for name, choices in STRING_CHOICES.items():
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in choices:
+                raise InvalidConfigError(
+                    f"NPUConfig.{name} {value!r} is not one of {list(choices)}"
+                )
         min_tile_bytes = self.tile_height * self.tile_width * 4
         if self.l1_sram_bytes < min_tile_bytes:
             raise InvalidConfigError(
@@ -166,11 +222,19 @@ class NPUConfig:
 
     @property
     def clock_mhz(self) -> float:
-        return POWER_MODES[self.power_mode][0]
+        return POWER_MODES[self.power_mode][0] * self.peak_clock_mhz / 1000.0
 
     @property
     def voltage(self) -> float:
         return POWER_MODES[self.power_mode][1]
+
+    @classmethod
+    def preset(cls, name: str, **changes: object) -> NPUConfig:
+        """The NPUConfig of a named NPU (``PRESETS``: ``ethos-u55-256`` ...), with ``changes``
+        to its fields; an unknown name raises InvalidConfigError listing the known ones."""
+        if name not in PRESETS:
+            raise InvalidConfigError(f"unknown NPU preset {name!r}: one of {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **changes})
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -192,3 +256,75 @@ class NPUConfig:
 
 
 DEFAULT_CONFIG = NPUConfig()
+
+
+def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
+    """An Arm Ethos-U NPU with `macs` int8 MACs per cycle in `system` (docs/ethos-u.md gives the
+    source of every figure). The MAC array computes blocks of output pixels x 8 output channels,
+    each over 8 input channels of one kernel tap per cycle (Arm: 2x2x8 output micro-blocks with
+    8-deep input blocks on the 256-MAC configurations, 2x1x8 on U55-128; U65-512 is two
+    256-MAC cores splitting the output channels). Depthwise convolutions, pooling and elementwise
+    ops run on the same array, one op at a time; activations in its output stage.
+    """
+    pixels = 2 if macs == 128 else 4
+    return {
+        "dataflow": "block",
+        "matrix_engine_dim": 16,
+        "mac_block_pixels": pixels,
+        "mac_block_channels": macs // (pixels * 8),
+        "mac_block_depth": 8,
+        "depthwise_engine": "matrix",
+        "depthwise_macs_per_cycle": macs // 16,
+        "elementwise_engine": "matrix",
+        "elementwise_elements_per_cycle": 4 / 3,
+        "op_setup_cycles": 16,
+        "activation_unit_lanes": macs // 8,  # the output stage: one micro-block per cycle
+        "l1_sram_kb": 48 * max(1, macs // 256),  # SHRAM: 48 banks of 1 KB per 256-MAC core
+        "l1_bandwidth_bytes_per_cycle": 64.0,
+        "power_mode": "high_performance",
+        **system,
+    }
+
+
+# Vela's Ethos_U55_High_End_Embedded system with its Shared_Sram memory mode: 500 MHz, feature
+# maps in on-chip SRAM (64-bit AXI at the core clock: 8 bytes per cycle, 32 cycles latency),
+# weights in off-chip flash at 1/8 of the core clock (1 byte per cycle = 0.5 GB/s, 64 flash
+# cycles = 1024 ns latency).
+_U55_HIGH_END_EMBEDDED: dict[str, object] = {
+    "peak_clock_mhz": 500.0,
+    "feature_map_memory": "sram",
+    "sram_arena_kb": 2048,
+    "sram_bandwidth_bytes_per_cycle": 8.0,
+    "sram_latency_cycles": 32,
+    "l2_cmx_kb": 64,
+    "l2_bandwidth_bytes_per_cycle": 8.0,
+    "l2_latency_cycles": 32,
+    "weight_memory": "flash",
+    "flash_bandwidth_gb_per_s": 0.5,
+    "flash_latency_ns": 1024.0,
+    "dram_bandwidth_gb_per_s": 4.0,
+}
+# Vela's Ethos_U65_Client_Server system with its Dedicated_Sram_384KB memory mode: 1 GHz, weights
+# and feature maps in DRAM (128-bit AXI at 3/4 of the core clock: 12 GB/s, 500 DRAM cycles
+# latency), a 384 KB SRAM (16 bytes per cycle) caching the intermediates that fit.
+_U65_CLIENT_SERVER: dict[str, object] = {
+    "peak_clock_mhz": 1000.0,
+    "feature_map_memory": "sram_intermediates",
+    "sram_arena_kb": 384,
+    "sram_bandwidth_bytes_per_cycle": 16.0,
+    "sram_latency_cycles": 32,
+    "l2_cmx_kb": 64,
+    "l2_bandwidth_bytes_per_cycle": 16.0,
+    "l2_latency_cycles": 32,
+    "weight_memory": "dram",
+    "dram_bandwidth_gb_per_s": 12.0,
+    "dram_latency_ns": 667.0,
+}
+
+# Named NPUs: NPUConfig.preset(name) and the CLI's --config NAME.
+PRESETS: dict[str, dict[str, object]] = {
+    "ethos-u55-128": _ethos_u(128, _U55_HIGH_END_EMBEDDED),
+    "ethos-u55-256": _ethos_u(256, _U55_HIGH_END_EMBEDDED),
+    "ethos-u65-256": _ethos_u(256, _U65_CLIENT_SERVER),
+    "ethos-u65-512": _ethos_u(512, _U65_CLIENT_SERVER),
+}

@@ -14,7 +14,14 @@
  *     cycles, then every pixel streams through and the partial sums ripple out:
  *       ceil(depth/d) * ceil(O/d) * (3d - 2 + P * passes)
  *
- * These are SCALE-Sim's stall-free per-fold costs with R = C = d (its 2R + C + P - 2 and
+ *   block (a MAC array that works in blocks, like Arm's Ethos-U): each cycle computes
+ *     mac_block_pixels x mac_block_channels outputs, each over mac_block_depth products, with
+ *     no fill or drain (pipelined between blocks):
+ *       ceil(P/bp) * ceil(O/bc) * taps * ceil(depth/taps/bd) * passes
+ *     (a convolution reduces each kernel tap's input channels in blocks of bd, so a layer with
+ *     few input channels leaves most of the block's depth idle)
+ *
+ * The first two are SCALE-Sim's stall-free per-fold costs with R = C = d (its 2R + C + P - 2 and
  * R + C + K - 2). A cell does one 8-bit multiply-accumulate per cycle, so a 16-bit operand takes
  * 2 passes over the streamed dimension and a 32-bit one 4; fill and drain do not repeat.
  * Grouped convolutions fold each group's channels separately (a fold's column shares one input
@@ -37,6 +44,9 @@ struct MatrixWork {
   /*! \brief Products summed into each output. */
   int64_t depth = 0;
   int64_t groups = 1;
+  /*! \brief Kernel taps of a convolution (depth = taps x input channels per group): the block
+   * dataflow reduces each tap's channels in blocks of mac_block_depth. */
+  int64_t taps = 1;
 };
 
 /*! \brief Passes over the streamed dimension per operand: 1 for 8-bit, 2 for 16-bit, 4 for

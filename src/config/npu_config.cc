@@ -34,17 +34,39 @@ constexpr std::array<PowerMode, 3> kPowerModes = {{
 }};
 constexpr double kNominalVoltage = 0.90;
 
-constexpr std::array<std::pair<const char*, MatrixDataflow>, 2> kDataflows = {{
+constexpr std::array<std::pair<const char*, MatrixDataflow>, 3> kDataflows = {{
     {"output_stationary", MatrixDataflow::kOutputStationary},
     {"weight_stationary", MatrixDataflow::kWeightStationary},
+    {"block", MatrixDataflow::kBlock},
 }};
 
-MatrixDataflow FindDataflow(const std::string& name) {
-  for (const auto& [dataflow_name, dataflow] : kDataflows) {
-    if (name == dataflow_name) return dataflow;
+constexpr std::array<std::pair<const char*, WorkEngine>, 2> kWorkEngines = {{
+    {"vector", WorkEngine::kVector},
+    {"matrix", WorkEngine::kMatrix},
+}};
+
+constexpr std::array<std::pair<const char*, WeightMemory>, 2> kWeightMemories = {{
+    {"dram", WeightMemory::kDram},
+    {"flash", WeightMemory::kFlash},
+}};
+
+constexpr std::array<std::pair<const char*, FeatureMapMemory>, 3> kFeatureMapMemories = {{
+    {"dram", FeatureMapMemory::kDram},
+    {"sram", FeatureMapMemory::kSram},
+    {"sram_intermediates", FeatureMapMemory::kSramIntermediates},
+}};
+
+/*! \brief The value named `name` among a string field's `choices`, or ValueError naming them. */
+template <typename T, size_t N>
+T FindChoice(const char* field, const std::array<std::pair<const char*, T>, N>& choices,
+             const std::string& name) {
+  for (const auto& [choice, value] : choices) {
+    if (name == choice) return value;
   }
-  TVM_FFI_THROW(ValueError) << "NPUConfig.dataflow '" << Printable(name)
-                            << "' is not one of output_stationary, weight_stationary";
+  std::ostringstream names;
+  for (size_t i = 0; i < N; ++i) names << (i ? ", " : "") << choices[i].first;
+  TVM_FFI_THROW(ValueError) << "NPUConfig." << field << " '" << Printable(name)
+                            << "' is not one of " << names.str();
   TVM_FFI_UNREACHABLE();
 }
 
@@ -68,7 +90,7 @@ struct Field {
 
 // The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
 // NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
-const std::array<Field<int64_t>, 15> kIntFields = {{
+const std::array<Field<int64_t>, 22> kIntFields = {{
     {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
     {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
     {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
@@ -80,17 +102,29 @@ const std::array<Field<int64_t>, 15> kIntFields = {{
     {"activation_unit_lanes", &NPUConfig::activation_unit_lanes, 1, 65536},
     {"pooling_unit_lanes", &NPUConfig::pooling_unit_lanes, 1, 65536},
     {"dma_channels", &NPUConfig::dma_channels, 1, 64},
+    {"mac_block_pixels", &NPUConfig::mac_block_pixels, 1, 1024},
+    {"mac_block_channels", &NPUConfig::mac_block_channels, 1, 1024},
+    {"mac_block_depth", &NPUConfig::mac_block_depth, 1, 1024},
+    {"depthwise_macs_per_cycle", &NPUConfig::depthwise_macs_per_cycle, 1, 1 << 20},
+    {"op_setup_cycles", &NPUConfig::op_setup_cycles, 0, 1000000},
+    {"sram_arena_kb", &NPUConfig::sram_arena_kb, 0, 1 << 20},
+    {"sram_latency_cycles", &NPUConfig::sram_latency_cycles, 1, 1000000},
     {"l1_latency_cycles", &NPUConfig::l1_latency_cycles, 1, 1000000},
     {"l2_latency_cycles", &NPUConfig::l2_latency_cycles, 1, 1000000},
     {"dram_mb", &NPUConfig::dram_mb, 1, 1 << 20},
     {"max_tiles", &NPUConfig::max_tiles, 1, 1 << 24},
 }};
 
-const std::array<Field<double>, 13> kRealFields = {{
+const std::array<Field<double>, 18> kRealFields = {{
     {"l1_bandwidth_bytes_per_cycle", &NPUConfig::l1_bandwidth_bytes_per_cycle, 1e-3, 1e6},
     {"l2_bandwidth_bytes_per_cycle", &NPUConfig::l2_bandwidth_bytes_per_cycle, 1e-3, 1e6},
     {"dram_bandwidth_gb_per_s", &NPUConfig::dram_bandwidth_gb_per_s, 1e-3, 1e6},
     {"dram_latency_ns", &NPUConfig::dram_latency_ns, 1e-3, 1e6},
+    {"flash_bandwidth_gb_per_s", &NPUConfig::flash_bandwidth_gb_per_s, 1e-3, 1e6},
+    {"flash_latency_ns", &NPUConfig::flash_latency_ns, 1e-3, 1e6},
+    {"sram_bandwidth_bytes_per_cycle", &NPUConfig::sram_bandwidth_bytes_per_cycle, 1e-3, 1e6},
+    {"peak_clock_mhz", &NPUConfig::peak_clock_mhz, 1, 1e5},
+    {"elementwise_elements_per_cycle", &NPUConfig::elementwise_elements_per_cycle, 1e-3, 1e6},
     {"energy_mac_int8_pj", &NPUConfig::energy_mac_int8_pj, 1e-6, 1e6},
     {"energy_mac_int16_pj", &NPUConfig::energy_mac_int16_pj, 1e-6, 1e6},
     {"energy_mac_float16_pj", &NPUConfig::energy_mac_float16_pj, 1e-6, 1e6},
@@ -102,9 +136,13 @@ const std::array<Field<double>, 13> kRealFields = {{
     {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte, 1e-6, 1e6},
 }};
 
-const std::array<std::pair<const char*, std::string NPUConfig::*>, 2> kStringFields = {{
+const std::array<std::pair<const char*, std::string NPUConfig::*>, 6> kStringFields = {{
     {"power_mode", &NPUConfig::power_mode},
     {"dataflow", &NPUConfig::dataflow},
+    {"depthwise_engine", &NPUConfig::depthwise_engine},
+    {"elementwise_engine", &NPUConfig::elementwise_engine},
+    {"weight_memory", &NPUConfig::weight_memory},
+    {"feature_map_memory", &NPUConfig::feature_map_memory},
 }};
 
 }  // namespace
@@ -206,7 +244,11 @@ void NPUConfig::Validate() const {
     }
   }
   FindPowerMode(power_mode);
-  FindDataflow(dataflow);
+  matrix_dataflow();
+  depthwise_work_engine();
+  elementwise_work_engine();
+  weight_memory_kind();
+  feature_map_memory_kind();
   const int64_t min_tile_bytes = tile_height * tile_width * 4;
   if (l1_sram_kb * 1024 < min_tile_bytes) {
     TVM_FFI_THROW(ValueError) << "NPUConfig.l1_sram_kb=" << l1_sram_kb
@@ -229,7 +271,10 @@ int64_t NPUConfig::TierBytes(Tier tier) const {
   return 0;
 }
 
-double NPUConfig::clock_mhz() const { return FindPowerMode(power_mode).clock_mhz; }
+// The power modes' clocks are quoted for a 1000 MHz peak clock.
+double NPUConfig::clock_mhz() const {
+  return FindPowerMode(power_mode).clock_mhz * peak_clock_mhz / 1000.0;
+}
 
 double NPUConfig::voltage() const { return FindPowerMode(power_mode).voltage; }
 
@@ -238,7 +283,31 @@ double NPUConfig::EnergyScale() const {
   return ratio * ratio;
 }
 
-MatrixDataflow NPUConfig::matrix_dataflow() const { return FindDataflow(dataflow); }
+MatrixDataflow NPUConfig::matrix_dataflow() const {
+  return FindChoice("dataflow", kDataflows, dataflow);
+}
+
+WorkEngine NPUConfig::depthwise_work_engine() const {
+  return FindChoice("depthwise_engine", kWorkEngines, depthwise_engine);
+}
+
+WorkEngine NPUConfig::elementwise_work_engine() const {
+  return FindChoice("elementwise_engine", kWorkEngines, elementwise_engine);
+}
+
+WeightMemory NPUConfig::weight_memory_kind() const {
+  return FindChoice("weight_memory", kWeightMemories, weight_memory);
+}
+
+FeatureMapMemory NPUConfig::feature_map_memory_kind() const {
+  return FindChoice("feature_map_memory", kFeatureMapMemories, feature_map_memory);
+}
+
+double NPUConfig::FlashBytesPerCycle() const { return flash_bandwidth_gb_per_s * 1e3 / clock_mhz(); }
+
+int64_t NPUConfig::FlashLatencyCycles() const {
+  return static_cast<int64_t>(std::ceil(flash_latency_ns * clock_mhz() / 1e3));
+}
 
 double NPUConfig::BandwidthBytesPerCycle(Tier tier) const {
   switch (tier) {
@@ -269,7 +338,10 @@ int64_t NPUConfig::LatencyCycles(Tier tier) const {
 }
 
 int64_t NPUConfig::MatrixMacsPerCycle(DType dtype) const {
-  return std::max<int64_t>(1, matrix_engine_dim * matrix_engine_dim / MatrixPasses(dtype));
+  const int64_t cells = matrix_dataflow() == MatrixDataflow::kBlock
+                            ? mac_block_pixels * mac_block_channels * mac_block_depth
+                            : matrix_engine_dim * matrix_engine_dim;
+  return std::max<int64_t>(1, cells / MatrixPasses(dtype));
 }
 
 double NPUConfig::MacEnergyPj(DType dtype) const {

@@ -27,7 +27,19 @@ const char* TierName(Tier tier);
  * output-stationary cells accumulate one output each while the reduction streams through;
  * weight-stationary cells hold one weight each while the pixels stream through.
  */
-enum class MatrixDataflow { kOutputStationary, kWeightStationary };
+enum class MatrixDataflow { kOutputStationary, kWeightStationary, kBlock };
+
+/*! \brief The engine whose timeline a kind of work occupies (NPUConfig.depthwise_engine,
+ * NPUConfig.elementwise_engine): its own unit, or the MAC array, one op at a time. */
+enum class WorkEngine { kVector, kMatrix };
+
+/*! \brief Where constant weights are read from (NPUConfig.weight_memory). */
+enum class WeightMemory { kDram, kFlash };
+
+/*! \brief Which feature maps live in the on-chip SRAM arena (NPUConfig.feature_map_memory):
+ * none, every one (inputs, outputs and intermediates, when they fit together), or only the
+ * intermediates (when they fit; inputs and outputs stay in DRAM). */
+enum class FeatureMapMemory { kDram, kSram, kSramIntermediates };
 
 struct NPUConfig {
   // Memory hierarchy.
@@ -44,8 +56,25 @@ struct NPUConfig {
   int64_t activation_unit_lanes = 16;
   int64_t pooling_unit_lanes = 16;
   int64_t dma_channels = 2;
-  /*! \brief "output_stationary" or "weight_stationary" (see MatrixDataflow). */
+  /*! \brief "output_stationary", "weight_stationary" or "block" (see MatrixDataflow). */
   std::string dataflow = "output_stationary";
+  // The block dataflow's block: each cycle the MAC array computes this many output pixels x
+  // output channels, each reduced over this many products.
+  int64_t mac_block_pixels = 4;
+  int64_t mac_block_channels = 8;
+  int64_t mac_block_depth = 8;
+  // Depthwise convolutions: "vector" (the vector unit, at its lane rate) or "matrix" (the MAC
+  // array, at depthwise_macs_per_cycle).
+  std::string depthwise_engine = "vector";
+  int64_t depthwise_macs_per_cycle = 256;
+  // Vector and pooling work: "vector" (on their own units at their lane rates, overlapping the
+  // MAC array) or "matrix" (on the MAC array's timeline, one op at a time, at
+  // elementwise_elements_per_cycle 8-bit elements; activations and requantization then run in
+  // the array's output stage, the activation unit).
+  std::string elementwise_engine = "vector";
+  double elementwise_elements_per_cycle = 16.0;
+  // Fixed cycles of every fused op (programming the engines for it), paid once per group.
+  int64_t op_setup_cycles = 0;
   // Bandwidth and latency per tier.
   double l1_bandwidth_bytes_per_cycle = 128.0;
   double l2_bandwidth_bytes_per_cycle = 64.0;
@@ -53,6 +82,16 @@ struct NPUConfig {
   int64_t l1_latency_cycles = 2;
   int64_t l2_latency_cycles = 20;
   double dram_latency_ns = 100.0;
+  // Weights: "dram", or "flash" (off-chip flash on its own port at flash_bandwidth_gb_per_s).
+  std::string weight_memory = "dram";
+  double flash_bandwidth_gb_per_s = 0.5;
+  double flash_latency_ns = 1000.0;
+  // Feature maps: "dram", or in an SRAM arena of sram_arena_kb on its own port ("sram": all of
+  // them, "sram_intermediates": only the intermediates), when they fit.
+  std::string feature_map_memory = "dram";
+  int64_t sram_arena_kb = 0;
+  double sram_bandwidth_bytes_per_cycle = 16.0;
+  int64_t sram_latency_cycles = 32;
   // Capacity of the DRAM the NPU addresses: an NPU function's inputs, weights, outputs and
   // intermediates (after reuse) must fit, checked at compile time before anything is allocated.
   int64_t dram_mb = 4096;
@@ -71,6 +110,8 @@ struct NPUConfig {
   double energy_l2_pj_per_byte = 4.5;
   double energy_dram_pj_per_byte = 64.0;
   std::string power_mode = "balanced";
+  // The clock of the high_performance mode; every power mode's clock scales with it.
+  double peak_clock_mhz = 1000.0;
 
   /*! \brief Parses the JSON written by example_npu.NPUConfig.to_json(); missing keys keep
    * defaults, unknown keys and invalid values raise ValueError. */
@@ -91,10 +132,17 @@ struct NPUConfig {
   /*! \brief Dynamic energy scales with V^2 relative to the 0.9 V the energies are quoted at. */
   double EnergyScale() const;
   MatrixDataflow matrix_dataflow() const;
+  WorkEngine depthwise_work_engine() const;
+  WorkEngine elementwise_work_engine() const;
+  WeightMemory weight_memory_kind() const;
+  FeatureMapMemory feature_map_memory_kind() const;
+  /*! \brief Off-chip flash bytes per NPU cycle. */
+  double FlashBytesPerCycle() const;
+  int64_t FlashLatencyCycles() const;
   double BandwidthBytesPerCycle(Tier tier) const;
   int64_t LatencyCycles(Tier tier) const;
-  /*! \brief Matrix-engine MACs per cycle: int8 at full rate (one MAC per cell), 16-bit types
-   * at half rate, float32 at quarter rate. */
+  /*! \brief Matrix-engine MACs per cycle: int8 at full rate (one MAC per cell, or the block's
+   * pixels x channels x depth), 16-bit types at half rate, float32 at quarter rate. */
   int64_t MatrixMacsPerCycle(DType dtype) const;
   double MacEnergyPj(DType dtype) const;
 };

@@ -87,22 +87,135 @@ int64_t TileBytes(const TileRef& tile) {
   return kernels::NumElements(tile.shape) * DTypeBytes(tile.dtype);
 }
 
-Cost DmaCost(const Program& program, const DmaCommand& dma) {
+/*! \brief Where a DMA's remote bytes live; each has its own port. */
+enum class Remote { kDram, kFlash, kSram, kL2 };
+constexpr int kNumRemotes = 4;
+
+/*! \brief Which feature maps the SRAM arena holds, decided once per program: all of a kind or
+ * none, as a compiler places a function's tensors before it runs. */
+struct ArenaPlacement {
+  bool io = false;
+  bool intermediates = false;
+};
+
+ArenaPlacement PlaceFeatureMaps(const Program& program) {
+  const NPUConfig& config = program.config;
+  const int64_t arena = config.sram_arena_kb * 1024;
+  int64_t io_bytes = 0;
+  for (size_t id = 0; id < program.placements.size(); ++id) {
+    const TensorPlacement::Kind kind = program.placements[id].kind;
+    if (kind != TensorPlacement::Kind::kInput && kind != TensorPlacement::Kind::kOutput) continue;
+    const Node& node = program.graph.nodes[id];
+    io_bytes = checked::Add(io_bytes, kernels::NumElements(node.shape) * DTypeBytes(node.dtype),
+                            "feature map bytes");
+  }
+  ArenaPlacement placement;
+  switch (config.feature_map_memory_kind()) {
+    case FeatureMapMemory::kDram:
+      break;
+    case FeatureMapMemory::kSram:
+      placement.io = placement.intermediates =
+          checked::Add(io_bytes, program.dram_scratch_bytes, "feature map bytes") <= arena;
+      break;
+    case FeatureMapMemory::kSramIntermediates:
+      placement.intermediates = program.dram_scratch_bytes <= arena;
+      break;
+  }
+  return placement;
+}
+
+Remote RemoteOf(const Program& program, const ArenaPlacement& arena, const DmaCommand& dma) {
+  if (!dma.store && dma.remote_tier == Tier::kL2) return Remote::kL2;
+  switch (program.placements[dma.view.tensor].kind) {
+    case TensorPlacement::Kind::kConst:
+      return program.config.weight_memory_kind() == WeightMemory::kFlash ? Remote::kFlash
+                                                                          : Remote::kDram;
+    case TensorPlacement::Kind::kScratch:
+      return arena.intermediates ? Remote::kSram : Remote::kDram;
+    case TensorPlacement::Kind::kInput:
+    case TensorPlacement::Kind::kOutput:
+      return arena.io ? Remote::kSram : Remote::kDram;
+    case TensorPlacement::Kind::kNone:
+      break;
+  }
+  return Remote::kDram;
+}
+
+/*! \brief Off-chip memories (DRAM, flash) count as DRAM traffic, the SRAM arena as L2's. */
+Tier TierOf(Remote remote) {
+  return remote == Remote::kDram || remote == Remote::kFlash ? Tier::kDram : Tier::kL2;
+}
+
+Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote) {
   const NPUConfig& config = program.config;
   Cost cost;
-  const Tier remote = dma.store ? Tier::kDram : dma.remote_tier;
+  double remote_bandwidth = 0;
+  switch (remote) {
+    case Remote::kDram:
+      remote_bandwidth = config.BandwidthBytesPerCycle(Tier::kDram);
+      cost.latency = config.LatencyCycles(Tier::kDram);
+      break;
+    case Remote::kFlash:
+      remote_bandwidth = config.FlashBytesPerCycle();
+      cost.latency = config.FlashLatencyCycles();
+      break;
+    case Remote::kSram:
+      remote_bandwidth = config.sram_bandwidth_bytes_per_cycle;
+      cost.latency = config.sram_latency_cycles;
+      break;
+    case Remote::kL2:
+      remote_bandwidth = config.BandwidthBytesPerCycle(Tier::kL2);
+      cost.latency = config.LatencyCycles(Tier::kL2);
+      break;
+  }
   const double bandwidth =
-      std::min(config.BandwidthBytesPerCycle(remote), config.BandwidthBytesPerCycle(dma.tile.tier));
+      std::min(remote_bandwidth, config.BandwidthBytesPerCycle(dma.tile.tier));
   cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(dma.bus_bytes / bandwidth), "DMA cycles");
-  cost.latency = config.LatencyCycles(remote);
-  cost.bytes[TierIndex(remote)] += dma.bus_bytes;
+  const Tier remote_tier = TierOf(remote);
+  cost.bytes[TierIndex(remote_tier)] += dma.bus_bytes;
   cost.bytes[TierIndex(dma.tile.tier)] += TileBytes(dma.tile);
   cost.energy_pj =
-      dma.bus_bytes *
-          (remote == Tier::kDram ? config.energy_dram_pj_per_byte : config.energy_l2_pj_per_byte) +
+      dma.bus_bytes * (remote_tier == Tier::kDram ? config.energy_dram_pj_per_byte
+                                                  : config.energy_l2_pj_per_byte) +
       TileBytes(dma.tile) * (dma.tile.tier == Tier::kL2 ? config.energy_l2_pj_per_byte
                                                         : config.energy_l1_pj_per_byte);
   return cost;
+}
+
+/*! \brief Depthwise convolution: a vector-unit command that multiplies (grouped convolutions
+ * with one input channel per group are planned there). */
+bool IsDepthwise(const ComputeCommand& compute) {
+  return compute.engine == Engine::kVector && compute.macs > 0;
+}
+
+/*! \brief A requantization of integer accumulators on an NPU whose elementwise work shares the
+ * MAC array: its output stage does it, beside activations, as results leave the array. */
+bool InOutputStage(const NPUConfig& config, const ComputeCommand& compute) {
+  return compute.step == ComputeStep::kRequantize &&
+         config.elementwise_work_engine() == WorkEngine::kMatrix;
+}
+
+/*! \brief The engine whose timeline `compute` occupies: NPUConfig.depthwise_engine and
+ * elementwise_engine move vector and pooling work onto the MAC array's. Activations (and then
+ * requantization) keep their unit, a pipeline stage after the array. */
+Engine TimelineOf(const NPUConfig& config, const ComputeCommand& compute) {
+  if (InOutputStage(config, compute)) return Engine::kActivation;
+  if (compute.engine != Engine::kVector && compute.engine != Engine::kPooling) {
+    return compute.engine;
+  }
+  if (IsDepthwise(compute) && config.depthwise_work_engine() == WorkEngine::kMatrix) {
+    return Engine::kMatrix;
+  }
+  return config.elementwise_work_engine() == WorkEngine::kMatrix ? Engine::kMatrix
+                                                                 : compute.engine;
+}
+
+/*! \brief Cycles of `work` elements on the MAC array's elementwise path: 8-bit elements at
+ * elementwise_elements_per_cycle, wider ones at half or a quarter of it. */
+int64_t ArrayElementwiseCycles(const NPUConfig& config, DType dtype, int64_t work) {
+  const double products = static_cast<double>(work) * MatrixPasses(dtype);
+  return checked::ToInt64(std::ceil(products / config.elementwise_elements_per_cycle),
+                          "elementwise cycles");
 }
 
 /*! \brief The output pixels x channels of a matrix command's tile and its reduction depth. */
@@ -111,9 +224,17 @@ MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
   work.channels = compute.output.shape.empty() ? 1 : compute.output.shape.back();
   work.pixels = compute.elements / std::max<int64_t>(1, work.channels);
   work.depth = compute.macs / std::max<int64_t>(1, compute.elements);
-  if (const auto* conv = std::get_if<ConvAttrs>(&compute.attrs)) work.groups = conv->params.groups;
-  // qnn.matmul leaves conv at its defaults (one group).
-  if (const auto* qnn = std::get_if<QnnAttrs>(&compute.attrs)) work.groups = qnn->conv.groups;
+  const kernels::Conv2dParams* conv = nullptr;
+  if (const auto* attrs = std::get_if<ConvAttrs>(&compute.attrs)) conv = &attrs->params;
+  // qnn.matmul leaves conv at its defaults (one group) and has a 2-D weight.
+  if (const auto* qnn = std::get_if<QnnAttrs>(&compute.attrs)) conv = &qnn->conv;
+  if (conv == nullptr) return work;
+  work.groups = conv->groups;
+  if (compute.inputs.size() > 1 && compute.inputs[1].shape.size() == 4) {
+    const Shape& weight = compute.inputs[1].shape;
+    work.taps = conv->kernel_layout == kernels::KernelLayout::kHWIO ? weight[0] * weight[1]
+                                                                     : weight[2] * weight[3];
+  }
   return work;
 }
 
@@ -159,6 +280,19 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
       break;
     }
     case Engine::kVector: {
+      if (InOutputStage(config, compute)) {
+        const int64_t lanes = config.activation_unit_lanes;
+        cycles = (elements + lanes - 1) / lanes;
+        cost.energy_pj += elements * VectorOpEnergy(config, dtype);
+        break;
+      }
+      if (IsDepthwise(compute) && config.depthwise_work_engine() == WorkEngine::kMatrix) {
+        const int64_t rate = config.depthwise_macs_per_cycle;
+        const int64_t products = checked::Mul(compute.macs, MatrixPasses(dtype), "depthwise MACs");
+        cycles = products / rate + (products % rate != 0);
+        cost.energy_pj += compute.macs * config.MacEnergyPj(dtype);
+        break;
+      }
       const int64_t work = compute.macs > 0 ? compute.macs : elements;
       // batch_norm: subtract and scale; layer_norm: mean, variance and normalise passes; group
       // norm: sum and sum of squares, then subtract, scale and shift.
@@ -168,8 +302,10 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
           : std::holds_alternative<NormAttrs>(compute.attrs)
               ? (std::get<NormAttrs>(compute.attrs).step == NormAttrs::Step::kStatistics ? 2 : 3)
               : 1;
-      cycles = passes *
-               ((work + VectorOpsPerCycle(config, dtype) - 1) / VectorOpsPerCycle(config, dtype));
+      const bool on_array = config.elementwise_work_engine() == WorkEngine::kMatrix;
+      cycles = passes * (on_array ? ArrayElementwiseCycles(config, dtype, work)
+                                  : (work + VectorOpsPerCycle(config, dtype) - 1) /
+                                        VectorOpsPerCycle(config, dtype));
       cost.energy_pj += compute.macs > 0 ? compute.macs * config.MacEnergyPj(dtype)
                                          : passes * work * VectorOpEnergy(config, dtype);
       break;
@@ -186,7 +322,9 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
       break;
     }
     case Engine::kPooling: {
-      cycles = (elements + config.pooling_unit_lanes - 1) / config.pooling_unit_lanes;
+      cycles = config.elementwise_work_engine() == WorkEngine::kMatrix
+                   ? ArrayElementwiseCycles(config, dtype, elements)
+                   : (elements + config.pooling_unit_lanes - 1) / config.pooling_unit_lanes;
       cost.energy_pj += elements * VectorOpEnergy(config, dtype);
       break;
     }
@@ -239,9 +377,9 @@ int64_t PeakOnChipBytes(const std::vector<GroupInfo>& infos,
   return peak;
 }
 
-std::string TrackName(const Command& command, int64_t channel) {
+std::string TrackName(const NPUConfig& config, const Command& command, int64_t channel) {
   if (command.is_dma) return "dma" + std::to_string(channel);
-  return EngineName(command.compute.engine);
+  return EngineName(TimelineOf(config, command.compute));
 }
 
 }  // namespace
@@ -254,7 +392,8 @@ Profile Simulate(const Program& program) {
   profile.clock_mhz = config.clock_mhz();
   profile.dram_scratch_bytes = program.dram_scratch_bytes;
   std::vector<Timeline> channels(config.dma_channels);
-  Timeline dram_port, l2_port;
+  std::array<Timeline, kNumRemotes> ports;
+  const ArenaPlacement arena = PlaceFeatureMaps(program);
   std::array<Timeline, kNumEngines> engines;
   std::vector<int64_t> end(program.commands.size(), 0);
   for (const GroupInfo& info : program.groups) {
@@ -272,6 +411,7 @@ Profile Simulate(const Program& program) {
   // The end of the earlier groups' last command (the stream holds groups one after another).
   int64_t current_group = -1, earlier_groups_end = 0;
   std::vector<bool> started(program.groups.size(), false);
+  std::vector<bool> set_up(program.groups.size(), false);  // op_setup_cycles paid
   for (const Command& command : program.commands) {
     if (command.group != current_group) {
       current_group = command.group;
@@ -280,13 +420,17 @@ Profile Simulate(const Program& program) {
     // Only dependencies order commands, across groups too (the scheduler records them).
     int64_t ready = command.after_earlier_groups ? earlier_groups_end : 0;
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
-    Cost cost =
-        command.is_dma ? DmaCost(program, command.dma) : ComputeCost(program, command.compute);
+    const Remote remote = command.is_dma ? RemoteOf(program, arena, command.dma) : Remote::kDram;
+    Cost cost = command.is_dma ? DmaCost(program, command.dma, remote)
+                               : ComputeCost(program, command.compute);
+    if (!command.is_dma && !set_up[command.group]) {
+      cost.cycles = checked::Add(cost.cycles, config.op_setup_cycles, "cycle count");
+      set_up[command.group] = true;
+    }
     int64_t start = ready;
     int64_t channel = 0;
     if (command.is_dma) {
-      const Tier remote = command.dma.store ? Tier::kDram : command.dma.remote_tier;
-      Timeline& port = remote == Tier::kL2 ? l2_port : dram_port;
+      Timeline& port = ports[static_cast<int>(remote)];
       // Earliest time both a channel and the port are free, over all channels.
       int64_t best = INT64_MAX;
       for (size_t c = 0; c < channels.size(); ++c) {
@@ -310,10 +454,11 @@ Profile Simulate(const Program& program) {
       int64_t& busy = profile.busy_cycles[static_cast<int>(Engine::kDma)];
       busy = checked::Add(busy, cost.cycles, "DMA busy cycles");
     } else {
-      Timeline& engine = engines[static_cast<int>(command.compute.engine)];
+      const int timeline = static_cast<int>(TimelineOf(config, command.compute));
+      Timeline& engine = engines[timeline];
       start = engine.EarliestFree(ready, cost.cycles);
       engine.Reserve(start, cost.cycles);
-      int64_t& busy = profile.busy_cycles[static_cast<int>(command.compute.engine)];
+      int64_t& busy = profile.busy_cycles[timeline];
       busy = checked::Add(busy, cost.cycles, "engine busy cycles");
       profile.macs = checked::Add(profile.macs, command.compute.macs, "MAC count");
       profile.groups[command.group].macs += command.compute.macs;
@@ -333,7 +478,7 @@ Profile Simulate(const Program& program) {
     group.energy_pj += energy;
     profile.energy_pj += energy;
     profile.events.push_back(
-        TraceEvent{command.id, TrackName(command, channel), start, end[command.id] - start});
+        TraceEvent{command.id, TrackName(config, command, channel), start, end[command.id] - start});
   }
   profile.total_cycles = finished;
   profile.l1_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL1);

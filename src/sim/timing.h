@@ -9,6 +9,11 @@
  * resources have a free interval long enough, which is how double-buffered loads overlap
  * compute. Groups are ordered only by the dependencies the scheduler recorded between them, so a
  * group's first loads can run while the previous group computes.
+ * Where the remote bytes live follows the NPUConfig: weights in DRAM or off-chip flash, feature
+ * maps in DRAM or in the SRAM arena (when they fit), each memory on its own port with its own
+ * bandwidth and latency; flash counts as DRAM (off-chip) traffic, the arena as L2 (on-chip).
+ * Depthwise and elementwise work can occupy the MAC array's timeline instead of their own
+ * units' (an NPU that runs one op at a time), and every group pays op_setup_cycles once.
  * Energy is MAC + vector-op + per-tier byte energy, scaled by (V / 0.9 V)^2 of the power mode.
  */
 #ifndef EXAMPLE_NPU_SIM_TIMING_H_

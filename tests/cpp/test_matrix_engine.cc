@@ -112,5 +112,41 @@ TEST(MatrixEngineTest, WorkBeyondInt64IsAValueErrorNotAWrappedCount) {
             (int64_t{1} << 40) * (1 << 20));
 }
 
+/*! \brief Cycles of a block-dataflow layer by visiting every block the array computes: each
+ * cycle covers one (pixel block, channel block, tap, input-channel block) of one group. */
+int64_t WalkBlocks(const NPUConfig& config, int64_t pixels, int64_t channels, int64_t taps,
+                   int64_t in_channels, int64_t groups) {
+  int64_t cycles = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t p = 0; p < pixels; p += config.mac_block_pixels) {
+      for (int64_t c = 0; c < channels / groups; c += config.mac_block_channels) {
+        for (int64_t t = 0; t < taps; ++t) {
+          for (int64_t i = 0; i < in_channels; i += config.mac_block_depth) ++cycles;
+        }
+      }
+    }
+  }
+  return cycles;
+}
+
+TEST(MatrixEngineTest, BlockDataflowCostsEveryBlockOnce) {
+  NPUConfig config = Array(16, "block");
+  config.mac_block_pixels = 4;
+  config.mac_block_channels = 8;
+  config.mac_block_depth = 8;
+  EXPECT_EQ(config.MatrixMacsPerCycle(DType::kInt8), 256);
+  EXPECT_EQ(config.MatrixMacsPerCycle(DType::kInt16), 128);
+  // (pixels, channels, taps, input channels per group, groups)
+  const int64_t layers[][5] = {{100, 64, 9, 64, 1}, {7, 5, 40, 1, 1}, {33, 17, 1, 9, 1},
+                               {16, 32, 9, 8, 4}, {1, 1, 1, 1, 1}};
+  for (const auto& [pixels, channels, taps, in_channels, groups] : layers) {
+    MatrixWork work{pixels, channels, taps * in_channels, groups};
+    work.taps = taps;
+    const int64_t walked = WalkBlocks(config, pixels, channels, taps, in_channels, groups);
+    EXPECT_EQ(MatrixEngineCycles(config, DType::kInt8, work), walked) << pixels << "x" << channels;
+    EXPECT_EQ(MatrixEngineCycles(config, DType::kInt16, work), 2 * walked);
+  }
+}
+
 }  // namespace
 }  // namespace example_npu

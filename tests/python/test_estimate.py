@@ -7,6 +7,7 @@ import pytest
 import tvm
 import tvm_ffi
 from example_npu import NPUConfig
+from example_npu.config import PRESETS
 from test_npu_model import TEST_MODELS, TINY, profile_of
 from tvm import relax, tirx
 
@@ -16,6 +17,13 @@ def test_estimate_equals_the_profile_of_a_run(name):
     mod = TEST_MODELS[name]
     for config in (None, TINY, NPUConfig(dataflow="weight_stationary", power_mode="low_power")):
         assert example_npu.estimate(mod, config) == profile_of(mod, config)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", ["DefaultModel", "ConvBatchNormPoolSoftmax", "ConvBiasRelu6"])
+def test_estimate_equals_the_profile_of_a_run_on_every_preset(name, preset):
+    config = NPUConfig.preset(preset)
+    assert example_npu.estimate(TEST_MODELS[name], config) == profile_of(TEST_MODELS[name], config)
 
 
 def test_estimate_executes_no_npu_function():

@@ -10,8 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config import InvalidConfigError, NPUConfig
+from ..config import PRESETS, InvalidConfigError, NPUConfig
 from ..frontend.model_file import LoadedModel, load_model, parse_input_shape
+
+CONFIG_HELP = (
+    "the NPU: a preset name (" + ", ".join(PRESETS) + ") or a JSON file of NPUConfig fields "
+    "to change"
+)
 
 
 class UsageError(Exception):
@@ -22,9 +27,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model", metavar="MODEL", help="an .onnx file, a torch.export .pt2 file or a .tflite file"
     )
-    parser.add_argument(
-        "--config", metavar="NPU.json", help="NPUConfig fields to change, as a JSON object"
-    )
+    parser.add_argument("--config", metavar="NAME|NPU.json", help=CONFIG_HELP)
     parser.add_argument(
         "--input",
         action="append",
@@ -49,12 +52,15 @@ def add_trust_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def load_config(path: str | None) -> NPUConfig:
-    """The NPUConfig a --config file describes (fields left out keep their defaults)."""
+    """The NPUConfig --config names: a preset (NPUConfig.preset), or a JSON file of fields
+    (fields left out keep their defaults)."""
     if path is None:
         return NPUConfig()
+    if path in PRESETS:
+        return NPUConfig.preset(path)
     file = Path(path)
     if not file.is_file():
-        raise UsageError(f"config file not found: {file}")
+        raise UsageError(f"config file not found and not a preset ({', '.join(PRESETS)}): {file}")
     try:
         data = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

@@ -12,7 +12,13 @@ import tvm
 from ..analysis.sweep import config_grid, sweep
 from ..config import NPUConfig
 from ..frontend.builtin_models import default_model, resnet18
-from .common import UsageError, add_trust_argument, load_config, load_model_from_args
+from .common import (
+    CONFIG_HELP,
+    UsageError,
+    add_trust_argument,
+    load_config,
+    load_model_from_args,
+)
 
 # Built-in models the sweep takes by name instead of a file.
 BUILTIN_MODELS = {"default": default_model, "resnet18": resnet18}
@@ -45,7 +51,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         + ", ".join(BUILTIN_MODELS),
     )
     parser.add_argument(
-        "--config", metavar="NPU.json", help="NPUConfig fields every configuration starts from"
+        "--config",
+        metavar="NAME|NPU.json",
+        help="the NPU every configuration starts from: " + CONFIG_HELP,
     )
     parser.add_argument(
         "--input",
