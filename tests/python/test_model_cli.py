@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_npu import NPUConfig
 from model_files import onnxruntime_outputs, write_onnx_cnn, write_onnx_mlp, write_pt2_cnn
 
 CLI = Path(sys.executable).with_name("example-npu")
@@ -123,6 +124,20 @@ def test_profile_prints_the_summary_and_its_files_hold_the_same_numbers(onnx_cnn
         assert layer["layer"][:27] in out  # the per-layer table
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert any(event.get("ph") == "X" for event in trace["traceEvents"])
+
+
+def test_config_takes_a_preset_name(onnx_cnn, tmp_path):
+    result = example_npu(
+        "profile", onnx_cnn, "--input", "x:1x3x16x16", "--config", "ethos-u55-256",
+        "--json", "summary.json", "--output-data", "out.npz", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())["summary"]
+    assert summary["npu_config"] == json.loads(NPUConfig.preset("ethos-u55-256").to_json())
+    assert summary["clock_mhz"] == 500
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype("float32")
+    (expected,) = onnxruntime_outputs(onnx_cnn, {"x": x})
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["probs"], expected, atol=1e-5)
 
 
 def test_profile_follows_the_config_file(onnx_cnn, tmp_path):

@@ -1,5 +1,6 @@
 """Our estimate for the Ethos-U presets against Arm's Vela 5.2.0 on the committed TFLite models
-(tests/python/data/vela_reference.json, made by tools/vela_reference.py; Vela never runs here).
+(tests/python/data/vela_reference.json, made by tools/vela_reference.py; Vela never runs here),
+each model read by ``example_npu.load_model`` as a user's .tflite file is.
 
 Every ratio is printed (``pytest -s``); docs/ethos-u.md shows the table and what the model does
 not capture. The asserted tolerances are what the presets reach today, not the goals of the
@@ -17,14 +18,16 @@ import example_npu
 import pytest
 from example_npu import NPUConfig
 from example_npu.config import PRESETS
-from tflite_models import model_path, relax_module
+from tflite_models import model_path
 
 DATA = Path(__file__).parent / "data" / "vela_reference.json"
 TABLE = json.loads(DATA.read_text())
 ROWS = [row for row in TABLE["rows"] if row["accelerator"] in PRESETS]
-# Ours / Vela, total cycles and off-chip bytes, that every row stays within (see the docstring).
-CYCLE_RATIO = (0.25, 4.0)
-OFF_CHIP_RATIO = (0.25, 4.0)
+# Ours / Vela, total cycles and off-chip bytes, that every row stays within (see the docstring):
+# the depthwise-separable models import with float islands around their depthwise convolutions
+# (docs/ethos-u.md), which costs up to 9.5x Vela's cycles and 5.9x its off-chip bytes.
+CYCLE_RATIO = (0.8, 10.0)
+OFF_CHIP_RATIO = (0.5, 6.0)
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Comparison:
 
 @functools.cache
 def _module(model: str):
-    return relax_module(model_path(model))
+    return example_npu.load_model(model_path(model)).mod
 
 
 def compare(row: dict) -> Comparison:

@@ -39,15 +39,6 @@ def input_quantization(path: Path) -> tuple[tuple[int, ...], float, int]:
     return shape, float(scale), int(zero_point)
 
 
-def relax_module(path: Path):
-    """The Relax module TVM's TFLite frontend (``from_tflite``, with the ``tflite`` flatbuffer
-    parser) imports from `path`."""
-    import tflite
-    from tvm.relax.frontend.tflite import from_tflite
-
-    return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0))
-
-
 def random_inputs(path: Path, count: int, seed: int = 0, batch: int = 1) -> list[np.ndarray]:
     """`count` int8 inputs: standard normal values (the calibration distribution) quantized with
     the input's own scale and zero point."""

@@ -27,7 +27,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model", metavar="MODEL", help="an .onnx file, a torch.export .pt2 file or a .tflite file"
     )
-    parser.add_argument("--config", metavar="NAME|NPU.json", help=CONFIG_HELP)
+    parser.add_argument("--config", metavar="NPU", help=CONFIG_HELP)
     parser.add_argument(
         "--input",
         action="append",

@@ -52,7 +52,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--config",
-        metavar="NAME|NPU.json",
+        metavar="NPU",
         help="the NPU every configuration starts from: " + CONFIG_HELP,
     )
     parser.add_argument(
