@@ -246,6 +246,12 @@ def _safe_softmax(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -
     return relax.op.where(masked, fill, softmax)
 
 
+def _nan_guarded_softmax(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+    """The ONNX exporter's masked-attention softmax: NaNs of the softmax become 0."""
+    softmax = bb.emit(relax.op.nn.softmax(v["x"], axis=-1))
+    return relax.op.where(relax.op.isnan(softmax), _const(0.0, dtype), softmax)
+
+
 def _glue_probes() -> list[Probe]:
     """Data movement (any dtype), reductions, normalisation and the activation forms."""
     image = (("x", (1, 4, 6, 6)),)
@@ -356,6 +362,12 @@ def _glue_probes() -> list[Probe]:
         ),
         Probe("silu", "x * sigmoid(x)", vector, _single(op.nn.silu, "x")),
         Probe("safe_softmax", "where(all(x == -inf), 0, softmax(x))", vector, _safe_softmax),
+        Probe(
+            "nan_guarded_softmax",
+            "where(isnan(softmax(x)), 0, softmax(x))",
+            vector,
+            _nan_guarded_softmax,
+        ),
     ]
 
 

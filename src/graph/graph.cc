@@ -98,7 +98,8 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       return ParseBatchNormAttrs(attrs);
     case OpKind::kSoftmax:
       return SoftmaxAttrs{attrs.Int("axis"),
-                          attrs.Has("zero_masked_rows") && attrs.Bool("zero_masked_rows")};
+                          attrs.Has("zero_masked_rows") && attrs.Bool("zero_masked_rows"),
+                          attrs.Has("zero_nan") && attrs.Bool("zero_nan")};
     case OpKind::kConcat:
       return ConcatAttrs{attrs.Int("axis")};
     case OpKind::kStridedSlice:

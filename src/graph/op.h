@@ -138,6 +138,11 @@ struct SoftmaxAttrs {
    * of masked attention (softmax, then where(all(x == -inf), 0, .)), matched as one op.
    */
   bool zero_masked_rows = false;
+  /*!
+   * \brief Every NaN of the result becomes 0: the ONNX exporter's guard of masked attention,
+   * where(isnan(softmax(x)), 0, softmax(x)), matched as one op.
+   */
+  bool zero_nan = false;
 };
 
 /*! \brief clip bounds; either may be -inf / +inf (no bound on that side). */

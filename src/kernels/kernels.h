@@ -111,10 +111,11 @@ void Pool2d(const float* input, const Shape& in_shape, float* out, const Shape& 
 
 /*!
  * \brief Numerically stable softmax along axis (0 <= axis < rank). With zero_masked_rows, a row
- * whose every element is -inf gives zeros (PyTorch's safe softmax) instead of NaN.
+ * whose every element is -inf gives zeros (PyTorch's safe softmax) instead of NaN; with
+ * zero_nan, every NaN of the result is 0 (the ONNX exporter's where(isnan(s), 0, s) guard).
  */
 void Softmax(const float* input, const Shape& shape, int64_t axis, float* out,
-             bool zero_masked_rows = false);
+             bool zero_masked_rows = false, bool zero_nan = false);
 
 enum class UnaryOp {
   kRelu,

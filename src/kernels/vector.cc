@@ -335,9 +335,15 @@ BroadcastPlan MakeBroadcastPlan(const Shape& lhs_shape, const Shape& rhs_shape,
 }
 
 void Softmax(const float* input, const Shape& shape, int64_t axis, float* out,
-             bool zero_masked_rows) {
+             bool zero_masked_rows, bool zero_nan) {
   const AxisSplit s = SplitAt(shape, axis);
   if (s.axis == 0) return;
+  if (zero_nan) {
+    Softmax(input, shape, axis, out, zero_masked_rows);
+    const int64_t size = s.outer * s.axis * s.inner;
+    for (int64_t i = 0; i < size; ++i) out[i] = std::isnan(out[i]) ? 0.0f : out[i];
+    return;
+  }
   if (zero_masked_rows) {
     Softmax(input, shape, axis, out);
     ZeroMaskedRows(input, s, out);

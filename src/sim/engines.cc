@@ -164,7 +164,8 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     }
     case OpKind::kSoftmax: {
       const SoftmaxAttrs& softmax = std::get<SoftmaxAttrs>(attrs);
-      kernels::Softmax(in[0].data, *in[0].shape, softmax.axis, out, softmax.zero_masked_rows);
+      kernels::Softmax(in[0].data, *in[0].shape, softmax.axis, out, softmax.zero_masked_rows,
+                       softmax.zero_nan);
       return;
     }
     case OpKind::kMean:

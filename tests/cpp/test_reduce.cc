@@ -251,6 +251,27 @@ TEST(SoftmaxTest, MaskedRowsBecomeZeroOnlyWhenAsked) {
   for (int a = 0; a < 4; ++a) EXPECT_EQ(column[a * 3], 0.0f);
 }
 
+TEST(SoftmaxTest, NanBecomesZeroOnlyWhenAsked) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Shape shape = {4, 3};
+  // An all -inf row, a row with NaN, a row with +inf (inf - inf), a plain row.
+  const std::vector<float> in = {-inf, -inf, -inf, 1.0f, nan, 0.0f,
+                                 inf, 0.0f, 1.0f, 0.5f, -1.0f, 2.0f};
+  std::vector<float> plain(12), guarded(12);
+  Softmax(in.data(), shape, 1, plain.data());
+  Softmax(in.data(), shape, 1, guarded.data(), /*zero_masked_rows=*/false, /*zero_nan=*/true);
+  int nans = 0;
+  for (int i = 0; i < 12; ++i) {
+    // where(isnan(s), 0, s), element by element, of the plain softmax.
+    const float want = std::isnan(plain[i]) ? 0.0f : plain[i];
+    nans += std::isnan(plain[i]) ? 1 : 0;
+    EXPECT_EQ(guarded[i], want) << i;
+    EXPECT_FALSE(std::signbit(guarded[i])) << i;
+  }
+  EXPECT_GE(nans, 3);  // at least the all -inf row is NaN before the guard
+}
+
 }  // namespace
 }  // namespace kernels
 }  // namespace example_npu

@@ -68,3 +68,76 @@ def test_transformer_runs_on_the_npu_and_matches_the_reference(name, path, summa
         f"{sum(report.cpu_ops.values())} ops on the CPU, max rel diff {relative:.2g} "
         f"[{time.perf_counter() - start:.1f} s]"
     )
+
+
+def _nan_guarded_softmax_module(shape: tuple[int, ...]) -> tvm.IRModule:
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            softmax = bb.emit(relax.op.nn.softmax(x, axis=-1))
+            guarded = relax.op.where(relax.op.isnan(softmax), relax.const(0.0), softmax)
+            out = bb.emit_output(guarded)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_the_onnx_nan_guard_of_softmax_is_one_npu_op_with_tvm_zeros():
+    """where(isnan(softmax(x)), 0, softmax(x)) on rows that are all -inf, hold a NaN or +inf:
+    zeros exactly where TVM's build has them (guarded NaNs, exp(-inf)), no NaN, the rest within
+    float rounding of TVM's softmax (as the plain softmax)."""
+    inf = np.inf
+    x = np.random.default_rng(2).standard_normal((2, 4, 6)).astype("float32")
+    x[0, 0] = -inf
+    x[0, 1, 2] = np.nan
+    x[0, 2, 3] = inf
+    x[1, 3, :4] = -inf
+    mod = _nan_guarded_softmax_module(x.shape)
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    expected = _run(mod, [x])
+    actual = _run(partitioned, [x])
+    assert np.all(expected[0, 0] == 0.0) and not np.isnan(expected).any()  # the guard's work
+    assert not np.isnan(actual).any() and not np.signbit(actual).any()
+    np.testing.assert_array_equal(actual == 0, expected == 0)
+    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_onnx_attention_with_a_boolean_mask_keeps_one_npu_function():
+    """scaled_dot_product_attention with a tokenizer mask, exported to ONNX: the exporter's
+    isnan guard no longer splits the NPU region; only the run-time int64 mask's cast and
+    where stay on the CPU."""
+    import io
+
+    import onnx
+    import onnxruntime
+    import torch
+    from tvm.relax.frontend.onnx import from_onnx
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, mask):
+            allowed = mask[:, None, None, :].bool()
+            return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=allowed)
+
+    q = np.random.default_rng(3).standard_normal((1, 2, 8, 16)).astype("float32")
+    mask = np.ones((1, 8), dtype=np.int64)
+    mask[:, 6:] = 0
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args = (torch.from_numpy(q), torch.from_numpy(mask))
+        torch.onnx.export(Attention(), args, buffer, dynamo=True, input_names=["q", "mask"])
+    session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    reference = session.run(None, {"q": q, "mask": mask})[0]
+    mod = from_onnx(
+        onnx.load_from_string(buffer.getvalue()),
+        shape_dict={"q": list(q.shape), "mask": list(mask.shape)},
+        dtype_dict={"q": "float32", "mask": "int64"},
+    )
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1, report.table()
+    assert "relax.isnan" not in report.cpu_ops, report.table()
+    assert set(report.cpu_ops) <= {"relax.astype", "relax.expand_dims", "relax.where"}
+    out = _run(partitioned, [q, mask])
+    relative = float(np.max(np.abs(out - reference)) / np.max(np.abs(reference)))
+    assert relative <= RELATIVE_TOLERANCE, relative

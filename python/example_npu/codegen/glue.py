@@ -11,7 +11,8 @@ The NPU graph has one node per tensor, so several Relax forms map onto a few NPU
   ``spatial.py``;
 * ``nn.silu`` is ``x * sigmoid(x)``, the form TVM legalizes it to;
 * torch.export's safe softmax (``where(all(x == -inf), 0, softmax(x))``) is one ``nn.softmax``
-  node with ``zero_masked_rows``.
+  node with ``zero_masked_rows``, the ONNX exporter's guard (``where(isnan(s), 0, s)`` of
+  ``s = softmax(x)``) one with ``zero_nan``.
 
 Each lowering returns the node id of the op's value (a tuple of ids for ``split``), or None when
 the op is not a glue op and the generic path serialises it.
@@ -30,6 +31,7 @@ from .emitter import Emitter, input_shape
 from .spatial import SPATIAL_LOWERINGS
 
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
+NAN_GUARDED_SOFTMAX_COMPOSITE = "example_npu.nan_guarded_softmax"
 
 _RESHAPES = ("reshape", "flatten", "squeeze", "expand_dims")
 
@@ -174,7 +176,8 @@ def lower_glue_op(builder: Any, call: relax.Call, env: dict[Any, Any], composite
 
 
 def lower_safe_softmax(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):
-    """The safe-softmax composite as one softmax node that zeroes fully masked rows."""
+    """The safe-softmax composite as one softmax node that zeroes fully masked rows, the
+    NaN-guarded one as one softmax node that zeroes NaNs."""
     softmax = next(
         binding.value
         for block in func.body.blocks
@@ -185,5 +188,11 @@ def lower_safe_softmax(builder: Any, func: relax.Function, env: dict[Any, Any], 
     x = builder.eval_tensor(softmax.args[0], env, composite)
     axis = int(softmax.attrs.axis)
     return Emitter(builder, softmax, composite).node(
-        "nn.softmax", [x], softmax.ty, {"axis": axis, "zero_masked_rows": True}
+        "nn.softmax", [x], softmax.ty, {"axis": axis, _GUARD_ATTRS[composite]: True}
     )
+
+
+_GUARD_ATTRS = {
+    SAFE_SOFTMAX_COMPOSITE: "zero_masked_rows",
+    NAN_GUARDED_SOFTMAX_COMPOSITE: "zero_nan",
+}

@@ -21,7 +21,12 @@ from tvm.ir.expr import Constant
 
 from ..config import NPUConfig
 from .attrs import CodegenError, attrs_to_dict, scalar_arg, tensor_type
-from .glue import SAFE_SOFTMAX_COMPOSITE, lower_glue_op, lower_safe_softmax
+from .glue import (
+    NAN_GUARDED_SOFTMAX_COMPOSITE,
+    SAFE_SOFTMAX_COMPOSITE,
+    lower_glue_op,
+    lower_safe_softmax,
+)
 from .quantized import QNN_COMPOSITE_PREFIX, lower_qnn_composite, quantization_attrs
 from .spatial import PRELU_WHERE_COMPOSITE, lower_prelu_where
 
@@ -114,7 +119,7 @@ class _GraphBuilder:
             inner_env[param] = constant if constant is not None else self._eval(arg, env, composite)
         if composite.startswith(QNN_COMPOSITE_PREFIX):
             return lower_qnn_composite(self, func, inner_env, composite)
-        if composite == SAFE_SOFTMAX_COMPOSITE:
+        if composite in (SAFE_SOFTMAX_COMPOSITE, NAN_GUARDED_SOFTMAX_COMPOSITE):
             return lower_safe_softmax(self, func, inner_env, composite)
         if composite == PRELU_WHERE_COMPOSITE:
             return lower_prelu_where(self, func, inner_env, composite)

@@ -142,6 +142,15 @@ def _prelu_where() -> tuple[DFPattern, dict[str, DFPattern]]:
     return root, {**annotations, "root": root}
 
 
+def _nan_guarded_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
+    """The ONNX exporter's masked softmax: where(isnan(softmax(x)), 0, softmax(x))."""
+    x = wildcard()
+    softmax = is_op("relax.nn.softmax")(x)
+    fill = is_const()
+    root = is_op("relax.where")(is_op("relax.isnan")(softmax), fill, softmax)
+    return root, {"input": x, "softmax": softmax, "fill": fill, "root": root}
+
+
 _PRODUCER_OPS = {"conv2d": "relax.nn.conv2d", "matmul": "relax.matmul", "dense": "relax.matmul"}
 _PRODUCER_CHECKS = {
     "conv2d": compute.check_conv,
@@ -394,6 +403,12 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
         _safe_softmax,
         (("softmax", compute.check_softmax),),
         region_check=glue.check_safe_softmax,
+    ),
+    PatternRow(
+        "nan_guarded_softmax",
+        _nan_guarded_softmax,
+        (("softmax", compute.check_softmax),),
+        region_check=glue.check_nan_guarded_softmax,
     ),
     _row("batch_norm", _unary("relax.nn.batch_norm", extra_args=4), compute.check_batch_norm),
     _row("max_pool2d", _unary("relax.nn.max_pool2d"), compute.check_pool),

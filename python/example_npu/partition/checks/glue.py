@@ -231,3 +231,16 @@ def check_safe_softmax(annotated: Mapping[str, Any]) -> Verdict:
     if tensor_dtype(fill) != tensor_dtype(softmax):
         return reject("where: the fill changes the dtype")
     return ACCEPT
+
+
+def check_nan_guarded_softmax(annotated: Mapping[str, Any]) -> Verdict:
+    """where(isnan(s), 0, s) of s = softmax(x): NaNs become +0.0, bit for bit."""
+    softmax, fill = annotated["softmax"], annotated["fill"]
+    value = fill.value.numpy()
+    if value.size != 1 or float(value) != 0.0 or np.signbit(value).any():
+        return reject("where: NaNs of the softmax are replaced by something other than +0.0")
+    if tensor_dtype(fill) != tensor_dtype(softmax) or tensor_shape(
+        annotated["root"]
+    ) != tensor_shape(softmax):
+        return reject("where: the guard changes the softmax's dtype or shape")
+    return ACCEPT
