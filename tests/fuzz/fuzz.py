@@ -46,7 +46,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
-import model_files  # noqa: E402
+import hostile_files  # noqa: E402
 from mutate import FuzzInput, Mutator  # noqa: E402
 
 GOOD = ("ok", "rejected")
@@ -263,7 +263,7 @@ def make_input(mutator: Mutator, rng: np.random.Generator, args: argparse.Namesp
     """Input ``rng`` stands for: a generated program, a mutated model file or a mutated graph."""
     draw = rng.random()
     if draw < args.model_files:
-        data, description = model_files.mutate(rng, files)
+        data, description = hostile_files.mutate(rng, files)
         return FuzzInput("m", data, description)
     if draw < args.model_files + args.programs:
         program = generate.generate(rng)
@@ -277,7 +277,7 @@ def fuzz(args: argparse.Namespace) -> int:
     (out / "findings").mkdir(parents=True, exist_ok=True)
     seeds = load_seeds(Path(args.corpus) if args.corpus else None, out)
     mutator = Mutator(seeds)
-    files = model_files.seeds() if args.model_files else []
+    files = hostile_files.seeds() if args.model_files else []
     counts: Counter = Counter()
     kinds: Counter = Counter()
     findings: dict[str, dict] = {}

@@ -8,7 +8,7 @@ little-endian length and the payload, and answers each with one JSON line on the
 * ``b`` module bytes: ``ffi.Module.load_from_bytes.example_npu_json(bytes)``;
 * ``c`` NPUConfig JSON: ``NPUConfig.from_json`` in Python, and the same text as the
   ``npu_config`` of a small graph in C++; the two must agree on what is valid;
-* ``m`` a model file (model_files.py): ``example-npu profile FILE`` must exit 0, or 2 with one
+* ``m`` a model file (hostile_files.py): ``example-npu profile FILE`` must exit 0, or 2 with one
   ``example-npu: error:`` line, and must not run code stored in the file;
 * ``r`` a generated Relax program (generate.py): built with Relax's constructors, partitioned
   by ``partition_for_npu`` and, when its tensors are small, run on the NPU and with TVM's CPU
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import example_npu
 import generate
-import model_files
+import hostile_files
 import numpy as np
 import tvm
 from example_npu import cli
@@ -147,12 +147,12 @@ class Harness:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / f"model{suffix.decode(errors='replace')}"
             path.write_bytes(body)
-            model_files.MARKER.parent.mkdir(parents=True, exist_ok=True)
-            model_files.MARKER.unlink(missing_ok=True)
+            hostile_files.MARKER.parent.mkdir(parents=True, exist_ok=True)
+            hostile_files.MARKER.unlink(missing_ok=True)
             stderr = io.StringIO()
             with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
                 status = cli.main(["profile", str(path)])
-        if model_files.MARKER.exists():
+        if hostile_files.MARKER.exists():
             raise AssertionError("reading the model file ran code stored in it")
         message = stderr.getvalue()
         if status == 0:

@@ -35,6 +35,12 @@ def test_there_are_regressions():
     assert len(FILES) >= 25
 
 
+def test_fuzz_modules_do_not_shadow_test_helpers():
+    """tests/fuzz is put on sys.path here, so a module name both folders use would hide one."""
+    helpers = {path.stem for path in Path(__file__).parent.glob("*.py")}
+    assert not helpers & {path.stem for path in FUZZ.glob("*.py")}
+
+
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 def test_fuzz_regression(path, worker):
     record = json.loads(path.read_text())
