@@ -207,7 +207,10 @@ def _flatten(value: _Value):
 
 
 def serialize_function(
-    func: relax.Function, constant_names: Mapping[Any, str], config: NPUConfig | None = None
+    func: relax.Function,
+    constant_names: Mapping[Any, str],
+    config: NPUConfig | None = None,
+    rounding: str = "tvm",
 ) -> dict[str, Any]:
     """Returns the NPU graph (as a dict) of one function carrying ``Codegen="example_npu"``.
 
@@ -216,6 +219,10 @@ def serialize_function(
     """
     symbol = str(func.attrs["global_symbol"])
     graph = _GraphBuilder(symbol, constant_names).build(func)
+    if rounding != "tvm":  # the C++ default; every qnn op but the table lookup computes with it
+        for node in graph["nodes"]:
+            if node["op"].startswith("qnn.") and node["op"] != "qnn.lut":
+                node["attrs"]["rounding"] = rounding
     graph["npu_config"] = asdict(config or NPUConfig())
     return graph
 
@@ -233,8 +240,12 @@ def example_npu_codegen(
     constant_names: Mapping[Any, str],
 ) -> list[tvm_ffi.Module]:
     """The ``relax.ext.example_npu`` entry point called by ``RunCodegen``."""
-    unknown = set(options) - {"npu_config"}
+    unknown = set(options) - {"npu_config", "rounding"}
     if unknown:
         raise CodegenError(f"unknown example_npu codegen options: {sorted(unknown)}")
     config = NPUConfig.from_json(str(options["npu_config"])) if "npu_config" in options else None
-    return [create_runtime_module(serialize_function(f, constant_names, config)) for f in functions]
+    rounding = str(options.get("rounding", "tvm"))
+    return [
+        create_runtime_module(serialize_function(f, constant_names, config, rounding))
+        for f in functions
+    ]

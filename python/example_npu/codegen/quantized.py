@@ -265,6 +265,7 @@ def _lower_mean(builder, mean, quantize, inputs, attrs, composite, layout) -> in
     in_shape = [int(d) for d in mean.args[0].ty.shape]
     plane = in_shape[2:4] if layout == "NCHW" else in_shape[1:3]
     attrs.update(
+        tflite_kernel="MEAN",  # TFLite's MEAN rescales the sum (read with rounding="tflite")
         pool_size=plane,
         strides=[1, 1],
         dilation=[1, 1],

@@ -24,7 +24,9 @@ the original computes, including NaN and infinities.
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
 
-Then, on the result, the QDQ rewrites of :func:`example_npu.frontend.qdq.canonicalize_qdq`
+Then TVM's TFLite lowering takes the integer NPU forms (:mod:`.tflite_canonical`: depthwise
+weights, weights behind shape ops, fused activation clips, and for TFLite models integer average
+pooling). Then, on the result, the QDQ rewrites of :func:`example_npu.frontend.qdq.canonicalize_qdq`
 (own dequantize per consumer, quantize above shape ops, elementwise islands as tables, long
 concatenations nested). They come second because they read the ops the first stage produces
 (an ONNX ``Clip`` between dequantize and quantize is a ``maximum`` / ``minimum`` only then).
@@ -44,6 +46,11 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
 from .qdq import canonicalize_qdq
+from .tflite_canonical import canonicalize_tflite
+
+# The module attribute naming the integer arithmetic of its quantized ops, and its values.
+ROUNDING_ATTR = "example_npu.rounding"
+ROUNDINGS = ("tvm", "tflite")
 
 _ELEMENTWISE_PRIMFUNCS = ("maximum", "minimum")
 
@@ -215,12 +222,28 @@ class _Canonicalizer(PyExprMutator):
         return call
 
 
-def canonicalize(mod: tvm.IRModule) -> tvm.IRModule:
-    """Returns ``mod`` with ``main`` canonicalized (see the module docstring)."""
+def model_rounding(mod: tvm.IRModule, rounding: str | None = None) -> str:
+    """The integer arithmetic of ``mod``'s quantized ops: ``rounding`` when given, else the
+    module's ``example_npu.rounding`` attribute (``load_model`` sets "tflite" for TFLite files),
+    else "tvm" (bit-equal to TVM's CPU build)."""
+    if rounding is None:
+        attrs = mod.attrs
+        rounding = (
+            str(attrs[ROUNDING_ATTR]) if attrs is not None and ROUNDING_ATTR in attrs else "tvm"
+        )
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {', '.join(ROUNDINGS)}, not {rounding!r}")
+    return rounding
+
+
+def canonicalize(mod: tvm.IRModule, rounding: str | None = None) -> tvm.IRModule:
+    """Returns ``mod`` with ``main`` canonicalized (see the module docstring); with
+    ``rounding="tflite"`` TFLite's integer average pooling too (:mod:`.tflite_canonical`)."""
     mod = relax.transform.Normalize()(mod)
     main = _Canonicalizer(mod).visit_expr(mod["main"])
     mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(mod.functions, attrs=mod.attrs)
     mod[mod.get_global_var("main")] = main
     mod = relax.transform.Normalize()(mod)
+    mod = canonicalize_tflite(mod, tflite_semantics=model_rounding(mod, rounding) == "tflite")
     # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
     return canonicalize_qdq(mod)

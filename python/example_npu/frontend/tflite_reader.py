@@ -22,6 +22,7 @@ from typing import Any
 
 from tvm import relax
 
+from .canonicalize import ROUNDING_ATTR
 from .reader_common import (
     Dims,
     LoadedModel,
@@ -135,4 +136,6 @@ def read_tflite(
             f"TVM's TFLite importer cannot convert {path.name}: {first_line(error)}"
         ) from error
     mod = relax.transform.DeadCodeElimination(["main"])(mod)
+    # The model's answer is what TFLite's integer kernels compute: the NPU follows them.
+    mod = mod.with_attr(ROUNDING_ATTR, "tflite")
     return loaded_model(path, mod, list(declared), outputs)

@@ -10,7 +10,7 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
 from ..config import NPUConfig
-from ..frontend.canonicalize import canonicalize
+from ..frontend.canonicalize import canonicalize, model_rounding
 from .table import PREFIX
 from .verdict import target_config
 
@@ -90,7 +90,11 @@ def _check_well_formed(name: str, mod: tvm.IRModule) -> None:
 
 
 def partition_for_npu(
-    mod: tvm.IRModule, *, config: NPUConfig | None = None, bind_constants: bool = True
+    mod: tvm.IRModule,
+    *,
+    config: NPUConfig | None = None,
+    bind_constants: bool = True,
+    rounding: str | None = None,
 ) -> tvm.IRModule:
     """Offloads every supported region of ``mod["main"]`` to the NPU.
 
@@ -106,16 +110,23 @@ def partition_for_npu(
     profile models; the checks plan for its memories, and it is forwarded as
     ``RunCodegen(target_options={"example_npu": ...})``.
 
+    ``rounding`` is the integer arithmetic of the NPU's quantized ops: "tvm" (bit-equal to TVM's
+    CPU build of the QDQ graph) or "tflite" (TFLite's integer kernels: fixed-point
+    requantization, rounded average pooling, ...). By default it is the module's
+    ``example_npu.rounding`` attribute, which ``load_model`` sets to "tflite" for ``.tflite``
+    files, else "tvm".
+
     Every step's failure inside TVM is raised as :class:`PartitionError` with the step's name, and
     a step that leaves an ill-formed module is reported with the binding it broke.
     """
     config = config or NPUConfig()
-    options = {"example_npu": {"npu_config": config.to_json()}}
+    rounding = model_rounding(mod, rounding)
+    options = {"example_npu": {"npu_config": config.to_json(), "rounding": rounding}}
     patterns = get_patterns_with_prefix(PREFIX + ".")
     fuse = FuseOpsByPattern(patterns, bind_constants=bind_constants, annotate_codegen=False)
     # The checks decide what fits on chip for this NPU, not the default one.
     with target_config(config):
-        mod = _run_step("canonicalize", canonicalize, mod)
+        mod = _run_step("canonicalize", lambda m: canonicalize(m, rounding), mod)
         mod = _run_step("FuseOpsByPattern", fuse, mod)
         _check_well_formed("FuseOpsByPattern", mod)
         mod = _run_step("MergeCompositeFunctions", MergeCompositeFunctions(), mod)

@@ -1,0 +1,90 @@
+"""TFLite int8 models run whole on the NPU with TFLite's integer arithmetic: the committed models
+(tests/python/tflite_models.py), fixed and open batch, are one NPU function with nothing on the
+CPU, every CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED an integer NPU op, and the outputs are
+LiteRT's reference kernels' (``OpResolverType.BUILTIN_REF``) bit for bit and within one step of
+its default kernels."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import example_npu
+import numpy as np
+import pytest
+import tvm
+from example_npu.frontend.canonicalize import canonicalize
+from tflite_models import MODELS, interpreter, model_path, random_inputs, run_litert
+from tvm import relax
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+from tvm.relax.transform import FuseOpsByPattern
+
+PRODUCERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+# LiteRT 2.3's reference FULLY_CONNECTED with per-channel weights rounds its requantization once
+# ((acc * m0 + 2^(s-1)) >> s); the NPU's TFLite arithmetic rounds twice, as TFLite's
+# MultiplyByQuantizedMultiplier (and its CONV_2D) does: one step apart on rare accumulators.
+REFERENCE_STEPS = {"ad_autoencoder": 1}
+
+
+def producer_count(path) -> int:
+    runner = interpreter(path)
+    runner.allocate_tensors()
+    return sum(op["op_name"] in PRODUCERS for op in runner._get_ops_details())
+
+
+def integer_producers(mod: tvm.IRModule) -> Counter:
+    """The quantized conv / matmul composites the NPU patterns match in ``mod``."""
+    fused = FuseOpsByPattern(
+        get_patterns_with_prefix("example_npu."), bind_constants=True, annotate_codegen=False
+    )(canonicalize(mod))
+    composites = Counter()
+    for func in fused.functions.values():
+        if isinstance(func, relax.Function) and func.attrs and "Composite" in func.attrs:
+            name = str(func.attrs["Composite"]).removeprefix("example_npu.")
+            if name.startswith(("qnn_conv2d", "qnn_matmul", "qnn_dense")):
+                composites[name.split("_")[1]] += 1
+    return composites
+
+
+@pytest.mark.parametrize("open_batch", [False, True], ids=["batch1", "open_batch"])
+@pytest.mark.parametrize("name", MODELS)
+def test_tflite_model_runs_whole_on_the_npu_as_litert(name, open_batch, summary_line):
+    path = model_path(name, open_batch)
+    model = example_npu.load_model(path)
+    assert int(sum(integer_producers(model.mod).values())) == producer_count(path)
+    partitioned, report = example_npu.partition_with_report(model.mod)
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    steps = {True: 0, False: 0}
+    for x in random_inputs(path, 4, seed=11):
+        actual = vm["main"](tvm.runtime.tensor(x)).numpy().astype(int)
+        for reference in steps:
+            expected = run_litert(path, x, reference).astype(int)
+            assert actual.shape == expected.shape
+            steps[reference] = max(steps[reference], int(np.abs(actual - expected).max()))
+    summary_line(
+        f"TFLite {path.name}: 1 NPU function, 0 CPU ops, max steps vs LiteRT reference "
+        f"{steps[True]}, default {steps[False]}"
+    )
+    assert steps[True] <= REFERENCE_STEPS.get(name, 0)
+    assert steps[False] <= 1
+
+
+def test_rounding_switch_overrides_the_model_file():
+    """partition_for_npu(rounding="tvm") on a TFLite model: TVM's arithmetic, not TFLite's, so
+    at least one output differs from the default (TFLite) partition of the same module."""
+    path = model_path("ic_resnet8")
+    model = example_npu.load_model(path)
+    assert str(model.mod.attrs["example_npu.rounding"]) == "tflite"
+    inputs = random_inputs(path, 4, seed=5)
+    outputs = {}
+    for rounding in ("tflite", "tvm"):
+        mod = example_npu.partition_for_npu(model.mod, rounding=rounding)
+        vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+        outputs[rounding] = [vm["main"](tvm.runtime.tensor(x)).numpy() for x in inputs]
+    for x, actual in zip(inputs, outputs["tflite"], strict=True):
+        np.testing.assert_array_equal(actual, run_litert(path, x))
+    assert any(
+        not np.array_equal(a, b) for a, b in zip(outputs["tflite"], outputs["tvm"], strict=True)
+    )
+    with pytest.raises(ValueError, match="rounding must be one of tvm, tflite"):
+        example_npu.partition_for_npu(model.mod, rounding="nearest")
