@@ -208,7 +208,47 @@ BAD_INPUTS = {
     "truncated data": (f"{WITH_DATA} truncated.npz", "truncated.npz is not an .npz file"),
     "huge header": (f"{WITH_DATA} header.npz", "Header info length"),
     "pickled data": (f"{WITH_DATA} pickle.npz", "is not an .npz file"),
+    "huge shape": ("profile {onnx} --input x:99999999999x3x16x16", "a tensor holds at most"),
+    "superscript": ("profile {onnx} --input x:1x3x16x1²", "positive integers"),
+    "deep config": ("profile {onnx} --config deep.json", "nested too deeply"),
+    "long number": ("profile {onnx} --config digits.json", "Exceeds the limit (4300 digits)"),
+    "one tile": ("profile {onnx} --input x:1x3x16x16 --config tiles.json", "max_tiles"),
+    "huge Tile": ("profile tile.onnx", "40000000000 elements"),
+    "huge ConstantOfShape": ("profile fill.onnx", "10000000000 elements"),
+    "nested If": ("profile nested_if.onnx", "relax.expr.If"),
 }
+
+
+def write_bad_graphs(folder: Path) -> None:
+    """ONNX graphs that allocate 10^10 elements or nest control flow, and configs the JSON
+    reader cannot take."""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    def tensor(name: str, shape: list[int]):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    def graph(name, nodes, output_shape, initializers=()):
+        weights = [numpy_helper.from_array(array, key) for key, array in initializers]
+        body = helper.make_graph(
+            nodes, name, [tensor("x", [1, 4])], [tensor("y", output_shape)], weights
+        )
+        save(helper.make_model(body, opset_imports=[helper.make_opsetid("", 17)]), folder / name)
+
+    huge = np.array([100_000, 100_000], np.int64)
+    graph("tile.onnx", [helper.make_node("Tile", ["x", "repeats"], ["y"])], [100_000, 400_000],
+          [("repeats", np.array([100_000, 100_000], np.int64))])  # fmt: skip
+    one = numpy_helper.from_array(np.ones(1, np.float32))
+    graph("fill.onnx", [helper.make_node("ConstantOfShape", ["shape"], ["y"], value=one)],
+          [100_000, 100_000], [("shape", huge)])  # fmt: skip
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "leaf", [],
+                               [tensor("y", [1, 4])])  # fmt: skip
+    for depth in range(3):
+        node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
+        branch = helper.make_graph([node], f"if{depth}", [], [tensor("y", [1, 4])])
+    graph("nested_if.onnx", list(branch.node), [1, 4], [("c", np.array(True))])
+    (folder / "deep.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    (folder / "digits.json").write_text('{"l1_sram_kb": ' + "9" * 5000 + "}")
+    (folder / "tiles.json").write_text('{"max_tiles": 1}')
 
 
 def write_bad_input_data(folder: Path) -> None:
@@ -234,6 +274,7 @@ def test_a_bad_input_is_one_line_and_exit_status_2(case, onnx_cnn, tmp_path):
     (tmp_path / "negative.json").write_text('{"l1_sram_kb": -1}')
     (tmp_path / "typo.json").write_text('{"l1_sram_kib": 64}')
     write_bad_input_data(tmp_path)
+    write_bad_graphs(tmp_path)
     args, message = BAD_INPUTS[case]
     result = example_npu(*args.format(onnx=onnx_cnn).split(), cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)

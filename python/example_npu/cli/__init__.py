@@ -13,11 +13,13 @@ import sys
 
 from ..config import InvalidConfigError
 from ..frontend.model_file import ModelFileError
+from ..partition.pipeline import PartitionError
 from . import compile_model, demo, profile_model, sweep_model
 from .common import UsageError
 
 COMMANDS = (demo, compile_model, profile_model, sweep_model)
-USER_ERRORS = (UsageError, ModelFileError, InvalidConfigError)
+# PartitionError: a model the partitioner cannot take (such as control flow TVM's passes refuse).
+USER_ERRORS = (UsageError, ModelFileError, InvalidConfigError, PartitionError)
 
 
 def build_parser() -> argparse.ArgumentParser:

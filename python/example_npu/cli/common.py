@@ -63,8 +63,9 @@ def load_config(path: str | None) -> NPUConfig:
         raise UsageError(f"config file not found and not a preset ({', '.join(PRESETS)}): {file}")
     try:
         data = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"config {file} is not valid JSON: {error}") from error
+    except (ValueError, RecursionError) as error:  # also too deep, or a 5,000-digit number
+        message = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise UsageError(f"config {file} is not valid JSON: {message}") from error
     if not isinstance(data, dict):
         raise UsageError(f"config {file} must be a JSON object of NPUConfig fields")
     try:

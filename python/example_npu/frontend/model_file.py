@@ -40,7 +40,7 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     if not colon or not name or not dims:
         raise ModelFileError(f"--input {text!r}: expected NAME:SHAPE, e.g. x:1x3x224x224")
     parts = dims.replace(",", "x").split("x")
-    if not all(part.isdigit() and int(part) > 0 for part in parts):
+    if not all(part.isascii() and part.isdigit() and int(part) > 0 for part in parts):
         raise ModelFileError(
             f"--input {text!r}: the shape must be positive integers separated by 'x', "
             "e.g. x:1x3x224x224"

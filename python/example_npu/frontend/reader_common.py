@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tvm
+from tvm import relax
 
 from ..relax_types import tensor_dtype, tensor_shape
+
+# The most elements one tensor of an imported model may hold: a Tile or ConstantOfShape to more
+# would only fail later, as an allocation of tens of gigabytes (std::bad_alloc).
+MAX_TENSOR_ELEMENTS = 2**31 - 1
 
 # A declared dimension: an int, or None where the file leaves it open.
 Dims = list[int | None]
@@ -87,10 +93,25 @@ def check_input_count(path: Path, mod: tvm.IRModule, names: list[str]) -> None:
         )
 
 
+def check_tensor_sizes(path: Path, mod: tvm.IRModule) -> None:
+    """Every tensor of every Relax function (inputs, intermediates) fits MAX_TENSOR_ELEMENTS."""
+    for func in mod.functions.values():
+        if not isinstance(func, relax.Function):
+            continue
+        for var in relax.analysis.all_vars(func):
+            shape = tensor_shape(var)
+            if shape is not None and math.prod(shape) > MAX_TENSOR_ELEMENTS:
+                raise ModelFileError(
+                    f"{path.name}: {var.name} would hold {math.prod(shape)} elements "
+                    f"({'x'.join(map(str, shape))}); a tensor holds at most 2^31 - 1"
+                )
+
+
 def loaded_model(
     path: Path, mod: tvm.IRModule, names: list[str], outputs: list[str]
 ) -> LoadedModel:
     check_input_count(path, mod, names)
+    check_tensor_sizes(path, mod)
     inputs = []
     for name, param in zip(names, mod["main"].params, strict=True):
         shape = tensor_shape(param)

@@ -68,14 +68,20 @@ def _first_use_before_definition(mod: tvm.IRModule) -> str | None:
 
 
 def _run_step(name: str, step: Callable[[tvm.IRModule], tvm.IRModule], mod: tvm.IRModule):
-    """Runs one pass; a TVM internal failure becomes a PartitionError naming the step."""
+    """Runs one pass; a TVM internal failure, or a ValueError of the NPU compiler (the model
+    does not fit the NPUConfig, such as max_tiles), becomes a PartitionError naming the step."""
     try:
         return step(mod)
     except tvm.error.InternalError as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise PartitionError(
-            f"example_npu: {name} failed inside TVM ({first_line}); please report the model"
+            f"example_npu: {name} failed inside TVM ({_first_line(err)}); please report the model"
         ) from err
+    except ValueError as err:
+        raise PartitionError(f"example_npu: {name}: {_first_line(err)}") from err
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def _check_well_formed(name: str, mod: tvm.IRModule) -> None:
