@@ -202,13 +202,9 @@ kernels::Requantization ChannelSlice(const kernels::Requantization& requant, int
     if (values.size() <= 1) return values;
     return Values(values.begin() + first, values.begin() + first + count);
   };
-  kernels::Requantization slice;
+  kernels::Requantization slice = requant;  // every setting, with the channels cut
   slice.multipliers = cut(requant.multipliers);
   slice.bias = cut(requant.bias);
-  slice.output_zero_point = requant.output_zero_point;
-  slice.min = requant.min;
-  slice.max = requant.max;
-  slice.rounding = requant.rounding;
   return slice;
 }
 

@@ -242,6 +242,8 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
     TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
   kernels::Requantization& r = q.requant;
   r.rounding = ParseRounding(attrs, dtype, where);
+  // A quantized matmul with constant weights is TFLite's FULLY_CONNECTED, which rounds once.
+  r.single_rounding = r.rounding == kernels::Rounding::kTflite && kind == OpKind::kQnnMatmul;
   double output_scale = 1;
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   r.output_zero_point = out.zero_point;

@@ -56,8 +56,11 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
   if (r.rounding == Rounding::kTflite) {
     for (int64_t i = 0; i < size; ++i) {
       const int64_t c = i % channels;
-      const int64_t scaled = tflite::MultiplyByQuantizedMultiplier(
-          acc[i] + bias[c], FixedPointMultiplier{m0[c], shift[c]});
+      const int64_t value = acc[i] + bias[c];
+      const int64_t scaled =
+          r.single_rounding
+              ? (value * m0[c] + rounding[c]) >> shift[c]
+              : tflite::MultiplyByQuantizedMultiplier(value, FixedPointMultiplier{m0[c], shift[c]});
       out[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
     }
     return;

@@ -64,6 +64,9 @@ struct Requantization {
   int64_t min = -128;  // output clamp, including a fused relu / clip
   int64_t max = 127;
   Rounding rounding = Rounding::kTvm;  // kTflite: MultiplyByQuantizedMultiplier, int32 bias as is
+  // kTflite only: one rounding, (x * m0 + 2^(shift-1)) >> shift, as LiteRT's reference
+  // FULLY_CONNECTED computes (its CONV_2D rounds twice, as MultiplyByQuantizedMultiplier).
+  bool single_rounding = false;
 };
 
 /*!

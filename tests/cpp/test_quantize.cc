@@ -66,6 +66,40 @@ TEST(QuantizeTest, PerChannelBiasAndReluClamp) {
   EXPECT_EQ(out[0], -1);
 }
 
+TEST(QuantizeTest, TfliteSingleRoundingIsFullyConnectedsOneRounding) {
+  // LiteRT's reference FULLY_CONNECTED: (x * m0 + 2^(shift-1)) >> shift, one rounding half up.
+  // 968 * 0.00154895... = 1.49941: one rounding gives 1, MultiplyByQuantizedMultiplier's two
+  // (to 2^-31 first: 767.7 -> 768, then 768 / 512 = 1.5 -> 2) give 2.
+  Requantization r;
+  r.multipliers = {QuantizeMultiplier(0.0015489541328480407)};
+  r.rounding = Rounding::kTflite;
+  const std::vector<int64_t> acc = {968};
+  float out = 0;
+  Requantize(acc.data(), 1, 1, 0, r, &out);
+  EXPECT_EQ(out, 2);
+  r.single_rounding = true;
+  Requantize(acc.data(), 1, 1, 0, r, &out);
+  EXPECT_EQ(out, 1);
+  // Against the exact rational rounding half up, over signed accumulators and multipliers.
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> value(-(int64_t{1} << 24), int64_t{1} << 24);
+  std::uniform_real_distribution<double> real(1e-5, 0.9);
+  for (int trial = 0; trial < 2000; ++trial) {
+    r.multipliers = {QuantizeMultiplier(real(rng))};
+    r.min = std::numeric_limits<int32_t>::min();
+    r.max = std::numeric_limits<int32_t>::max();
+    const int64_t x = value(rng);
+    Requantize(&x, 1, 1, 0, r, &out);
+    const FixedPointMultiplier& m = r.multipliers[0];
+    const __int128 product = static_cast<__int128>(x) * m.m0;
+    const __int128 half = static_cast<__int128>(1) << (m.shift - 1);
+    const __int128 scale = static_cast<__int128>(1) << m.shift;
+    __int128 expected = (product + half) / scale;  // toward zero, then fixed to the floor
+    if ((product + half) % scale != 0 && product + half < 0) expected -= 1;
+    ASSERT_EQ(static_cast<int64_t>(out), static_cast<int64_t>(expected)) << x;
+  }
+}
+
 /*! \brief The quantized convolution summed straight from its definition (NHWC / HWIO). */
 template <typename T>
 std::vector<int64_t> NaiveQuantizedConv(const std::vector<T>& x, const Shape& in_shape, int64_t zp,

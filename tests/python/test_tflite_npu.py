@@ -19,10 +19,6 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
 
 PRODUCERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
-# LiteRT 2.3's reference FULLY_CONNECTED with per-channel weights rounds its requantization once
-# ((acc * m0 + 2^(s-1)) >> s); the NPU's TFLite arithmetic rounds twice, as TFLite's
-# MultiplyByQuantizedMultiplier (and its CONV_2D) does: one step apart on rare accumulators.
-REFERENCE_STEPS = {"ad_autoencoder": 1}
 
 
 def producer_count(path) -> int:
@@ -65,7 +61,7 @@ def test_tflite_model_runs_whole_on_the_npu_as_litert(name, open_batch, summary_
         f"TFLite {path.name}: 1 NPU function, 0 CPU ops, max steps vs LiteRT reference "
         f"{steps[True]}, default {steps[False]}"
     )
-    assert steps[True] <= REFERENCE_STEPS.get(name, 0)
+    assert steps[True] == 0
     assert steps[False] <= 1
 
 
