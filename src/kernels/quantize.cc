@@ -52,16 +52,21 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
     shift[i] = m.shift;
     rounding[i] = int64_t{1} << (m.shift - 1);
     bias[i] = r.bias.empty() ? 0 : r.bias[channel_offset + i];
+    TVM_FFI_ICHECK(r.rounding != Rounding::kTflite || tflite::InMultiplierRange(m.m0, m.shift))
+        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
   }
   if (r.rounding == Rounding::kTflite) {
-    for (int64_t i = 0; i < size; ++i) {
-      const int64_t c = i % channels;
-      const int64_t value = acc[i] + bias[c];
-      const int64_t scaled =
-          r.single_rounding
-              ? (value * m0[c] + rounding[c]) >> shift[c]
-              : tflite::MultiplyByQuantizedMultiplier(value, FixedPointMultiplier{m0[c], shift[c]});
-      out[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
+    for (int64_t row = 0; row < size; row += channels) {
+      const int64_t* a = acc + row;
+      float* o = out + row;
+      for (int64_t i = 0; i < channels; ++i) {
+        const int64_t value = a[i] + bias[i];
+        const int64_t scaled =
+            r.single_rounding
+                ? (value * m0[i] + rounding[i]) >> shift[i]
+                : tflite::MultiplyByQuantizedMultiplierInRange(value, m0[i], shift[i]);
+        o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
+      }
     }
     return;
   }

@@ -100,8 +100,9 @@ EXAMPLE_NPU_AVX512BW inline __m512i LoadWidened(const T* x, __mmask16 mask) {
 EXAMPLE_NPU_AVX512BW inline void StoreWidened(__m512i sums, __mmask16 mask, int64_t* out,
                                              bool accumulate) {
   const __mmask8 lo_mask = static_cast<__mmask8>(mask), hi_mask = static_cast<__mmask8>(mask >> 8);
-  __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(sums));
-  __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(sums, 1));
+  // (maskz forms: GCC 12 warns about the undefined register in the plain intrinsics)
+  __m512i lo = _mm512_maskz_cvtepi32_epi64(0xff, _mm512_maskz_extracti64x4_epi64(0xf, sums, 0));
+  __m512i hi = _mm512_maskz_cvtepi32_epi64(0xff, _mm512_maskz_extracti64x4_epi64(0xf, sums, 1));
   if (accumulate) {
     lo = _mm512_add_epi64(lo, _mm512_maskz_loadu_epi64(lo_mask, out));
     hi = _mm512_add_epi64(hi, _mm512_maskz_loadu_epi64(hi_mask, out + 8));

@@ -70,14 +70,9 @@ int32_t RoundingDivideByPowerOfTwo(int32_t x, int exponent) {
 }
 
 int64_t MultiplyByQuantizedMultiplier(int64_t x, const FixedPointMultiplier& m) {
-  const int64_t exponent = 31 - m.shift;
-  const int64_t left_shift = std::max<int64_t>(exponent, 0);
-  const int64_t right_shift = std::max<int64_t>(-exponent, 0);
-  // TFLite computes x * 2^left_shift in int32.
-  const int32_t shifted = static_cast<int32_t>(x * (int64_t{1} << left_shift));
-  return RoundingDivideByPowerOfTwo(
-      SaturatingRoundingDoublingHighMul(shifted, static_cast<int32_t>(m.m0)),
-      static_cast<int>(right_shift));
+  TVM_FFI_ICHECK(InMultiplierRange(m.m0, m.shift))
+      << "multiplier " << m.m0 << " * 2^-" << m.shift << " is outside TFLite's range";
+  return MultiplyByQuantizedMultiplierInRange(x, m.m0, m.shift);
 }
 
 int64_t RoundedAverage(int64_t sum, int64_t count) {

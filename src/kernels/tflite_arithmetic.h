@@ -50,6 +50,35 @@ int32_t RoundingDivideByPowerOfTwo(int32_t x, int exponent);
  */
 int64_t MultiplyByQuantizedMultiplier(int64_t x, const FixedPointMultiplier& m);
 
+/*! \brief Whether MultiplyByQuantizedMultiplierInRange may compute x * m: m0 in (0, 2^31), shift
+ * in [1, 62]. */
+inline bool InMultiplierRange(int64_t m0, int64_t shift) {
+  return m0 > 0 && m0 < (int64_t{1} << 31) && shift >= 1 && shift <= 62;
+}
+
+/*!
+ * \brief MultiplyByQuantizedMultiplier for a multiplier InMultiplierRange, inline and branch-free
+ * so that row loops over it vectorise (the requantization of every output). m0 < 2^31 keeps the
+ * doubling high multiply off its one saturating case.
+ */
+inline int64_t MultiplyByQuantizedMultiplierInRange(int64_t x, int64_t m0, int64_t shift) {
+  // int32 values held in int64 throughout: one lane width, so the loops vectorise.
+  const int64_t left_shift = shift < 31 ? 31 - shift : 0;
+  const int64_t right_shift = shift > 31 ? shift - 31 : 0;
+  // TFLite computes x * 2^left_shift in int32: the low 32 bits, sign-extended.
+  const int64_t shifted =
+      static_cast<int64_t>(static_cast<uint64_t>(x) << (left_shift + 32)) >> 32;
+  const int64_t product = shifted * m0;  // |product| < 2^62
+  const int64_t nudged = product + (product >= 0 ? int64_t{1} << 30 : 1 - (int64_t{1} << 30));
+  constexpr int64_t kLow31 = (int64_t{1} << 31) - 1;
+  // nudged / 2^31 rounded toward zero.
+  const int64_t high = (nudged + ((nudged >> 63) & kLow31)) >> 31;
+  // high / 2^right_shift rounded half away from zero (RoundingDivideByPowerOfTwo).
+  const int64_t mask = (int64_t{1} << right_shift) - 1;
+  const int64_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return (high >> right_shift) + ((high & mask) > threshold ? 1 : 0);
+}
+
 /*! \brief AVERAGE_POOL_2D's rounding: sum / count, halves away from zero (count > 0). */
 int64_t RoundedAverage(int64_t sum, int64_t count);
 

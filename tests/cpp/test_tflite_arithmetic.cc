@@ -63,6 +63,39 @@ TEST(TfliteArithmeticTest, MultiplyByQuantizedMultiplierRoundsTwice) {
   EXPECT_EQ(tflite::MultiplyByQuantizedMultiplier(-6, half), -2);
 }
 
+TEST(TfliteArithmeticTest, AccumulatorRequantizationRoundsTwicePerChannel) {
+  // A conv tile's int32 accumulators + bias, per-channel multipliers above and below 1 / 2^31
+  // exponents on both sides, from channel 3 of the layer on (the row loop's vector path).
+  std::mt19937 rng(8);
+  std::uniform_int_distribution<int64_t> value(-(int64_t{1} << 20), int64_t{1} << 20);
+  std::uniform_real_distribution<double> real(-20.0, 0.5);
+  const int64_t channels = 37, rows = 9, offset = 3;
+  Requantization r;
+  r.rounding = Rounding::kTflite;
+  r.output_zero_point = -7;
+  r.min = -128;
+  r.max = 100;
+  for (int64_t c = 0; c < offset + channels; ++c) {
+    r.multipliers.push_back(QuantizeMultiplier(std::exp2(real(rng))));
+    r.bias.push_back(value(rng) / 16);
+  }
+  std::vector<int64_t> acc(rows * channels);
+  for (int64_t& a : acc) a = value(rng);
+  std::vector<float> out(acc.size());
+  Requantize(acc.data(), static_cast<int64_t>(acc.size()), channels, offset, r, out.data());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t c = offset + static_cast<int64_t>(i) % channels;
+    const FixedPointMultiplier& m = r.multipliers[c];
+    // Keep x * 2^left_shift inside int32, as TFLite's callers do.
+    const int64_t left = std::max<int64_t>(31 - m.shift, 0);
+    if (((acc[i] + r.bias[c]) << left) != static_cast<int32_t>((acc[i] + r.bias[c]) << left)) {
+      continue;
+    }
+    const int64_t expected = NaiveMultiply(acc[i] + r.bias[c], m) - 7;
+    ASSERT_EQ(out[i], std::clamp<int64_t>(expected, -128, 100)) << i;
+  }
+}
+
 TEST(TfliteArithmeticTest, PrimitivesMatchTheirDefinitions) {
   EXPECT_EQ(tflite::SaturatingRoundingDoublingHighMul(std::numeric_limits<int32_t>::min(),
                                                       std::numeric_limits<int32_t>::min()),
