@@ -18,6 +18,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,10 +164,13 @@ def checked_archive(path: Path) -> io.BytesIO:
     """The archive at ``path`` without its example inputs, once nothing in it can run code;
     raises ``ModelFileError`` (one line, naming the entry) otherwise."""
     try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as error:
+        return _checked_copy(path)
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:  # a damaged zip file
         raise ModelFileError(f"{path} is not a torch.export archive: {error}") from None
-    with archive:
+
+
+def _checked_copy(path: Path) -> io.BytesIO:
+    with zipfile.ZipFile(path) as archive:
         entries = _entries(path, archive)
         unpacked = sum(info.file_size for info in entries.values())
         if unpacked > 16 * path.stat().st_size + 2**20:  # torch stores entries uncompressed
