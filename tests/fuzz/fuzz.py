@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--programs", type=float, default=0.05,
                         help="share of inputs that are generated Relax programs run against "
                              "TVM's CPU build (each costs two compilations)")  # fmt: skip
-    parser.add_argument("--model-files", type=float, default=0.0,
+    parser.add_argument("--model-files", type=float, default=0.02,
                         help="share of inputs that are mutated model files given to "
                              "`example-npu profile`")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)

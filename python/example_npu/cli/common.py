@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tvm
 
 from ..config import PRESETS, InvalidConfigError, NPUConfig
 from ..frontend.model_file import LoadedModel, load_model, parse_input_shape
+from ..frontend.reader_common import first_line
 
 CONFIG_HELP = (
     "the NPU: a preset name (" + ", ".join(PRESETS) + ") or a JSON file of NPUConfig fields "
@@ -21,6 +23,19 @@ CONFIG_HELP = (
 
 class UsageError(Exception):
     """Something the user gave on the command line is wrong; the message is one line."""
+
+
+def compile_for_cpu(mod: tvm.IRModule, what: str) -> tvm.runtime.Executable:
+    """``tvm.compile`` of a partitioned model; TVM refusing the model's CPU part is a user error.
+
+    The NPU functions were already compiled by the partitioning; what fails here is TVM's own
+    build of the rest of a model file (an op over an empty tensor, say), so the user gets TVM's
+    reason in one line rather than a traceback.
+    """
+    try:
+        return tvm.compile(mod, target="llvm")
+    except Exception as error:  # noqa: BLE001 - any TVM failure on the user's model
+        raise UsageError(f"TVM cannot compile {what} for the CPU: {first_line(error)}") from None
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import tvm
-
 from ..partition.report import partition_with_report
 from .common import (
     UsageError,
     add_model_arguments,
+    compile_for_cpu,
     describe_inputs,
     load_config,
     load_model_from_args,
@@ -41,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
     partitioned, report = partition_with_report(model.mod, config=config)
     print(f"Partition of {model.path.name}:")
     print(report.table())
-    tvm.compile(partitioned, target="llvm").export_library(str(output))
+    compile_for_cpu(partitioned, str(args.model)).export_library(str(output))
     print(f"\nwrote {output} ({output.stat().st_size:,} bytes); inputs: {describe_inputs(model)}")
     return 0

@@ -16,6 +16,7 @@ from ..partition.report import partition_with_report
 from .common import (
     UsageError,
     add_model_arguments,
+    compile_for_cpu,
     flatten_outputs,
     load_config,
     load_model_from_args,
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         else random_inputs(model, args.seed)
     )
     partitioned, report = partition_with_report(model.mod, config=config)
-    executable = tvm.compile(partitioned, target="llvm")
+    executable = compile_for_cpu(partitioned, str(args.model))
     if report.npu_functions:
         result, prof = run_and_profile(executable, *inputs)
     else:  # nothing to profile: the summary shows zeros next to the CPU ops and their reasons

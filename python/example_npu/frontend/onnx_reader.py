@@ -5,6 +5,7 @@ An ONNX file holds no code, and ``onnx.load`` refuses external data outside the 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,11 +40,16 @@ def read_onnx(
             raise ModelFileError(f"input {value.name!r} of {path.name} has no declared rank")
         declared[value.name] = [dim.dim_value or None for dim in tensor_type.shape.dim]
     shapes = resolve_shapes(path, declared, given)
-    try:
-        mod = from_onnx(model, shape_dict={k: list(v) for k, v in shapes.items()})
-    except Exception as error:
-        raise ModelFileError(
-            f"TVM's ONNX importer cannot convert {path.name}: {first_line(error)}"
-        ) from error
+    # TVM's importer reports onnx's checker findings as Python warnings; they are kept out of
+    # the user's terminal and the first one explains a failure that follows.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            mod = from_onnx(model, shape_dict={k: list(v) for k, v in shapes.items()})
+        except Exception as error:
+            checker = f" (onnx checker: {first_line(seen[0].message)})" if seen else ""
+            raise ModelFileError(
+                f"TVM's ONNX importer cannot convert {path.name}: {first_line(error)}{checker}"
+            ) from error
     outputs = [value.name for value in model.graph.output]
     return loaded_model(path, mod, list(declared), outputs)
