@@ -165,7 +165,18 @@ def checked_archive(path: Path) -> io.BytesIO:
     raises ``ModelFileError`` (one line, naming the entry) otherwise."""
     try:
         return _checked_copy(path)
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:  # a damaged zip file
+    except ModelFileError:
+        raise
+    # A damaged zip file: its directory, its data, an entry name that is not UTF-8 or a
+    # compression method zipfile does not know.
+    except (
+        zipfile.BadZipFile,
+        OSError,
+        EOFError,
+        zlib.error,
+        ValueError,
+        NotImplementedError,
+    ) as error:
         raise ModelFileError(f"{path} is not a torch.export archive: {error}") from None
 
 
