@@ -135,3 +135,14 @@ def test_a_linear_weight_transpose_stays_for_the_dense_pattern():
         return relax.op.matmul(x, relax.op.permute_dims(weight, [1, 0]))
 
     assert "relax.permute_dims" in _ops(canonicalize(_module([x], build)))
+
+
+@pytest.mark.parametrize("axes", [None, [1, 0]])
+def test_a_square_transpose_is_not_an_identity(axes):
+    """permute_dims without axes reverses them: on a square matrix the type is unchanged but
+    the values move (the random dense suite's float16 case #14 lost its transpose)."""
+    x = relax.Var("x", relax.TensorType((4, 4), "float32"))
+    mod = _module([x], lambda bb, x: relax.op.permute_dims(x, axes))
+    data = np.arange(16, dtype="float32").reshape(4, 4)
+    assert "relax.permute_dims" in _ops(canonicalize(mod))
+    np.testing.assert_array_equal(_run(canonicalize(mod), data), data.T)

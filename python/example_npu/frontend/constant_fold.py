@@ -205,8 +205,10 @@ def identity_operand(call: relax.Call) -> relax.Expr | None:
         widths = [int(w) for w in call.attrs.pad_width]
         return data if not any(widths) else None
     if name == "relax.permute_dims":
-        axes = call.attrs.axes
         rank = len(static_shape(data.ty))
-        if axes is not None and [int(a) % rank for a in axes] != list(range(rank)):
+        # No axes means all of them reversed: an identity only up to rank 1, even when the
+        # shape is square (so the types agree).
+        axes = list(reversed(range(rank))) if call.attrs.axes is None else call.attrs.axes
+        if [int(a) % rank for a in axes] != list(range(rank)):
             return None
     return data
