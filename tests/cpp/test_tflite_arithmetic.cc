@@ -88,7 +88,8 @@ TEST(TfliteArithmeticTest, AccumulatorRequantizationRoundsTwicePerChannel) {
     const FixedPointMultiplier& m = r.multipliers[c];
     // Keep x * 2^left_shift inside int32, as TFLite's callers do.
     const int64_t left = std::max<int64_t>(31 - m.shift, 0);
-    if (((acc[i] + r.bias[c]) << left) != static_cast<int32_t>((acc[i] + r.bias[c]) << left)) {
+    const int64_t scaled = (acc[i] + r.bias[c]) * (int64_t{1} << left);  // no UB shift
+    if (scaled != static_cast<int32_t>(scaled)) {
       continue;
     }
     const int64_t expected = NaiveMultiply(acc[i] + r.bias[c], m) - 7;
@@ -239,8 +240,8 @@ TEST(TfliteArithmeticTest, QnnOpsInTfliteRoundingFollowTheKernels) {
   const FixedPointMultiplier mb = QuantizeMultiplier(sb / (2.0 * sa));
   const FixedPointMultiplier mo = QuantizeMultiplier(2.0 * sa / (1048576.0 * so));
   for (size_t i = 0; i < a.size(); ++i) {
-    const int64_t sum = NaiveMultiply((static_cast<int64_t>(a[i]) - 4) << 20, ma) +
-                        NaiveMultiply((static_cast<int64_t>(b[i]) + 9) << 20, mb);
+    const int64_t sum = NaiveMultiply((static_cast<int64_t>(a[i]) - 4) * (int64_t{1} << 20), ma) +
+                        NaiveMultiply((static_cast<int64_t>(b[i]) + 9) * (int64_t{1} << 20), mb);
     ASSERT_EQ(y[i], std::clamp<int64_t>(NaiveMultiply(sum, mo) - 3, -128, 127)) << i;
   }
   // MUL: the product of the offset inputs, rescaled by float32(float32(sa sb) / so).
