@@ -88,7 +88,7 @@ def _window(g: Gen, spatial: int, extent: list[int]) -> dict[str, Any]:
 def _conv(g: Gen, shape: list[int], dtype: str, spatial: int) -> tuple[list[Operand], dict]:
     channel_last = g.coin(0.3)
     channels = shape[-1] if channel_last else shape[1]
-    groups = g.pick([d for d in (1, 2, 3, 4, channels) if channels % d == 0])
+    groups = g.pick([d for d in (1, 2, 3, 4, channels) if d and channels % d == 0])
     out = groups * g.int(1, 4)
     kernel = [g.int(1, 3) for _ in range(spatial)]
     layout = ("NWC", "NHWC")[spatial - 1] if channel_last else ("NCW", "NCHW")[spatial - 1]
@@ -104,11 +104,10 @@ def _conv(g: Gen, shape: list[int], dtype: str, spatial: int) -> tuple[list[Oper
     return [_const([out, channels // groups, *kernel], dtype)], attrs
 
 
-def _matmul(g: Gen, shape: list[int], dtype: str) -> tuple[list[Operand], dict]:
-    k = shape[-1]
+def _matmul_args(g: Gen, shape: list[int], dtype: str, latest: Operand) -> list[Operand]:
     if len(shape) >= 2 and g.coin(0.3):  # constant on the left: the sliced-input case
-        return [_const([g.pick(DIMS), shape[-2]], dtype), "swap"], {}
-    return [_const([k, g.pick(DIMS)], dtype)], {}
+        return [_const([g.pick(DIMS), shape[-2]], dtype), latest]
+    return [latest, _const([shape[-1], g.pick(DIMS)], dtype)]
 
 
 def _norm(g: Gen, shape: list[int], dtype: str, op: str) -> tuple[list[Operand], dict]:
@@ -135,7 +134,7 @@ def _slice(g: Gen, shape: list[int]) -> dict[str, Any]:
 
 def _reshape(g: Gen, shape: list[int]) -> dict[str, Any]:
     total = math.prod(shape)
-    factors = [d for d in range(1, total + 1) if total % d == 0]
+    factors = [d for d in range(1, total + 1) if total % d == 0] or [1]  # an empty tensor: 1 x 0
     first = g.pick(factors)
     return {"shape": g.pick([[total], [first, total // first], [1, first, total // first]])}
 
@@ -155,10 +154,7 @@ def draw_step(g: Gen, shape: list[int], dtype: str, count: int) -> Step:
         other = {"value": g.int(0, count - 1)} if g.coin(0.3) else _const(other_shape, dtype)
         return {"op": g.pick(BINARY), "args": [latest, other], "attrs": {}}
     if kind == "matmul":
-        extra, _ = _matmul(g, shape, dtype)
-        if extra[-1] == "swap":
-            return {"op": "matmul", "args": [extra[0], latest], "attrs": {}}
-        return {"op": "matmul", "args": [latest, *extra], "attrs": {}}
+        return {"op": "matmul", "args": _matmul_args(g, shape, dtype, latest), "attrs": {}}
     if kind == "softmax":
         return {"op": "nn.softmax", "args": [latest], "attrs": {"axis": _axis(g, rank)}}
     if kind == "norm":

@@ -14,12 +14,15 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
 sys.path.insert(0, str(FUZZ))
 
 from fuzz import GOOD, Worker, from_record  # noqa: E402
+from generate import generate  # noqa: E402
+from mutate import FuzzInput  # noqa: E402
 
 FILES = sorted((FUZZ / "regressions").glob("*.json"))
 # Only tells a hang from slow work on a machine other jobs keep busy: no test here measures
@@ -251,3 +254,14 @@ def test_runtime_parameters_are_bounded_over_all_their_references(worker):
     small = {"kind": "g", "text": _runtime_param_copies(4, 32)}
     outcome, detail = worker.run(from_record(small), timeout=HANG_SECONDS)
     assert outcome in GOOD and "in all" not in detail, detail
+
+
+def test_generated_program_with_an_empty_conv_input(worker):
+    """Seed 127 of the program generator reaches a conv on a tensor with zero input channels;
+    drawing its groups once divided by zero and stopped the whole fuzz run."""
+    program = generate(np.random.default_rng(127))
+    conv = program["steps"][-1]
+    assert conv["op"] == "nn.conv1d" and 0 in conv["args"][1]["const"]
+    outcome, detail = worker.run(FuzzInput("r", json.dumps(program).encode(), "seed 127"),
+                                 timeout=HANG_SECONDS)  # fmt: skip
+    assert outcome in GOOD, detail
