@@ -215,30 +215,3 @@ def test_single_element_constant_arithmetic_is_folded_as_tvm_computes_it():
     assert _ops(canonical) == {"relax.multiply"}
     data = np.random.default_rng(1).standard_normal((2, 8)).astype("float32")
     np.testing.assert_array_equal(run(canonical, data), run(mod, data))
-
-
-def test_a_unary_call_tir_is_left_alone_and_named_in_the_report():
-    """ONNX Pad(reflect) imports as call_tir(mirror_pad) with one argument: it stays a CPU call
-    (the binary maximum / minimum check must not trip on it) and the report names it."""
-    import onnxruntime
-
-    graph = helper.make_graph(
-        [
-            helper.make_node("Relu", ["x"], ["r"]),
-            helper.make_node("Pad", ["r", "pads"], ["p"], mode="reflect"),
-            helper.make_node("Relu", ["p"], ["y"]),
-        ],
-        "reflect",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])],
-        [helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    partitioned, report = partition_with_report(from_onnx(model))
-    assert report.cpu_ops == {"relax.call_tir(mirror_pad)": 1}, report.table()
-    assert "mirror_pad as call_tir" in report.cpu_reason("relax.call_tir(mirror_pad)")
-    x = np.random.default_rng(2).standard_normal((1, 2, 4, 4)).astype("float32")
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
-    np.testing.assert_array_equal(run(partitioned, x), session.run(None, {"x": x})[0])

@@ -7,7 +7,9 @@ the original computes, including NaN and infinities.
   legalization of ``relax.maximum`` / ``relax.minimum`` for the same argument types becomes that
   op. This is how the ONNX importer lowers ``Clip`` (``topi.maximum`` then ``topi.minimum``).
   A ``call_tir`` equal to TVM's legalization of a zero-width ``nn.pad`` (the ONNX importer's
-  ``Pad`` to whole windows in Swin) is its input.
+  ``Pad`` to whole windows in Swin) is its input. Its reflect / edge / wrap ``Pad``
+  (``topi.nn.mirror_pad`` / ``replicate_pad`` / ``circular_pad``) is that ``nn.pad``
+  (:mod:`.tir_pad`).
   The pair is *not* turned into ``relax.clip``: TVM's ``clip`` maps NaN to the upper bound, the
   ONNX lowering ``min(max(x, lo), hi)`` to the lower bound, so they are equal only on non-NaN
   inputs. The NPU runs maximum / minimum with TVM's NaN behaviour instead.
@@ -47,6 +49,7 @@ from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
+from .tir_pad import pad_of_call_tir
 
 # The module attribute naming the integer arithmetic of its quantized ops, and its values.
 ROUNDING_ATTR = "example_npu.rounding"
@@ -209,6 +212,13 @@ class _Canonicalizer(PyExprMutator):
             if reference is not None and str(call.ty.dtype) == arg_types[0][1]:
                 if tvm_ffi.structural_equal(prim_func, reference, map_free_vars=True):
                     return args.fields[0]
+        if len(arg_types) == 1 and str(call.ty.dtype) == arg_types[0][1]:
+            pad = pad_of_call_tir(prim_func, *arg_types[0], static_shape(call.ty) or [])
+            if pad is not None:
+                mode, widths = pad
+                return self.builder_.normalize(
+                    relax.op.nn.pad(args.fields[0], widths, pad_mode=mode)
+                )
         if len(arg_types) != 2:  # maximum / minimum are binary (ONNX Pad lowers to unary ones)
             return call
         for op_name in _ELEMENTWISE_PRIMFUNCS:

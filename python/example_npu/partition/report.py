@@ -25,7 +25,8 @@ def _no_pattern_reason(op: str) -> str:
     if op.startswith(_CALL_TIR + "("):
         return (
             f"the frontend emitted TIR function {op[len(_CALL_TIR) + 1 : -1]} as call_tir; "
-            "only call_tir of TVM's own maximum / minimum becomes an NPU op"
+            "only call_tir of TVM's own maximum / minimum and of topi's reflect / edge / wrap "
+            "padding becomes an NPU op"
         )
     return f"no example_npu pattern for {op}"
 

@@ -290,7 +290,7 @@ def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> 
 _UNARY_MATH = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
 
 # Reductions of the pooling engine besides mean (TVM's identities and combiners).
-_REDUCTIONS = ("sum", "max", "min", "variance")
+_REDUCTIONS = ("mean", "sum", "max", "min", "variance")
 
 _DATA_MOVEMENT = (
     "reshape",
@@ -347,7 +347,6 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("take", _with_args("relax.take"), glue.check_take),
     _row("tile", _with_args("relax.tile"), glue.check_tile),
     # Reductions and normalisation.
-    _row("mean", _unary("relax.mean"), glue.check_mean),
     *[_row(op, _unary(f"relax.{op}"), spatial.check_reduction) for op in _REDUCTIONS],
     *[_row(op, _unary(f"relax.{op}"), spatial.check_arg_reduction) for op in ("argmax", "argmin")],
     _row(

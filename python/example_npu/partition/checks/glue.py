@@ -1,9 +1,10 @@
-"""Support checks of the glue ops: data movement, reductions, normalisation, clip bounds.
+"""Support checks of the glue ops: data movement, layer normalisation, clip bounds.
 
 Data movement (reshape, flatten, squeeze, expand_dims, permute_dims, concat, split,
 strided_slice, take, broadcast_to) never computes, so it runs for every NPU dtype (float32,
-float16, int8, int16): the NPU executes it as a strided view or as DMA copies. The reductions
-and layer_norm compute in float and have the L1 limits of one output element's working set.
+float16, int8, int16): the NPU executes it as a strided view or as DMA copies. layer_norm
+computes in float and has the L1 limit of one row's working set (the reductions are checked in
+spatial.py).
 """
 
 from __future__ import annotations
@@ -167,20 +168,6 @@ def _float_compute(call: relax.Call) -> Verdict:
 
 def _l1_bytes() -> int:
     return current_config().l1_sram_bytes
-
-
-def check_mean(call: relax.Call) -> Verdict:
-    """mean over any axes: one output element reads its whole reduced extent, double buffered."""
-    verdict = _float_compute(call)
-    if not verdict:
-        return verdict
-    shape = tensor_shape(call.args[0])
-    axes = range(len(shape)) if call.attrs.axis is None else [int(a) for a in call.attrs.axis]
-    reduced = int(np.prod([shape[axis] for axis in axes]))
-    needed = reduced * dtype_bytes(tensor_dtype(call.args[0])) * 2
-    if needed > _l1_bytes():
-        return reject(f"mean: {reduced} reduced elements need {needed} bytes of L1")
-    return ACCEPT
 
 
 def check_layer_norm(call: relax.Call) -> Verdict:

@@ -54,26 +54,27 @@ def _axes(call: relax.Call, rank: int) -> list[int]:
     return sorted({int(a) % rank for a in values})
 
 
-def _reduced_extent_fits(call: relax.Call, axes: list[int]) -> Verdict:
-    """One output element reads its whole reduced extent from L1, double buffered."""
-    shape = tensor_shape(call.args[0])
-    reduced = math.prod(shape[axis] for axis in axes)
-    needed = reduced * dtype_bytes(tensor_dtype(call.args[0])) * 2
+def _resident_fits_l1(call: relax.Call, elements: int, what: str) -> Verdict:
+    """``elements`` of the input stay resident in L1 for one output, double buffered."""
+    needed = elements * dtype_bytes(tensor_dtype(call.args[0])) * 2
     l1_bytes = current_config().l1_sram_bytes
     if needed > l1_bytes:
-        return reject(f"{op_name(call)}: {reduced} reduced elements need {needed} bytes of L1")
+        return reject(f"{op_name(call)}: {what} need {needed} of the {l1_bytes} bytes of L1")
     return ACCEPT
+
+
+def _reduced_extent_fits(call: relax.Call) -> Verdict:
+    """One output element reads its whole reduced extent from L1."""
+    shape = tensor_shape(call.args[0])
+    if not shape:
+        return reject(f"{op_name(call)}: a scalar input has nothing to reduce on the NPU")
+    reduced = math.prod(shape[axis] for axis in _axes(call, len(shape)))
+    return _resident_fits_l1(call, reduced, f"{reduced} reduced elements")
 
 
 def check_reduction(call: relax.Call) -> Verdict:
     """mean / sum / max / min / variance over any axes of a float tensor."""
-    verdict = _float_compute(call)
-    if not verdict:
-        return verdict
-    shape = tensor_shape(call.args[0])
-    if not shape:
-        return reject(f"{op_name(call)}: a scalar input has nothing to reduce on the NPU")
-    return _reduced_extent_fits(call, _axes(call, len(shape)))
+    return first_failure((_float_compute(call), _reduced_extent_fits(call)))
 
 
 def check_arg_reduction(call: relax.Call) -> Verdict:
@@ -87,10 +88,7 @@ def check_arg_reduction(call: relax.Call) -> Verdict:
         return reject(f"{name}: input dtype {dtype} (the NPU compares float32 / float16)")
     if tensor_dtype(call) != "int64":
         return reject(f"{name}: index dtype {tensor_dtype(call)} (the NPU stores int64)")
-    shape = tensor_shape(call.args[0])
-    if not shape:
-        return reject(f"{name}: a scalar input has nothing to reduce on the NPU")
-    return _reduced_extent_fits(call, _axes(call, len(shape)))
+    return _reduced_extent_fits(call)
 
 
 def check_log_softmax(call: relax.Call) -> Verdict:
@@ -101,11 +99,8 @@ def check_log_softmax(call: relax.Call) -> Verdict:
     shape = tensor_shape(call)
     if not shape:
         return reject("log_softmax: a scalar has no row")
-    row_bytes = shape[int(call.attrs.axis) % len(shape)] * dtype_bytes(tensor_dtype(call)) * 2
-    l1_bytes = current_config().l1_sram_bytes
-    if row_bytes > l1_bytes:
-        return reject(f"log_softmax: a {row_bytes}-byte row does not fit the {l1_bytes}-byte L1")
-    return ACCEPT
+    row = shape[int(call.attrs.axis) % len(shape)]
+    return _resident_fits_l1(call, row, f"a {row}-element row")
 
 
 def check_prelu(call: relax.Call) -> Verdict:
