@@ -12,7 +12,7 @@
 #include "kernels/tflite_arithmetic.h"
 #include "kernels/window.h"
 
-#if defined(__AVX512BW__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -36,61 +36,172 @@ FixedPointMultiplier QuantizeMultiplier(double real) {
 
 int64_t RoundHalfEven(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
 
-void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
-                const Requantization& r, float* out) {
-  // The tile's per-channel parameters, laid out once so the row loop vectorises.
-  thread_local std::vector<int64_t> params;
-  params.resize(static_cast<size_t>(4 * channels));
-  int64_t* m0 = params.data();
-  int64_t* shift = m0 + channels;
-  int64_t* rounding = shift + channels;
-  int64_t* bias = rounding + channels;
+namespace {
+
+/*!
+ * \brief Per-element requantization parameters of a tile, repeated over whole rows until a period
+ * of at least kMinPeriod elements, so that the loops over them are long enough to vectorise even
+ * for tiles of few channels (depthwise layers of 8 or 16 channels).
+ */
+struct PeriodicParams {
+  static constexpr int64_t kMinPeriod = 64;
+  int64_t period = 0;
+  const int64_t* m0 = nullptr;
+  const int64_t* shift = nullptr;
+  const int64_t* rounding = nullptr;
+  const int64_t* bias = nullptr;
+};
+
+PeriodicParams MakePeriodicParams(int64_t size, int64_t channels, int64_t channel_offset,
+                                  const Requantization& r) {
+  thread_local std::vector<int64_t> storage;
+  const int64_t rows = std::max<int64_t>(1, (PeriodicParams::kMinPeriod + channels - 1) / channels);
+  const int64_t period = std::min(size, rows * channels);
+  storage.resize(static_cast<size_t>(4 * std::max<int64_t>(period, channels)));
+  int64_t* m0 = storage.data();
+  int64_t* shift = m0 + period;
+  int64_t* rounding = shift + period;
+  int64_t* bias = rounding + period;
   const bool per_channel = r.multipliers.size() > 1;
-  for (int64_t i = 0; i < channels; ++i) {
+  for (int64_t i = 0; i < std::min(channels, period); ++i) {
     const FixedPointMultiplier& m = r.multipliers[per_channel ? channel_offset + i : 0];
+    TVM_FFI_ICHECK(r.rounding != Rounding::kTflite || tflite::InMultiplierRange(m.m0, m.shift))
+        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
     m0[i] = m.m0;
     shift[i] = m.shift;
     rounding[i] = int64_t{1} << (m.shift - 1);
     bias[i] = r.bias.empty() ? 0 : r.bias[channel_offset + i];
-    TVM_FFI_ICHECK(r.rounding != Rounding::kTflite || tflite::InMultiplierRange(m.m0, m.shift))
-        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
   }
+  for (int64_t i = channels; i < period; ++i) {
+    m0[i] = m0[i - channels];
+    shift[i] = shift[i - channels];
+    rounding[i] = rounding[i - channels];
+    bias[i] = bias[i - channels];
+  }
+  return PeriodicParams{period, m0, shift, rounding, bias};
+}
+
+/*! \brief out = clamp(zero point + scale(acc + bias)) over the tile, one period at a time. */
+template <typename Scale>
+void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
+                       const Requantization& r, Scale scale, float* out) {
+  const int64_t zero_point = r.output_zero_point, lo = r.min, hi = r.max;
+  for (int64_t start = 0; start < size; start += p.period) {
+    const int64_t n = std::min(p.period, size - start);
+    const int64_t* a = acc + start;
+    float* o = out + start;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t scaled = scale(a[i] + p.bias[i], p.m0[i], p.shift[i], p.rounding[i]);
+      o[i] = static_cast<float>(std::clamp(zero_point + scaled, lo, hi));
+    }
+  }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// All lanes, for the maskz forms of intrinsics whose plain forms GCC 12 warns about.
+constexpr __mmask8 kAll = 0xff;
+
+/*!
+ * \brief tflite::MultiplyByQuantizedMultiplierInRange on eight lanes (GCC keeps the scalar form
+ * scalar): the same steps, the doubling high multiply as one 32 x 32 -> 64-bit product.
+ */
+inline __m512i TfliteScale8(__m512i value, __m512i m0, __m512i shift) {
+  const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1);
+  const __m512i left =
+      _mm512_maskz_max_epi64(kAll, _mm512_sub_epi64(_mm512_set1_epi64(31), shift), zero);
+  const __m512i right =
+      _mm512_maskz_max_epi64(kAll, _mm512_sub_epi64(shift, _mm512_set1_epi64(31)), zero);
+  // x * 2^left in int32 (the low 32 bits, sign-extended), times m0 (< 2^31): exact in 64 bits.
+  const __m512i shifted = _mm512_maskz_srai_epi64(
+      kAll, _mm512_maskz_slli_epi64(kAll, _mm512_maskz_sllv_epi64(kAll, value, left), 32), 32);
+  const __m512i product = _mm512_maskz_mul_epi32(kAll, shifted, m0);
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(product, zero);
+  const __m512i nudged = _mm512_add_epi64(
+      product, _mm512_mask_blend_epi64(negative, _mm512_set1_epi64(int64_t{1} << 30),
+                                       _mm512_set1_epi64(1 - (int64_t{1} << 30))));
+  const __m512i toward_zero = _mm512_and_si512(_mm512_maskz_srai_epi64(kAll, nudged, 63),
+                                               _mm512_set1_epi64((int64_t{1} << 31) - 1));
+  const __m512i high = _mm512_maskz_srai_epi64(kAll, _mm512_add_epi64(nudged, toward_zero), 31);
+  // high / 2^right rounded half away from zero.
+  const __m512i mask = _mm512_sub_epi64(_mm512_maskz_sllv_epi64(kAll, one, right), one);
+  const __mmask8 high_negative = _mm512_cmplt_epi64_mask(high, zero);
+  const __m512i half = _mm512_maskz_srai_epi64(kAll, mask, 1);
+  const __m512i threshold = _mm512_mask_add_epi64(half, high_negative, half, one);
+  const __mmask8 up = _mm512_cmpgt_epi64_mask(_mm512_and_si512(high, mask), threshold);
+  const __m512i quotient = _mm512_maskz_srav_epi64(kAll, high, right);
+  return _mm512_mask_add_epi64(quotient, up, quotient, one);
+}
+
+/*! \brief RequantizePeriods with TFLite's double rounding, eight outputs to a vector. */
+void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
+                             const Requantization& r, float* out) {
+  const __m512i zero_point = _mm512_set1_epi64(r.output_zero_point);
+  const __m512i lo = _mm512_set1_epi64(r.min), hi = _mm512_set1_epi64(r.max);
+  for (int64_t start = 0; start < size; start += p.period) {
+    const int64_t n = std::min(p.period, size - start);
+    for (int64_t i = 0; i < n; i += 8) {
+      const __mmask8 lanes = n - i >= 8 ? 0xff : static_cast<__mmask8>((1u << (n - i)) - 1);
+      const __m512i value = _mm512_add_epi64(_mm512_maskz_loadu_epi64(lanes, acc + start + i),
+                                             _mm512_maskz_loadu_epi64(lanes, p.bias + i));
+      const __m512i scaled = TfliteScale8(value, _mm512_maskz_loadu_epi64(lanes, p.m0 + i),
+                                          _mm512_maskz_loadu_epi64(lanes, p.shift + i));
+      const __m512i clamped = _mm512_maskz_min_epi64(
+          kAll, _mm512_maskz_max_epi64(kAll, _mm512_add_epi64(zero_point, scaled), lo), hi);
+      _mm256_mask_storeu_ps(out + start + i, lanes, _mm512_cvtepi64_ps(clamped));
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
+                const Requantization& r, float* out) {
+  if (size <= 0) return;
+  const PeriodicParams p = MakePeriodicParams(size, channels, channel_offset, r);
+  // One rounding of the 64-bit product: exact while |value| < 2^31 (|value * m0| < 2^62).
+  auto single = [](int64_t value, int64_t m0, int64_t shift, int64_t rounding) {
+    return (value * m0 + rounding) >> shift;
+  };
   if (r.rounding == Rounding::kTflite) {
-    for (int64_t row = 0; row < size; row += channels) {
-      const int64_t* a = acc + row;
-      float* o = out + row;
-      for (int64_t i = 0; i < channels; ++i) {
-        const int64_t value = a[i] + bias[i];
-        const int64_t scaled =
-            r.single_rounding
-                ? (value * m0[i] + rounding[i]) >> shift[i]
-                : tflite::MultiplyByQuantizedMultiplierInRange(value, m0[i], shift[i]);
-        o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
-      }
+    if (r.single_rounding) {
+      RequantizePeriods(acc, size, p, r, single, out);
+    } else {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+      RequantizeTflitePeriods(acc, size, p, r, out);
+#else
+      RequantizePeriods(
+          acc, size, p, r,
+          [](int64_t value, int64_t m0, int64_t shift, int64_t) {
+            return tflite::MultiplyByQuantizedMultiplierInRange(value, m0, shift);
+          },
+          out);
+#endif
     }
     return;
   }
+  // kTvm rounds exactly: the 64-bit form when every accumulator is narrow, 128 bits otherwise.
   constexpr int64_t kLimit = int64_t{1} << 31;
-  for (int64_t row = 0; row < size; row += channels) {
-    const int64_t* a = acc + row;
-    float* o = out + row;
-    int64_t lo = 0, hi = 0;  // min / max reductions vectorise, a flag would not
-    for (int64_t i = 0; i < channels; ++i) {
-      lo = std::min(lo, a[i] + bias[i]);
-      hi = std::max(hi, a[i] + bias[i]);
-    }
-    if (lo >= -kLimit && hi < kLimit) {
-      // |value * m0| < 2^62: the 64-bit product is exact.
-      for (int64_t i = 0; i < channels; ++i) {
-        const int64_t scaled = ((a[i] + bias[i]) * m0[i] + rounding[i]) >> shift[i];
-        o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
-      }
-    } else {
-      for (int64_t i = 0; i < channels; ++i) {
-        const int64_t scaled = ScaleRounded(a[i] + bias[i], FixedPointMultiplier{m0[i], shift[i]});
-        o[i] = static_cast<float>(std::clamp(r.output_zero_point + scaled, r.min, r.max));
-      }
-    }
+  int64_t lo = 0, hi = 0;  // min / max reductions vectorise, a flag would not
+  for (int64_t i = 0; i < size; ++i) {
+    lo = std::min(lo, acc[i]);
+    hi = std::max(hi, acc[i]);
+  }
+  int64_t bias_lo = 0, bias_hi = 0;
+  for (int64_t i = 0; i < p.period; ++i) {
+    bias_lo = std::min(bias_lo, p.bias[i]);
+    bias_hi = std::max(bias_hi, p.bias[i]);
+  }
+  if (lo >= -kLimit && hi < kLimit && bias_lo >= -kLimit && bias_hi < kLimit &&
+      lo + bias_lo >= -kLimit && hi + bias_hi < kLimit) {
+    RequantizePeriods(acc, size, p, r, single, out);
+  } else {
+    RequantizePeriods(
+        acc, size, p, r,
+        [](int64_t value, int64_t m0, int64_t shift, int64_t) {
+          return ScaleRounded(value, FixedPointMultiplier{m0, shift});
+        },
+        out);
   }
 }
 

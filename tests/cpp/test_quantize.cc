@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "kernels/quantize.h"
 #include "kernels/quantized_depthwise.h"
+#include "kernels/tflite_arithmetic.h"
 
 namespace example_npu {
 namespace kernels {
@@ -97,6 +99,55 @@ TEST(QuantizeTest, TfliteSingleRoundingIsFullyConnectedsOneRounding) {
     __int128 expected = (product + half) / scale;  // toward zero, then fixed to the floor
     if ((product + half) % scale != 0 && product + half < 0) expected -= 1;
     ASSERT_EQ(static_cast<int64_t>(out), static_cast<int64_t>(expected)) << x;
+  }
+}
+
+/*! \brief One output of Requantize from its definition: the checked scalar TFLite multiply or
+ * the exact 128-bit rounding, element by element. */
+int64_t NaiveRequantized(int64_t acc, int64_t channel, const Requantization& r) {
+  const FixedPointMultiplier& m = r.multipliers[r.multipliers.size() > 1 ? channel : 0];
+  const int64_t value = acc + (r.bias.empty() ? 0 : r.bias[channel]);
+  int64_t scaled = ScaleRounded(value, m);
+  if (r.rounding == Rounding::kTflite && !r.single_rounding) {
+    scaled = tflite::MultiplyByQuantizedMultiplier(value, m);
+  }
+  return std::clamp(r.output_zero_point + scaled, r.min, r.max);
+}
+
+TEST(QuantizeTest, RequantizeMatchesTheElementwiseDefinitionOnEveryTileShape) {
+  // The kernel repeats the channel parameters over rows and vectorises whole periods: tiles of
+  // few and many channels, channel offsets, per-tensor and per-channel multipliers, both
+  // roundings and accumulators beyond 32 bits (int16 activations) must all agree with it.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> real(1e-4, 0.9);
+  std::uniform_int_distribution<int64_t> narrow(-(int64_t{1} << 20), int64_t{1} << 20);
+  std::uniform_int_distribution<int64_t> wide(-(int64_t{1} << 40), int64_t{1} << 40);
+  for (const int64_t channels : {1, 3, 8, 16, 17, 40, 64, 100}) {
+    for (const int64_t rows : {1, 2, 5, 33}) {
+      for (int variant = 0; variant < 6; ++variant) {
+        const int64_t offset = variant % 2 ? 4 : 0;
+        Requantization r;
+        r.rounding = variant < 4 ? Rounding::kTflite : Rounding::kTvm;
+        r.single_rounding = variant >= 2 && variant < 4;
+        const int64_t total = offset + channels;
+        for (int64_t c = 0; c < (variant % 3 == 0 ? 1 : total); ++c) {
+          r.multipliers.push_back(QuantizeMultiplier(real(rng)));
+        }
+        for (int64_t c = 0; c < total; ++c) r.bias.push_back(narrow(rng));
+        r.output_zero_point = variant - 3;
+        r.min = -100 + variant;
+        r.max = 120;
+        std::vector<int64_t> acc(static_cast<size_t>(rows * channels));
+        for (int64_t& a : acc) a = variant == 5 ? wide(rng) : narrow(rng);
+        std::vector<float> out(acc.size());
+        Requantize(acc.data(), static_cast<int64_t>(acc.size()), channels, offset, r, out.data());
+        for (size_t i = 0; i < acc.size(); ++i) {
+          const int64_t channel = offset + static_cast<int64_t>(i) % channels;
+          ASSERT_EQ(static_cast<int64_t>(out[i]), NaiveRequantized(acc[i], channel, r))
+              << channels << " channels, " << rows << " rows, variant " << variant << ", at " << i;
+        }
+      }
+    }
   }
 }
 
@@ -220,7 +271,7 @@ TEST(QuantizeTest, QuantizedDepthwiseMatchesANaiveSum) {
       {2, 8, 11, 16, 3, 3, 16, {2, 2}, {0, 0, 1, 1}, {1, 1}, 16},
       {1, 7, 20, 5, 5, 5, 5, {1, 2}, {2, 2, 2, 2}, {1, 1}, 5},
       {1, 12, 17, 33, 3, 3, 33, {1, 1}, {2, 3, 0, 1}, {2, 2}, 33},
-      {1, 3, 4, 64, 3, 3, 64, {1, 1}, {4, 5, 4, 5}, {1, 1}, 64},  // padding wider than the input
+      {1, 3, 4, 64, 3, 3, 64, {1, 1}, {4, 5, 4, 5}, {1, 1}, 64},   // padding wider than the input
       {1, 25, 5, 64, 3, 3, 64, {1, 1}, {1, 1, 1, 1}, {1, 1}, 64},  // a keyword-spotting layer
       {1, 6, 30, 1, 1, 7, 1, {1, 1}, {0, 3, 0, 3}, {1, 1}, 1},
   };
