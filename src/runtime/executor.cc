@@ -175,8 +175,12 @@ Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
   }
   program_ = Compile(graph, config);
   emulator_ = std::make_unique<Emulator>(program_, EmulatorOptions::FromEnvironment());
-  profile_json_ = Simulate(program_).ToJSON();
   constants_bound_ = program_.graph.ConstNodes().empty();
+}
+
+const std::string& Executor::profile_json() const {
+  std::call_once(profile_once_, [this] { profile_json_ = Simulate(program_).ToJSON(); });
+  return profile_json_;
 }
 
 void Executor::SetConstants(std::vector<tvm::ffi::Tensor> constants) {

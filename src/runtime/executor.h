@@ -46,9 +46,10 @@ class Executor {
   const Emulator& emulator() const { return *emulator_; }
   /*!
    * \brief Cycles, traffic and energy of one run as the Profile JSON. Static (it depends on
-   * shapes, not values), so it is simulated and serialised once.
+   * shapes, not values), so it is simulated and serialised once, when first asked for (not at
+   * build time: compiling a model does not wait for a profile nobody reads).
    */
-  const std::string& profile_json() const { return profile_json_; }
+  const std::string& profile_json() const;
 
   /*! \brief Binds the const-node tensors, in Graph::ConstNames() order; checks shape and dtype. */
   void SetConstants(std::vector<tvm::ffi::Tensor> constants);
@@ -75,7 +76,8 @@ class Executor {
   NPUConfig config_;
   mutable std::mutex bound_mu_;
   mutable std::map<std::vector<uint64_t>, std::shared_ptr<const Bound>> bound_;  // value bits
-  std::string profile_json_;
+  mutable std::once_flag profile_once_;
+  mutable std::string profile_json_;
   std::vector<tvm::ffi::Tensor> constants_;
   bool constants_bound_ = false;
   int64_t constants_version_ = 0;  // counts SetConstants calls (see DramBindings)
