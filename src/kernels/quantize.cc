@@ -98,40 +98,6 @@ void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p
 }
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-// All lanes, for the maskz forms of intrinsics whose plain forms GCC 12 warns about.
-constexpr __mmask8 kAll = 0xff;
-
-/*!
- * \brief tflite::MultiplyByQuantizedMultiplierInRange on eight lanes (GCC keeps the scalar form
- * scalar): the same steps, the doubling high multiply as one 32 x 32 -> 64-bit product.
- */
-inline __m512i TfliteScale8(__m512i value, __m512i m0, __m512i shift) {
-  const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1);
-  const __m512i left =
-      _mm512_maskz_max_epi64(kAll, _mm512_sub_epi64(_mm512_set1_epi64(31), shift), zero);
-  const __m512i right =
-      _mm512_maskz_max_epi64(kAll, _mm512_sub_epi64(shift, _mm512_set1_epi64(31)), zero);
-  // x * 2^left in int32 (the low 32 bits, sign-extended), times m0 (< 2^31): exact in 64 bits.
-  const __m512i shifted = _mm512_maskz_srai_epi64(
-      kAll, _mm512_maskz_slli_epi64(kAll, _mm512_maskz_sllv_epi64(kAll, value, left), 32), 32);
-  const __m512i product = _mm512_maskz_mul_epi32(kAll, shifted, m0);
-  const __mmask8 negative = _mm512_cmplt_epi64_mask(product, zero);
-  const __m512i nudged = _mm512_add_epi64(
-      product, _mm512_mask_blend_epi64(negative, _mm512_set1_epi64(int64_t{1} << 30),
-                                       _mm512_set1_epi64(1 - (int64_t{1} << 30))));
-  const __m512i toward_zero = _mm512_and_si512(_mm512_maskz_srai_epi64(kAll, nudged, 63),
-                                               _mm512_set1_epi64((int64_t{1} << 31) - 1));
-  const __m512i high = _mm512_maskz_srai_epi64(kAll, _mm512_add_epi64(nudged, toward_zero), 31);
-  // high / 2^right rounded half away from zero.
-  const __m512i mask = _mm512_sub_epi64(_mm512_maskz_sllv_epi64(kAll, one, right), one);
-  const __mmask8 high_negative = _mm512_cmplt_epi64_mask(high, zero);
-  const __m512i half = _mm512_maskz_srai_epi64(kAll, mask, 1);
-  const __m512i threshold = _mm512_mask_add_epi64(half, high_negative, half, one);
-  const __mmask8 up = _mm512_cmpgt_epi64_mask(_mm512_and_si512(high, mask), threshold);
-  const __m512i quotient = _mm512_maskz_srav_epi64(kAll, high, right);
-  return _mm512_mask_add_epi64(quotient, up, quotient, one);
-}
-
 /*! \brief RequantizePeriods with TFLite's double rounding, eight outputs to a vector. */
 void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
                              const Requantization& r, float* out) {
@@ -143,10 +109,12 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicPar
       const __mmask8 lanes = n - i >= 8 ? 0xff : static_cast<__mmask8>((1u << (n - i)) - 1);
       const __m512i value = _mm512_add_epi64(_mm512_maskz_loadu_epi64(lanes, acc + start + i),
                                              _mm512_maskz_loadu_epi64(lanes, p.bias + i));
-      const __m512i scaled = TfliteScale8(value, _mm512_maskz_loadu_epi64(lanes, p.m0 + i),
-                                          _mm512_maskz_loadu_epi64(lanes, p.shift + i));
+      const __m512i scaled =
+          tflite::MultiplyByQuantizedMultiplier8(value, _mm512_maskz_loadu_epi64(lanes, p.m0 + i),
+                                                 _mm512_maskz_loadu_epi64(lanes, p.shift + i));
       const __m512i clamped = _mm512_maskz_min_epi64(
-          kAll, _mm512_maskz_max_epi64(kAll, _mm512_add_epi64(zero_point, scaled), lo), hi);
+          tflite::kAllLanes,
+          _mm512_maskz_max_epi64(tflite::kAllLanes, _mm512_add_epi64(zero_point, scaled), lo), hi);
       _mm256_mask_storeu_ps(out + start + i, lanes, _mm512_cvtepi64_ps(clamped));
     }
   }

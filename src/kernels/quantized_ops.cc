@@ -60,19 +60,57 @@ struct MultiplyOp {
   }
 };
 
-/*! \brief TFLite's ADD: both inputs 20 bits up, each rescaled, the sum rescaled (all rounded). */
+/*! \brief TFLite's ADD: both inputs 20 bits up, each rescaled, the sum rescaled (all rounded).
+ * The multipliers are checked once (CheckTfliteAdd) for the inline, in-range multiply. */
 struct TfliteAddOp {
   const QuantizedBinaryParams& p;
   float operator()(float a, float b) const {
     constexpr int64_t kShifted = int64_t{1} << tflite::AddRealMultipliers::kLeftShift;
-    const int64_t lhs = tflite::MultiplyByQuantizedMultiplier(
-        (static_cast<int64_t>(a) - p.lhs_zero_point) * kShifted, p.lhs);
-    const int64_t rhs = tflite::MultiplyByQuantizedMultiplier(
-        (static_cast<int64_t>(b) - p.rhs_zero_point) * kShifted, p.rhs);
+    const int64_t lhs = tflite::MultiplyByQuantizedMultiplierInRange(
+        (static_cast<int64_t>(a) - p.lhs_zero_point) * kShifted, p.lhs.m0, p.lhs.shift);
+    const int64_t rhs = tflite::MultiplyByQuantizedMultiplierInRange(
+        (static_cast<int64_t>(b) - p.rhs_zero_point) * kShifted, p.rhs.m0, p.rhs.shift);
     return static_cast<float>(
-        Clamp(tflite::MultiplyByQuantizedMultiplier(lhs + rhs, p.output), p.out));
+        Clamp(tflite::MultiplyByQuantizedMultiplierInRange(lhs + rhs, p.output.m0, p.output.shift),
+              p.out));
   }
 };
+
+void CheckTfliteAdd(const QuantizedBinaryParams& p) {
+  for (const FixedPointMultiplier* m : {&p.lhs, &p.rhs, &p.output}) {
+    TVM_FFI_ICHECK(tflite::InMultiplierRange(m->m0, m->shift))
+        << "multiplier " << m->m0 << " * 2^-" << m->shift << " is outside TFLite's range";
+  }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+/*! \brief TfliteAddOp over n elements of contiguous rows, eight to a vector. */
+void TfliteAddRow(const QuantizedBinaryParams& p, const float* lhs, const float* rhs, float* out,
+                  int64_t n) {
+  constexpr __mmask8 kAll = tflite::kAllLanes;
+  constexpr int kShift = tflite::AddRealMultipliers::kLeftShift;
+  auto rescaled = [&](const float* x, __mmask8 lanes, int64_t zero_point,
+                      const FixedPointMultiplier& m) {
+    const __m512i q = _mm512_maskz_cvttps_epi64(kAll, _mm256_maskz_loadu_ps(lanes, x));
+    const __m512i centred = _mm512_sub_epi64(q, _mm512_set1_epi64(zero_point));
+    return tflite::MultiplyByQuantizedMultiplier8(_mm512_maskz_slli_epi64(kAll, centred, kShift),
+                                                  _mm512_set1_epi64(m.m0),
+                                                  _mm512_set1_epi64(m.shift));
+  };
+  const __m512i m0 = _mm512_set1_epi64(p.output.m0), shift = _mm512_set1_epi64(p.output.shift);
+  const __m512i zero_point = _mm512_set1_epi64(p.out.zero_point);
+  const __m512i lo = _mm512_set1_epi64(p.out.min), hi = _mm512_set1_epi64(p.out.max);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __mmask8 lanes = n - i >= 8 ? 0xff : static_cast<__mmask8>((1u << (n - i)) - 1);
+    const __m512i sum = _mm512_add_epi64(rescaled(lhs + i, lanes, p.lhs_zero_point, p.lhs),
+                                         rescaled(rhs + i, lanes, p.rhs_zero_point, p.rhs));
+    const __m512i scaled = tflite::MultiplyByQuantizedMultiplier8(sum, m0, shift);
+    const __m512i clamped = _mm512_maskz_min_epi64(
+        kAll, _mm512_maskz_max_epi64(kAll, _mm512_add_epi64(zero_point, scaled), lo), hi);
+    _mm256_mask_storeu_ps(out + i, lanes, _mm512_cvtepi64_ps(clamped));
+  }
+}
+#endif
 
 template <typename Op>
 void BinaryAll(const Op& op, const float* lhs, const Shape& lhs_shape, const float* rhs,
@@ -191,6 +229,16 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
     return;
   }
   if (p.rounding == Rounding::kTflite) {
+    CheckTfliteAdd(p);
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    if (lhs_shape == out_shape && rhs_shape == out_shape) {  // the residual adds of CNNs
+      const int64_t size = NumElements(out_shape);
+      ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
+        TfliteAddRow(p, lhs + begin, rhs + begin, out + begin, end - begin);
+      });
+      return;
+    }
+#endif
     BinaryAll(TfliteAddOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
     return;
   }

@@ -4,6 +4,7 @@
 // qnn ops in "tflite" rounding (kernels/quantized_ops.h) element by element.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -252,6 +253,38 @@ TEST(TfliteArithmeticTest, QnnOpsInTfliteRoundingFollowTheKernels) {
   for (size_t i = 0; i < a.size(); ++i) {
     const int64_t product = (static_cast<int64_t>(a[i]) - 4) * (static_cast<int64_t>(b[i]) + 9);
     ASSERT_EQ(y[i], std::clamp<int64_t>(NaiveMultiply(product, mm) - 3, -128, 127)) << i;
+  }
+}
+
+TEST(TfliteArithmeticTest, AddOfEqualShapesAndBroadcastAddFollowTheKernel) {
+  // Equal shapes take the vector row (eight lanes, a masked tail), others the element-wise op:
+  // both against the naive double rounding, over random scales and zero points.
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> value(-128, 127);
+  std::uniform_real_distribution<float> scale(0.001f, 0.2f);
+  const Shape shape = {37, 5}, lifted = {1, 37, 5};
+  std::vector<float> a(37 * 5), b(a.size()), same(a.size()), broadcast(a.size());
+  for (int trial = 0; trial < 50; ++trial) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = static_cast<float>(value(rng));
+      b[i] = static_cast<float>(value(rng));
+    }
+    const float sa = scale(rng), sb = scale(rng), so = scale(rng);
+    const int64_t za = value(rng), zb = value(rng);
+    const QuantizedOutput out{value(rng), -128 + trial, 127};
+    const QuantizedBinaryParams add = MakeQuantizedBinaryParams(QuantizedBinaryKind::kAdd, sa, za,
+                                                                sb, zb, so, out, Rounding::kTflite);
+    QuantizedBinary(a.data(), shape, b.data(), shape, same.data(), shape, add);
+    QuantizedBinary(a.data(), shape, b.data(), lifted, broadcast.data(), lifted, add);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t sum =
+          NaiveMultiply((static_cast<int64_t>(a[i]) - za) * (int64_t{1} << 20), add.lhs) +
+          NaiveMultiply((static_cast<int64_t>(b[i]) - zb) * (int64_t{1} << 20), add.rhs);
+      const float expected = static_cast<float>(
+          std::clamp<int64_t>(NaiveMultiply(sum, add.output) + out.zero_point, out.min, out.max));
+      ASSERT_EQ(same[i], expected) << "trial " << trial << ", element " << i;
+      ASSERT_EQ(broadcast[i], expected) << "trial " << trial << ", element " << i;
+    }
   }
 }
 
