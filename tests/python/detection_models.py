@@ -211,4 +211,3 @@ MODELS: tuple[ZooModel, ...] = (
     ZooModel("deeplab_aspp", deeplab, (1, 3, 48, 40), paths=PATHS),
     ZooModel("vae_decoder_block", vae_decoder, (1, 4, 16, 16), paths=PATHS),
 )
-MODELS_BY_NAME = {model.name: model for model in MODELS}
