@@ -22,9 +22,7 @@ for layers, 1e-3 for models), int8 results within 1 LSB of TVM's build of the sa
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -32,21 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from bench_args import parse_bench_args
 
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1, help="threads for every library")
-    parser.add_argument("--only", default="", help="run only rows whose name contains this")
-    parser.add_argument("--repeat", type=int, default=20, help="timed calls per round (at most)")
-    return parser.parse_args(argv)
-
-
-ARGS = parse_args(None if __name__ == "__main__" else [])
-# Thread counts are read once, when the libraries load: set them before importing any.
-os.environ["EXAMPLE_NPU_NUM_THREADS"] = str(ARGS.threads)
-os.environ["TVM_NUM_THREADS"] = str(ARGS.threads)
-os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+ARGS = parse_bench_args(__doc__.split("\n\n")[0], 20, None if __name__ == "__main__" else [])
 
 import example_npu  # noqa: E402
 import onnx  # noqa: E402

@@ -20,27 +20,13 @@ and to LiteRT's reference kernels, which round differently).
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
+from bench_args import parse_bench_args
 
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1, help="threads for every library")
-    parser.add_argument("--only", default="", help="run only rows whose name contains this")
-    parser.add_argument("--repeat", type=int, default=50, help="timed calls per round (at most)")
-    return parser.parse_args(argv)
-
-
-ARGS = parse_args(None if __name__ == "__main__" else [])
-# Thread counts are read once, when the libraries load: set them before importing any.
-os.environ["EXAMPLE_NPU_NUM_THREADS"] = str(ARGS.threads)
-os.environ["TVM_NUM_THREADS"] = str(ARGS.threads)
-os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+ARGS = parse_bench_args(__doc__.split("\n\n")[0], 50, None if __name__ == "__main__" else [])
 
 import example_npu  # noqa: E402
 import torch  # noqa: E402
