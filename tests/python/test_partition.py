@@ -83,3 +83,47 @@ def test_annotating_flow_gives_one_function_per_composite():
 @pytest.mark.parametrize("mod", [MatmulReLU, Conv2dReLU, Softmax])
 def test_single_region_modules_become_one_npu_function(mod):
     assert len(codegen_functions(partition(mod, annotate_codegen=False))) == 1
+
+
+def _qdq_conv() -> tvm.IRModule:
+    import numpy as np
+    from qdq_models import qdq_module
+
+    rng = np.random.default_rng(0)
+    weight = rng.integers(-127, 128, (4, 3, 3, 3)).astype("int8")
+    scales = rng.uniform(0.002, 0.02, 4).astype("float32")
+    return qdq_module("conv2d", (1, 3, 7, 7), weight, scales, (0.04, 5), (0.2, -3), None, "relu")
+
+
+def _transformer_block() -> tvm.IRModule:
+    from transformer_models import MODELS_BY_NAME, import_torch, instantiate
+
+    return import_torch(*instantiate(MODELS_BY_NAME["llama"]))
+
+
+@pytest.mark.parametrize(
+    "build", [lambda: SPEC_MODULES["MultipleOps"], _qdq_conv, _transformer_block]
+)
+def test_fusing_only_matchable_patterns_changes_nothing(build):
+    """partition_for_npu hands FuseOpsByPattern only the patterns whose root op occurs in the
+    module: the fused module is the one all patterns give."""
+    from example_npu.frontend.canonicalize import canonicalize
+    from example_npu.partition.pipeline import matchable_patterns
+
+    mod = canonicalize(build(), "tvm")
+    patterns = get_patterns_with_prefix("example_npu")
+    kept = matchable_patterns(mod, patterns)
+    assert 0 < len(kept) < len(patterns)
+    fused = FuseOpsByPattern(kept, bind_constants=True, annotate_codegen=False)(mod)
+    tvm.ir.assert_structural_equal(
+        fused, FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
+    )
+
+
+def test_float_modules_skip_the_quantized_patterns():
+    from example_npu.partition.pipeline import matchable_patterns
+
+    patterns = get_patterns_with_prefix("example_npu")
+    names = {p.name for p in matchable_patterns(SPEC_MODULES["MatmulReLU"], patterns)}
+    assert "example_npu.matmul_relu_fused" in names
+    assert not any(name.startswith("example_npu.qnn") for name in names), names

@@ -7,7 +7,13 @@ from collections.abc import Callable
 import tvm
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
-from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
+from tvm.relax.dpl import pattern as dpl
+from tvm.relax.transform import (
+    FuseOpsByPattern,
+    FusionPattern,
+    MergeCompositeFunctions,
+    RunCodegen,
+)
 
 from ..config import NPUConfig
 from ..frontend.canonicalize import canonicalize, model_rounding
@@ -65,6 +71,47 @@ def _first_use_before_definition(mod: tvm.IRModule) -> str | None:
             return f"{reader} reads {var.name}, which no binding of main defines{where}"
         defined.add(binding.var)
     return None
+
+
+def _root_ops(pattern: dpl.DFPattern) -> set[str] | None:
+    """The Relax ops one of which a match's root call has, or None when the root may be anything
+    (a wildcard, a tuple, ...)."""
+    if isinstance(pattern, dpl.CallPattern):
+        op = pattern.op
+        if isinstance(op, dpl.ExprPattern) and isinstance(op.expr, tvm.ir.Op):
+            return {op.expr.name}
+        return None
+    if isinstance(pattern, dpl.OrPattern):
+        left, right = _root_ops(pattern.left), _root_ops(pattern.right)
+        return None if left is None or right is None else left | right
+    if isinstance(pattern, dpl.AndPattern):
+        left, right = _root_ops(pattern.left), _root_ops(pattern.right)
+        return right if left is None else left if right is None else left & right
+    if isinstance(pattern, (dpl.AttrPattern, dpl.DataTypePattern, dpl.ShapePattern)):
+        return _root_ops(pattern.pattern)
+    return None
+
+
+def _module_ops(mod: tvm.IRModule) -> set[str]:
+    """Names of the Relax ops called anywhere in the module's Relax functions (one walk)."""
+    ops: set[str] = set()
+
+    def visit(expr: relax.Expr) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            ops.add(expr.op.name)
+
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return ops
+
+
+def matchable_patterns(mod: tvm.IRModule, patterns: list[FusionPattern]) -> list[FusionPattern]:
+    """The patterns whose root op occurs in ``mod``, in their priority order. FuseOpsByPattern
+    tries every pattern at every binding; a float model never matches the quantized chains
+    (ViT-B/16: 113 patterns -> 19, FuseOpsByPattern 0.6 -> 0.3 s CPU, the same result)."""
+    present = _module_ops(mod)
+    return [p for p in patterns if (ops := _root_ops(p.pattern)) is None or ops & present]
 
 
 def _run_step(name: str, step: Callable[[tvm.IRModule], tvm.IRModule], mod: tvm.IRModule):
@@ -129,10 +176,12 @@ def partition_for_npu(
     rounding = model_rounding(mod, rounding)
     options = {"example_npu": {"npu_config": config.to_json(), "rounding": rounding}}
     patterns = get_patterns_with_prefix(PREFIX + ".")
-    fuse = FuseOpsByPattern(patterns, bind_constants=bind_constants, annotate_codegen=False)
     # The checks decide what fits on chip for this NPU, not the default one.
     with target_config(config):
         mod = _run_step("canonicalize", lambda m: canonicalize(m, rounding), mod)
+        fuse = FuseOpsByPattern(
+            matchable_patterns(mod, patterns), bind_constants=bind_constants, annotate_codegen=False
+        )
         mod = _run_step("FuseOpsByPattern", fuse, mod)
         _check_well_formed("FuseOpsByPattern", mod)
         mod = _run_step("MergeCompositeFunctions", MergeCompositeFunctions(), mod)
