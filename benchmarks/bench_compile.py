@@ -1,0 +1,168 @@
+"""Partition + compile time of fp32 ViT-B/16 and BERT-base, step by step.
+
+Each model is built with random weights (the architectures are written out here: the project does
+not depend on torchvision or transformers), imported with torch.export + TVM's frontend (not
+timed), then timed through ``partition_for_npu``'s steps (canonicalize, FuseOpsByPattern,
+MergeCompositeFunctions, RunCodegen: the NPU graph and its C++ compile) and ``tvm.compile``.
+Wall and CPU seconds are printed: on a busy machine the CPU seconds are the comparable figure.
+
+    python benchmarks/bench_compile.py [--only SUBSTRING] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("EXAMPLE_NPU_NUM_THREADS", "1")
+os.environ.setdefault("TVM_NUM_THREADS", "1")
+
+import example_npu  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import tvm  # noqa: E402
+from example_npu.partition import pipeline  # noqa: E402
+from torch import nn  # noqa: E402
+from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, bias=None):
+        b, n, d = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        scores = qkv[0] @ qkv[1].transpose(-2, -1) * (d // self.heads) ** -0.5
+        if bias is not None:
+            scores = scores + bias
+        out = torch.softmax(scores, -1) @ qkv[2]
+        return self.proj(out.transpose(1, 2).reshape(b, n, d))
+
+
+class Block(nn.Module):
+    """A transformer encoder layer: pre-norm (ViT) or post-norm (BERT), GELU MLP of 4x width."""
+
+    def __init__(self, dim: int, heads: int, pre_norm: bool):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.attn = Attention(dim, heads)
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x, bias=None):
+        if self.pre_norm:
+            x = x + self.attn(self.norm1(x), bias)
+            return x + self.mlp(self.norm2(x))
+        x = self.norm1(x + self.attn(x, bias))
+        return self.norm2(x + self.mlp(x))
+
+
+class ViTB16(nn.Module):
+    """ViT-B/16: 224x224 images, 16x16 patches, width 768, 12 blocks of 12 heads."""
+
+    def __init__(self, dim: int = 768, depth: int = 12, heads: int = 12, classes: int = 1000):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, 16, 16)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, 197, dim) * 0.02)
+        self.blocks = nn.ModuleList(Block(dim, heads, pre_norm=True) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+class BertBase(nn.Module):
+    """BERT-base: word + position + type embeddings, 12 post-norm layers of width 768 with the
+    additive padding mask, a tanh pooler."""
+
+    def __init__(self, vocab: int = 30522, dim: int = 768, depth: int = 12, heads: int = 12):
+        super().__init__()
+        self.words = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(512, dim)
+        self.types = nn.Embedding(2, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(Block(dim, heads, pre_norm=False) for _ in range(depth))
+        self.pooler = nn.Linear(dim, dim)
+
+    def forward(self, input_ids, attention_mask):
+        length = input_ids.shape[1]
+        positions = torch.arange(length).unsqueeze(0)
+        x = self.words(input_ids) + self.types(torch.zeros_like(input_ids))
+        x = self.norm(x + self.positions(positions))
+        bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        for layer in self.layers:
+            x = layer(x, bias)
+        return torch.tanh(self.pooler(x[:, 0]))
+
+
+def models() -> dict[str, Callable[[], tuple[nn.Module, list[np.ndarray]]]]:
+    rng = np.random.default_rng(0)
+
+    def vit():
+        return ViTB16(), [rng.standard_normal((1, 3, 224, 224)).astype("float32")]
+
+    def bert():
+        ids = rng.integers(0, 30522, size=(1, 128), dtype=np.int64)
+        return BertBase(), [ids, np.ones((1, 128), dtype=np.int64)]
+
+    return {"ViT-B/16": vit, "BERT-base (128 tokens)": bert}
+
+
+def timed_steps(mod: tvm.IRModule) -> dict[str, tuple[float, float]]:
+    """Step name -> (wall, CPU) seconds of one partition_for_npu + tvm.compile."""
+    times: dict[str, tuple[float, float]] = {}
+    run_step = pipeline._run_step
+
+    def timing(name, step, module):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = run_step(name, step, module)
+        times[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+        return result
+
+    pipeline._run_step = timing
+    try:
+        partitioned = example_npu.partition_for_npu(mod)
+    finally:
+        pipeline._run_step = run_step
+    wall, cpu = time.perf_counter(), time.process_time()
+    tvm.compile(partitioned, target="llvm")
+    times["tvm.compile"] = (time.perf_counter() - wall, time.process_time() - cpu)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="run only models whose name contains this")
+    parser.add_argument("--repeat", type=int, default=2, help="timed partitions per model")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    for name, build in models().items():
+        if args.only not in name:
+            continue
+        model, inputs = build()
+        with torch.no_grad():
+            exported = torch.export.export(model.eval(), tuple(map(torch.from_numpy, inputs)))
+        mod = from_exported_program(exported, keep_params_as_input=False)
+        for _ in range(args.repeat):
+            steps = timed_steps(mod)
+            wall = sum(w for w, _ in steps.values())
+            cpu = sum(c for _, c in steps.values())
+            detail = ", ".join(f"{step} {c:.2f}" for step, (_, c) in steps.items())
+            print(f"{name}: partition + compile {wall:.2f} s wall, {cpu:.2f} s CPU ({detail})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
