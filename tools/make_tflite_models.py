@@ -20,7 +20,8 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
-Keras' MobileNetV2 (alpha 0.35) at 96x96. ``extra`` holds larger or broader models for local
+Keras' MobileNetV2 (alpha 0.35) at 96x96, and small networks of the other int8 ops
+(``pad_resize``). ``extra`` holds larger or broader models for local
 validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
 (hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
 (concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
@@ -166,13 +167,29 @@ def op_mix(keras: Any, batch: int | None) -> Any:
     x = layers.ZeroPadding2D(((1, 0), (0, 1)))(x)  # 13x13
     x = layers.MaxPooling2D(2, padding="same")(x)  # 7x7
     up = layers.UpSampling2D(2, interpolation="bilinear")(x)
-    near = layers.UpSampling2D(2, interpolation="nearest")(x)
+    # UpSampling2D's nearest mode converts to TILE v3, which LiteRT 2.3 cannot run.
+    near = layers.Resizing(14, 14, interpolation="nearest")(x)
     x = layers.Subtract()([up, near])
     squeeze = layers.GlobalAveragePooling2D(keepdims=True)(x)
     x = layers.Multiply()([x, layers.Activation("sigmoid")(layers.Conv2D(40, 1)(squeeze))])
     x = layers.GlobalAveragePooling2D()(x)
     outputs = layers.Dense(10, activation="softmax")(x)
     return keras.Model(inputs, outputs, name="op_mix")
+
+
+def pad_resize(keras: Any, batch: int | None) -> Any:
+    """Quantized data movement TVM's importer refuses: ZeroPadding2D (PAD) before a max pool,
+    a nearest Resizing (RESIZE_NEAREST_NEIGHBOR), each between int8 convs."""
+    layers = keras.layers
+    inputs = keras.Input((16, 16, 3), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 8, 3, strides=2)  # 8x8
+    x = layers.ZeroPadding2D(((1, 0), (0, 1)))(x)  # 9x9
+    x = layers.MaxPooling2D(2, padding="same")(x)  # 5x5
+    x = layers.Resizing(10, 10, interpolation="nearest")(x)
+    x = layers.Conv2D(8, 3, padding="same")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(4)(x)
+    return keras.Model(inputs, outputs, name="pad_resize")
 
 
 MODELS: dict[str, Callable[[Any, int | None], Any]] = {
@@ -187,6 +204,7 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
         "MobileNetV3Small", (224, 224, 3), include_preprocessing=False
     ),
     "op_mix": op_mix,
+    "pad_resize": pad_resize,
 }
 SETS = {
     "test": [
@@ -195,6 +213,7 @@ SETS = {
         "ic_resnet8",
         "ad_autoencoder",
         "mobilenet_v2_035_96",
+        "pad_resize",
     ],
     "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
 }

@@ -111,3 +111,20 @@ def test_fully_connected_weights_behind_permute_dims_become_constants():
     rewritten = canonicalize_tflite(mod)
     assert "permute_dims" not in ops(rewritten)
     assert_same(mod, rewritten, int8(2, 64))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_max_pool_of_integers_becomes_a_qdq_island(dtype):
+    """TVM's MAX_POOL_2D after a PAD reads the integers: the rewritten QDQ form (which the NPU's
+    quantized max pool takes) gives the same integers, padded edges included."""
+
+    def make(bb, x):
+        return relax.op.nn.max_pool2d(
+            x, pool_size=[3, 3], strides=[2, 2], padding=[1, 0, 1, 1], layout="NHWC"
+        )
+
+    mod = build(make, ((1, 7, 8, 5), dtype))
+    rewritten = canonicalize_tflite(mod)
+    assert ops(rewritten) == ["dequantize", "nn.max_pool2d", "quantize"]
+    low, high = (-128, 127) if dtype == "int8" else (0, 255)
+    assert_same(mod, rewritten, RNG.integers(low, high + 1, (1, 7, 8, 5)).astype(dtype))

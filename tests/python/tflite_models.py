@@ -2,8 +2,9 @@
 
 ``tests/python/data/tflite/`` holds full-integer int8 models made by
 ``tools/make_tflite_models.py`` (TensorFlow's converter with a representative data set; see its
-docstring): the four MLPerf Tiny reference architectures and a small MobileNetV2, each with the
-batch fixed to 1 and with an open batch dimension. LiteRT (``ai-edge-litert``) runs them with
+docstring): the four MLPerf Tiny reference architectures, a small MobileNetV2 and ``pad_resize``
+(quantized PAD and nearest resize), each with the batch fixed to 1 and with an open batch
+dimension. LiteRT (``ai-edge-litert``) runs them with
 TFLite's reference kernels (``OpResolverType.BUILTIN_REF``, the bit-exact specification) or its
 default kernels (XNNPACK), one thread.
 """
@@ -16,7 +17,7 @@ import numpy as np
 
 DATA = Path(__file__).parent / "data" / "tflite"
 MLPERF_TINY = ("kws_dscnn", "vww_mobilenet_v1", "ic_resnet8", "ad_autoencoder")
-MODELS = (*MLPERF_TINY, "mobilenet_v2_035_96")
+MODELS = (*MLPERF_TINY, "mobilenet_v2_035_96", "pad_resize")
 
 
 def model_path(name: str, open_batch: bool = False) -> Path:

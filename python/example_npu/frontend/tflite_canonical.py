@@ -1,7 +1,7 @@
 """Rewrites of TVM's TFLite lowering into the forms the integer NPU patterns match.
 
 TVM's TFLite importer (``tvm.relax.frontend.tflite``) spells TFLite's int8 kernels in QDQ form,
-but in shapes the patterns do not take. The first three rewrites are exact (the rewritten program
+but in shapes the patterns do not take. The first four rewrites are exact (the rewritten program
 computes bit for bit what TVM's CPU build of the original computes) and run on every module:
 
 * **Depthwise weights.** ``conv2d(x, reshape(dequantize(W)), kernel_layout="HWOI")`` (TFLite's
@@ -15,6 +15,10 @@ computes bit for bit what TVM's CPU build of the original computes) and run on e
   RELU_N1_TO_1 fused into the op before) is dropped when ``[lo, hi]`` covers the dtype, and
   otherwise becomes ``quantize(clip(y, (lo - zp) * s, (hi - zp) * s))``: quantize is monotone and
   the real bounds land exactly on the steps lo and hi, so both clamp the same integers.
+
+* **Integer max pooling.** ``max_pool2d`` of integers (TVM's lowering of ``MAX_POOL_2D`` after
+  a ``PAD``, which reads the integers directly) becomes ``quantize(max_pool2d(dequantize(x)))``
+  with scale 1 and zero point 0: the maximum of integers is one of them.
 
 One rewrite gives TFLite's meaning, so it runs only for TFLite models (``rounding="tflite"``):
 
@@ -84,6 +88,8 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
             rewritten = self._average_pool(call)
         elif name == "relax.clip":
             rewritten = self._activation(call)
+        elif name == "relax.nn.max_pool2d":
+            rewritten = self._max_pool(call)
         return call if rewritten is None else rewritten
 
     def _depthwise(self, conv: relax.Call) -> relax.Expr | None:
@@ -166,6 +172,18 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
         real_high = (min(high, highest) - zero_point) * scale
         clipped = self.builder_.emit(relax.op.clip(quantize.args[0], real_low, real_high))
         return relax.Call(quantize.op, [clipped, *quantize.args[1:]], quantize.attrs)
+
+    def _max_pool(self, pool: relax.Call) -> relax.Expr | None:
+        """max_pool2d(x) of integers -> quantize(max_pool2d(dequantize(x))), scale 1 and zero
+        point 0: the maximum of integers is one of them, whatever pads the window."""
+        dtype = _dtype(pool)
+        if dtype not in _INT_DTYPES:
+            return None
+        scale = relax.const(np.float32(1.0))
+        zero_point = relax.const(np.int32(0))
+        real = self.builder_.emit(relax.op.dequantize(pool.args[0], scale, zero_point))
+        pooled = self.builder_.emit(relax.Call(pool.op, [real], pool.attrs))
+        return relax.op.quantize(pooled, scale, zero_point, out_dtype=dtype)
 
     def _average_pool(self, narrow: relax.Call) -> relax.Expr | None:
         """astype(avg_pool2d(astype(x, int32)), x.dtype) -> quantize(avg_pool2d(dequantize(x)))

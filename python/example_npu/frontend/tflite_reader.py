@@ -37,14 +37,20 @@ from .reader_common import (
 _IDENTIFIER = b"TFL3"
 
 
+# Quantized ops TVM's converter refuses although its lowering is already TFLite's: SHAPE reads a
+# tensor's (static) shape, never its values; PAD fills with the input's zero point (TFLite
+# requires the output's quantization to be the input's, and the converter checks it);
+# RESIZE_NEAREST_NEIGHBOR copies integers, as TFLite's int8 kernel does.
+_MOVES_INTEGERS = frozenset({"SHAPE", "PAD", "PADV2", "RESIZE_NEAREST_NEIGHBOR"})
+
+
 def _converter_class() -> type:
     """TVM's TFLite operator converter with the two corrections of the module docstring."""
     from tflite.FullyConnectedOptions import FullyConnectedOptions
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
     class StaticShapeConverter(OperatorConverter):
-        # SHAPE of a quantized tensor reads its (static) shape, never its values.
-        _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | {"SHAPE"}
+        _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | _MOVES_INTEGERS
 
         def convert_fully_connected(self, op: Any) -> relax.Expr:
             out = super().convert_fully_connected(op)
