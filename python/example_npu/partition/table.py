@@ -284,6 +284,14 @@ def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> 
     return PatternRow(name, build, (("root", check),), requires)
 
 
+def _guarded_softmax_row(
+    name: str, build: PatternBuilder, region_check: Callable[[Mapping[str, Any]], Verdict]
+) -> PatternRow:
+    """A softmax wrapped in a guard (-inf rows, NaN results): the softmax is checked as itself,
+    the guard around it by `region_check`."""
+    return PatternRow(name, build, (("softmax", compute.check_softmax),), region_check=region_check)
+
+
 # Elementwise math of the vector / activation units, as the C library computes it (TVM's build
 # calls the same sqrtf, expf, logf, erff): decomposed layer norms (power, sqrt), erf GELUs,
 # ELU / Mish (exp, log), RMSNorm (rsqrt) of imported models.
@@ -397,17 +405,9 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     ),
     _row("softmax", _unary("relax.nn.softmax"), compute.check_softmax),
     _row("log_softmax", _unary("relax.nn.log_softmax"), spatial.check_log_softmax),
-    PatternRow(
-        "safe_softmax",
-        _safe_softmax,
-        (("softmax", compute.check_softmax),),
-        region_check=glue.check_safe_softmax,
-    ),
-    PatternRow(
-        "nan_guarded_softmax",
-        _nan_guarded_softmax,
-        (("softmax", compute.check_softmax),),
-        region_check=glue.check_nan_guarded_softmax,
+    _guarded_softmax_row("safe_softmax", _safe_softmax, glue.check_safe_softmax),
+    _guarded_softmax_row(
+        "nan_guarded_softmax", _nan_guarded_softmax, glue.check_nan_guarded_softmax
     ),
     _row("batch_norm", _unary("relax.nn.batch_norm", extra_args=4), compute.check_batch_norm),
     _row("max_pool2d", _unary("relax.nn.max_pool2d"), compute.check_pool),
