@@ -215,3 +215,61 @@ def test_single_element_constant_arithmetic_is_folded_as_tvm_computes_it():
     assert _ops(canonical) == {"relax.multiply"}
     data = np.random.default_rng(1).standard_normal((2, 8)).astype("float32")
     np.testing.assert_array_equal(run(canonical, data), run(mod, data))
+
+
+def _topk_module(shape, axis: int, largest: bool, ret_type: str) -> tvm.IRModule:
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            top = bb.emit(
+                relax.op.topk(x, k=1, axis=axis, ret_type=ret_type, largest=largest, dtype="int64")
+            )
+            if ret_type == "both":
+                values = bb.emit(relax.op.add(bb.emit(relax.TupleGetItem(top, 0)), x))
+                indices = bb.emit(relax.TupleGetItem(top, 1))
+                out = bb.emit_output(relax.Tuple([values, indices]))
+            else:
+                out = bb.emit_output(top)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.mark.parametrize(
+    ("axis", "largest", "ret_type"),
+    [(1, True, "both"), (-1, False, "both"), (0, True, "values"), (2, False, "indices")],
+)
+def test_a_top1_is_a_reduction_on_the_npu(axis, largest, ret_type):
+    """topk with k = 1 (torch's max(dim)) becomes max / min and argmax / argmin, ties included
+    (the first extreme index, as TVM's topk)."""
+    shape = (3, 5, 4)
+    mod = _topk_module(shape, axis, largest, ret_type)
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    data = np.round(np.random.default_rng(4).standard_normal(shape)).astype("float32")  # ties
+    cpu = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    npu = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    expected, got = (vm["main"](tvm.runtime.tensor(data)) for vm in (cpu, npu))
+    pairs = zip(expected, got, strict=True) if ret_type == "both" else [(expected, got)]
+    for want, have in pairs:
+        np.testing.assert_array_equal(have.numpy(), want.numpy())
+
+
+def test_torch_max_over_a_dim_runs_on_the_npu():
+    torch = pytest.importorskip("torch")
+    from tvm.relax.frontend.torch import from_exported_program
+
+    class MaxDim(torch.nn.Module):
+        def forward(self, x):
+            values, indices = x.max(1)
+            return values * 2, indices, x.max(dim=-1, keepdim=True)[0]
+
+    x = torch.randn(2, 6, 5)
+    mod = from_exported_program(torch.export.export(MaxDim(), (x,)))
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    assert report.npu_ops["relax.argmax"] == 1 and report.npu_ops["relax.max"] == 2
+    vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x.numpy()))
+    for have, want in zip(got, MaxDim()(x), strict=True):
+        np.testing.assert_array_equal(have.numpy(), want.numpy())

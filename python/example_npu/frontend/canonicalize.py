@@ -24,6 +24,12 @@ the original computes, including NaN and infinities.
   before the rewrite. Its result, and every value computed from it, gets its static shape back
   (without it TVM cannot even build the module: ``concat`` of unknown shapes).
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
+* ``topk`` with k = 1 (torch.export's ``max(dim)``) is ``max`` / ``min`` with ``keepdims`` for
+  its values and ``argmax`` / ``argmin`` for its indices: the first extreme element, as TVM's
+  sort picks it. The one exception to bit-exactness: on NaN, TVM's sort-based ``topk`` and its
+  reductions each pick by their own comparison order (neither propagates NaN like PyTorch).
+  A ``squeeze`` of exactly the axis an ``argmax`` / ``argmin`` kept is that reduction without
+  ``keepdims`` (the NPU moves no ``int64`` data).
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
 
 Then TVM's TFLite lowering takes the integer NPU forms (:mod:`.tflite_canonical`: depthwise
@@ -135,6 +141,38 @@ def _static_slice(call: relax.Call) -> relax.Expr | None:
     return relax.op.strided_slice(call.args[0], axes, starts, stops, steps)
 
 
+def _top1(expr: relax.Expr) -> bool:
+    """``topk`` with k = 1 of a static tensor with int64 indices: a max / min reduction and its
+    argmax / argmin (torch.export's ``max(dim)``)."""
+    return (
+        isinstance(expr, relax.Call)
+        and isinstance(expr.op, tvm.ir.Op)
+        and expr.op.name == "relax.topk"
+        and int(expr.attrs.k) == 1
+        and str(expr.attrs.dtype) == "int64"
+        and static_shape(expr.args[0].ty) is not None
+    )
+
+
+def _arg_reduction_kept(expr: relax.Expr) -> bool:
+    return (
+        isinstance(expr, relax.Call)
+        and isinstance(expr.op, tvm.ir.Op)
+        and expr.op.name in ("relax.argmax", "relax.argmin")
+        and expr.attrs.axis is not None
+        and bool(expr.attrs.keepdims)
+        and static_shape(expr.ty) is not None
+    )
+
+
+def _reduce_top1(top1: relax.Call, output: str) -> relax.Expr:
+    """The ``values`` or ``indices`` of a k = 1 ``topk`` as the reduction that computes them."""
+    x, axis, largest = top1.args[0], int(top1.attrs.axis), bool(top1.attrs.largest)
+    if output == "values":
+        return (relax.op.max if largest else relax.op.min)(x, axis=[axis], keepdims=True)
+    return (relax.op.argmax if largest else relax.op.argmin)(x, axis=axis, keepdims=True)
+
+
 @mutator
 class _Canonicalizer(PyExprMutator):
     def __init__(self, mod: tvm.IRModule) -> None:
@@ -143,11 +181,20 @@ class _Canonicalizer(PyExprMutator):
         # Variables bound to constants (or static shapes): their uses see the value, so folds
         # chain within one pass (isnan(c) -> where(...) -> maximum(x, bound)).
         self.known: dict[relax.Var, relax.Expr] = {}
+        # Variables bound to a k = 1 ``topk`` returning values and indices (torch's max(dim)).
+        self.top1: dict[relax.Var, relax.Call] = {}
+        # Variables bound to argmax / argmin with keepdims (int64 data movement stays on the CPU,
+        # so squeezing the kept axis is folded into the reduction).
+        self.kept_arg_reductions: dict[relax.Var, relax.Call] = {}
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:  # noqa: D102
         value = self.visit_expr(binding.value)
         if isinstance(value, (Constant, relax.ShapeExpr)):
             self.known[binding.var] = value
+        if _top1(value) and str(value.attrs.ret_type) == "both":
+            self.top1[binding.var] = value
+        if _arg_reduction_kept(value):
+            self.kept_arg_reductions[binding.var] = value
         var = binding.var
         if not tvm_ffi.structural_equal(var.ty, value.ty):
             # A rewrite made the type more precise (a static shape): later uses see the new var.
@@ -160,6 +207,28 @@ class _Canonicalizer(PyExprMutator):
 
     def visit_dataflow_var_(self, var: relax.DataflowVar) -> relax.Expr:  # noqa: D102
         return self._use(var)
+
+    def visit_tuple_getitem_(self, item: relax.TupleGetItem) -> relax.Expr:  # noqa: D102
+        tuple_value = item.tuple_value
+        if isinstance(tuple_value, relax.Var) and tuple_value in self.top1:
+            top1 = self.top1[tuple_value]
+            return self.builder_.normalize(_reduce_top1(top1, ("values", "indices")[item.index]))
+        return super().visit_tuple_getitem_(item)
+
+    def _arg_reduction_unkept(self, squeeze: relax.Call) -> relax.Expr | None:
+        """argmax / argmin without keepdims for a squeeze of exactly the axis it kept."""
+        reduced = self.kept_arg_reductions.get(squeeze.args[0])
+        if reduced is None or squeeze.attrs.axis is None:
+            return None
+        rank = len(static_shape(reduced.ty))
+        axis = int(reduced.attrs.axis) % rank
+        if [int(a) % rank for a in squeeze.attrs.axis] != [axis]:
+            return None
+        return self.builder_.normalize(
+            getattr(relax.op, reduced.op.name[len("relax.") :])(
+                reduced.args[0], axis=axis, keepdims=False
+            )
+        )
 
     def _use(self, var: relax.Var) -> relax.Expr:
         """A use of ``var``: its known value, the var that replaced it, or itself."""
@@ -175,6 +244,12 @@ class _Canonicalizer(PyExprMutator):
         name = call.op.name
         if name == "relax.call_tir":
             return self._elementwise_call_tir(call)
+        if _top1(call) and str(call.attrs.ret_type) != "both":
+            return self.builder_.normalize(_reduce_top1(call, str(call.attrs.ret_type)))
+        if name == "relax.squeeze":
+            unsqueezed = self._arg_reduction_unkept(call)
+            if unsqueezed is not None:
+                return unsqueezed
         if name == "relax.shape_of":
             shape = static_shape(call.args[0].ty)
             return relax.ShapeExpr(shape) if shape is not None else call
