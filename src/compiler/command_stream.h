@@ -80,6 +80,12 @@ struct DmaCommand {
   TileRef tile;
   /*! \brief Bytes actually crossing the bus, after burst rounding of strided runs. */
   int64_t bus_bytes = 0;
+  /*!
+   * \brief A row gather (take with run-time ids): the tile's row r is row ids[r] of `view` (axis
+   * 0), the ids read from the int32 / int64 tile `gather_ids` on chip; `box` is the whole table.
+   */
+  bool gather = false;
+  TileRef gather_ids;
 };
 
 /*! \brief What a compute command does with its node: the op itself, or (quantized ops) the

@@ -162,7 +162,7 @@ LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups)
     if (all_nhwc_consumers) plan.storage_order[out] = {0, 2, 3, 1};
   }
   // Views: data movement read by other ops only (reshape needs a contiguous source; concat
-  // is always materialised, each input copied into its slice). Inputs come before their
+  // and take are always materialised, each input copied into its slice). Inputs come before their
   // consumers, so each node's view is resolved from its input's, already resolved.
   plan.views.resize(count);
   for (size_t id = 0; id < count; ++id) {
@@ -171,7 +171,8 @@ LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups)
       if (node.op == OpKind::kReshape) {
         plan.is_view[id] = IsContiguous(plan.ViewOf(node.inputs[0]));
       } else {
-        plan.is_view[id] = IsDataMovement(node.op) && node.op != OpKind::kConcat;
+        plan.is_view[id] = IsDataMovement(node.op) && node.op != OpKind::kConcat &&
+                           node.op != OpKind::kTake;
       }
     }
     plan.views[id] = plan.is_view[id]

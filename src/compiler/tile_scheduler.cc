@@ -220,6 +220,42 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
   return program_->commands[slot.writer].dma.tile;
 }
 
+TileRef TileScheduler::Gather(int64_t cls, const TensorView& table, const TileRef& ids,
+                              const Shape& rows) {
+  const DType dtype = graph_.nodes[table.tensor].dtype;
+  Command command;
+  command.is_dma = true;
+  DmaCommand& dma = command.dma;
+  dma.gather = true;
+  dma.gather_ids = ids;
+  dma.view = table;
+  std::vector<int64_t> order(table.shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  dma.box = TensorBox{-1, std::vector<int64_t>(table.shape.size(), 0), table.shape, order};
+  // Any row may be read: ordered against earlier groups' writes of the whole table.
+  const DramRange source = DramRangeOf(table, dma.box);
+  OrderDram(&command, source, /*store=*/false);
+  TVM_FFI_ICHECK_LE(kernels::NumElements(rows) * DTypeBytes(dtype), classes_[cls].bytes)
+      << "gathered rows of " << graph_.nodes[table.tensor].name << " overflow their L1 slot";
+  Slot& ids_slot = SlotAt(ids);
+  AddDeps(&command, &ids_slot, /*writes=*/false);
+  Slot& slot = slots_[cls][next_slot_[cls]];
+  next_slot_[cls] = (next_slot_[cls] + 1) % static_cast<int64_t>(slots_[cls].size());
+  dma.tile = TileRef{Tier::kL1, slot.offset, rows, dtype};
+  // Each row is one run of whole bursts.
+  const int64_t count = rows.empty() ? 0 : rows[0];
+  const int64_t row_bytes = count == 0 ? 0 : kernels::NumElements(rows) / count * DTypeBytes(dtype);
+  dma.bus_bytes = count * ((row_bytes + kBurstBytes - 1) / kBurstBytes) * kBurstBytes;
+  AddDeps(&command, &slot, /*writes=*/true);
+  const int64_t id = Append(std::move(command));
+  SlotAt(ids).readers.push_back(id);
+  slot.writer = id;
+  slot.readers.clear();
+  slot.key.clear();
+  dram_.Record(source.space, source.begin, source.end, id, /*store=*/false);
+  return program_->commands[id].dma.tile;
+}
+
 TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape, DType dtype) {
   TVM_FFI_ICHECK_LE(kernels::NumElements(shape) * DTypeBytes(dtype), classes_[cls].bytes)
       << "result tile overflows its L1 slot";

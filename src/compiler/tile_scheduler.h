@@ -60,6 +60,12 @@ class TileScheduler {
    */
   TileRef Load(int64_t cls, const TensorView& view, const TensorBox& box);
 
+  /*!
+   * \brief Gathers rows of `table` (axis 0) into a tile of shape `rows` of class `cls`: row r is
+   * table row ids[r], the ids being the loaded tile `ids` (a DMA that reads its addresses).
+   */
+  TileRef Gather(int64_t cls, const TensorView& table, const TileRef& ids, const Shape& rows);
+
   /*! \brief A result tile of class `cls` (float32, or int64 accumulators), in its next slot. */
   TileRef NewResult(int64_t cls, const Shape& shape, DType dtype = DType::kFloat32);
 

@@ -689,6 +689,8 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
     case OpKind::kConcat:
     case OpKind::kQnnConcat:
       return tiling::MakeConcatRule(graph, group, layout, config);
+    case OpKind::kTake:
+      return tiling::MakeTakeRule(graph, group, layout, config);
     case OpKind::kMean:
     case OpKind::kSum:
     case OpKind::kMax:

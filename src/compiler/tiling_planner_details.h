@@ -214,6 +214,9 @@ std::unique_ptr<TilingRule> MakeResampleRule(const Graph& graph, const FusedGrou
 std::unique_ptr<TilingRule> MakeConvTransposeRule(const Graph& graph, const FusedGroup& group,
                                                   const LayoutPlan& layout,
                                                   const NPUConfig& config);
+/*! \brief take with run-time ids: row gathers by DMA (tiling_planner_take.cc). */
+std::unique_ptr<TilingRule> MakeTakeRule(const Graph& graph, const FusedGroup& group,
+                                         const LayoutPlan& layout, const NPUConfig& config);
 /*! \brief group_norm / instance_norm: statistics, then normalisation, per block of groups. */
 std::unique_ptr<TilingRule> MakeNormRule(const Graph& graph, const FusedGroup& group,
                                          const LayoutPlan& layout, const NPUConfig& config);

@@ -75,6 +75,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::kMin, "min"},
     {OpKind::kVariance, "variance"},
     {OpKind::kArgmax, "argmax"},
+    {OpKind::kTake, "take"},
     {OpKind::kArgmin, "argmin"},
     {OpKind::kLogSoftmax, "nn.log_softmax"},
     {OpKind::kPad, "nn.pad"},
@@ -189,6 +190,7 @@ bool IsDataMovement(OpKind kind) {
     case OpKind::kConcat:
     case OpKind::kStridedSlice:
     case OpKind::kBroadcastTo:
+    case OpKind::kTake:
       return true;
     default:
       return false;

@@ -102,6 +102,7 @@ enum class OpKind {
   kLogSoftmax,
   kPad,
   kAdaptiveAvgPool2d,
+  kTake,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
@@ -111,8 +112,13 @@ const char* OpKindName(OpKind kind);
 bool IsQnnOp(OpKind kind);
 
 /*!
- * \brief Ops that only move data (reshape, permute_dims, concat, strided_slice, broadcast_to):
- * views or DMA copies, never an engine, so they work for every dtype.
+ * \brief Ops that only move data (reshape, permute_dims, concat, strided_slice, broadcast_to,
+ * take): views or DMA copies, never an engine, so they work for every dtype.
+ *
+ * take(table, ids) gathers rows with run-time ids: table [V, ...], ids int32 / int64 of rank 1,
+ * out[i, ...] = table[ids[i], ...] (an embedding lookup). The DMA reads each id from the ids tile
+ * on chip and copies that row; an id outside [0, V) is a ValueError at run time, never a read
+ * outside the table. take with constant indices never reaches the graph (it is strided_slice).
  */
 bool IsDataMovement(OpKind kind);
 

@@ -259,6 +259,18 @@ Shape InferNorm(const Node& node, const std::vector<const Shape*>& in) {
   return *in[0];
 }
 
+/*! \brief take(table [V, ...], ids [n]) -> [n, ...]. */
+Shape InferTake(const Node& node, const Shape& table, const Shape& ids) {
+  if (table.empty() || ids.size() != 1) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": take gathers rows of a table of rank >= 1 by "
+                              << "a rank-1 id tensor, got " << ShapeText(table) << " and "
+                              << ShapeText(ids);
+  }
+  Shape out = table;
+  out[0] = ids[0];
+  return out;
+}
+
 Shape InferPad(const Node& node, const Shape& data) {
   const kernels::PadParams& p = std::get<PadAttrs>(node.attrs).params;
   Shape out = data;
@@ -290,6 +302,7 @@ size_t ExpectedArity(OpKind op) {
     case OpKind::kDivide:
     case OpKind::kPrelu:
     case OpKind::kConv2dTranspose:
+    case OpKind::kTake:
       return 2;
     case OpKind::kBatchNorm:
       return 5;
@@ -389,6 +402,9 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
     case OpKind::kArgmin:
       // Indices of a float tensor.
       return node.dtype == DType::kInt64 && (dtype == DType::kFloat32 || dtype == DType::kFloat16);
+    case OpKind::kTake:
+      // Rows of the node's dtype, picked by integer ids.
+      return k == 0 ? dtype == node.dtype : dtype == DType::kInt32 || dtype == DType::kInt64;
     case OpKind::kQnnLut:
     case OpKind::kQnnSoftmax:
       // Tables cover 8-bit inputs only.
@@ -706,6 +722,8 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return InferNorm(node, in);
     case OpKind::kPad:
       return InferPad(node, *in[0]);
+    case OpKind::kTake:
+      return InferTake(node, *in[0], *in[1]);
     case OpKind::kPrelu:
       if (Broadcast(node, *in[0], *in[1]) != *in[0]) {
         TVM_FFI_THROW(ValueError) << Where(node) << ": the slope " << ShapeText(*in[1])

@@ -73,6 +73,7 @@ class HazardTracker {
         Read(i, KeyOf(dma.tile));
         WriteDram(i, dma);
       } else {
+        if (dma.gather) Read(i, KeyOf(dma.gather_ids));
         if (dma.remote_tier == Tier::kL2) {
           Read(i, BufferKey{static_cast<int>(Tier::kL2), dma.remote_offset});
         } else {
@@ -144,7 +145,10 @@ class HazardTracker {
 
 /*! \brief Work of a command in elements: moved (DMA) or multiply-adds plus results (compute). */
 double Work(const Command& command) {
-  if (command.is_dma) return static_cast<double>(kernels::NumElements(command.dma.box.extent));
+  if (command.is_dma) {
+    const DmaCommand& dma = command.dma;  // a gather moves its tile, not its (whole-table) box
+    return static_cast<double>(kernels::NumElements(dma.gather ? dma.tile.shape : dma.box.extent));
+  }
   return static_cast<double>(command.compute.macs + command.compute.elements);
 }
 

@@ -130,8 +130,44 @@ void CheckDmaBounds(const RunContext& ctx, int64_t command, const uint8_t* remot
 }
 #endif
 
+/*! \brief The id at `index` of an int32 / int64 ids tile. */
+int64_t IdAt(const uint8_t* ids, DType dtype, int64_t index) {
+  if (dtype == DType::kInt32) return reinterpret_cast<const int32_t*>(ids)[index];
+  return reinterpret_cast<const int64_t*>(ids)[index];
+}
+
+/*!
+ * \brief A row gather: tile row r = table row ids[r]. An id outside the table is the caller's
+ * error (TVM's take reads out of bounds there), so it is reported, never followed.
+ */
+void RunGather(const RunContext& ctx, int64_t command) {
+  const DmaCommand& dma = ctx.program.commands[command].dma;
+  const Node& table = ctx.program.graph.nodes[dma.view.tensor];
+  const int64_t item = DTypeBytes(table.dtype);
+  const int64_t table_rows = dma.view.shape[0];
+  const int64_t rows = dma.tile.shape[0];
+  const int64_t row_bytes = rows == 0 ? 0 : kernels::NumElements(dma.tile.shape) / rows * item;
+  const uint8_t* source = ctx.Dram(dma.view.tensor) + dma.view.offset * item;
+  const uint8_t* ids = ctx.Tile(dma.gather_ids);
+  uint8_t* tile = ctx.Tile(dma.tile);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t id = IdAt(ids, dma.gather_ids.dtype, r);
+    if (id < 0 || id >= table_rows) {
+      TVM_FFI_THROW(ValueError) << "take: id " << id << " is outside the " << table_rows
+                                << " rows of " << table.name
+                                << " (an embedding lookup's ids must lie in [0, " << table_rows
+                                << "))";
+    }
+    std::memcpy(tile + r * row_bytes, source + id * dma.view.strides[0] * item, row_bytes);
+  }
+}
+
 void RunDma(const RunContext& ctx, int64_t command) {
   const DmaCommand& dma = ctx.program.commands[command].dma;
+  if (dma.gather) {
+    RunGather(ctx, command);
+    return;
+  }
   const int64_t offset_bytes =
       ctx.plan.remote_offset[command] * DTypeBytes(ctx.program.graph.nodes[dma.view.tensor].dtype);
   const int64_t arranged = ctx.plan.arranged_of[command];

@@ -296,6 +296,7 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kConcat:
     case OpKind::kStridedSlice:
     case OpKind::kBroadcastTo:
+    case OpKind::kTake:
       break;  // data movement: views and DMA copies, no engine computes them
   }
   TVM_FFI_THROW(InternalError) << "no engine runs " << OpKindName(op);

@@ -88,7 +88,8 @@ void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
     }
     auto eligible = [&](int64_t i, TensorPlacement::Kind kind) {
       const Command& command = program.commands[i];
-      return command.is_dma && !command.dma.store && !plan->copies[i].contiguous() &&
+      return command.is_dma && !command.dma.store && !command.dma.gather &&
+             !plan->copies[i].contiguous() &&
              kernels::NumElements(command.dma.box.extent) > 0 &&
              program.placements[command.dma.view.tensor].kind == kind;
     };
@@ -187,6 +188,7 @@ class GroupForwarder {
 
   Forward HowToForward(const DmaCommand& dma, int64_t command) const {
     const BoxCopy& copy = plan_->copies[command];
+    if (dma.gather) return Forward::kNo;  // its rows are known only when it runs
     // An arranged tile is dense and read-only while its group runs.
     if (plan_->arranged_of[command] >= 0) return Forward::kDense;
     if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma))) {
@@ -348,7 +350,7 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
   plan.output_to.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const Command& command = program.commands[i];
-    if (command.is_dma) {
+    if (command.is_dma && !command.dma.gather) {  // a gather copies rows it reads at run time
       PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i],
                &plan.remote_strides[i]);
     } else {

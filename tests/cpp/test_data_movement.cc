@@ -2,7 +2,8 @@
  * \file tests/cpp/test_data_movement.cc
  * \brief Views and DMA copies through the whole executor, for every dtype they accept: permute,
  * reshape of a transposed view, concat into slices, strided slices and broadcasts, checked
- * against index-by-index references; plus mean and layer_norm groups.
+ * against index-by-index references; row gathers by run-time ids (take); plus mean and layer_norm
+ * groups.
  */
 #include <gtest/gtest.h>
 
@@ -206,6 +207,65 @@ TEST(DataMovementTest, GraphsThatDisagreeWithTheirShapesAreRejected) {
     {"op": "broadcast_to", "name": "b", "inputs": [0], "shape": [2, 4], "dtype": "float32"}],
     "arg_nodes": [0], "heads": [1]})";
   EXPECT_THROW(ParseGraph(bad_broadcast), tvm::ffi::Error);
+}
+
+/*! \brief take(table (rows, 40) float32, ids (count,) of `id_dtype`) -> (count, 40). */
+std::string GatherGraph(int64_t rows, int64_t count, const std::string& id_dtype) {
+  const std::string r = std::to_string(rows), c = std::to_string(count);
+  return R"({"version": 1, "symbol": "embed", "nodes": [
+  {"op": "input", "name": "table", "shape": [)" +
+         r + R"(, 40], "dtype": "float32"},
+  {"op": "input", "name": "ids", "shape": [)" +
+         c + R"(], "dtype": ")" + id_dtype + R"("},
+  {"op": "take", "name": "rows", "inputs": [0, 1], "shape": [)" +
+         c + R"(, 40], "dtype": "float32"}],
+  "arg_nodes": [0, 1], "heads": [2]})";
+}
+
+template <typename Id>
+void CheckGather(const std::string& id_dtype, DLDataType dl, NPUConfig config) {
+  const int64_t rows = 300, count = 700;  // more rows than a tile holds with 16 KB of L1
+  Executor executor(ParseGraph(GatherGraph(rows, count, id_dtype)), config);
+  std::vector<float> table(rows * 40), out(count * 40, -1.0f);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) * 0.5f - 7.0f;
+  std::vector<Id> ids(count);
+  for (int64_t i = 0; i < count; ++i) ids[i] = static_cast<Id>((i * 37 + 11) % rows);
+  ids[0] = 0;
+  ids[count - 1] = static_cast<Id>(rows - 1);
+  std::vector<int64_t> ts = {rows, 40}, is = {count}, os = {count, 40};
+  DLTensor in_table = View(&table, &ts, DLDataType{kDLFloat, 32, 1}), in_ids = View(&ids, &is, dl),
+           result = View(&out, &os, DLDataType{kDLFloat, 32, 1});
+  executor.Run({&in_table, &in_ids}, {&result});
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t j = 0; j < 40; ++j) {
+      ASSERT_EQ(out[i * 40 + j], table[static_cast<int64_t>(ids[i]) * 40 + j])
+          << id_dtype << " row " << i << " col " << j;
+    }
+  }
+  // An id outside the table is the caller's error, reported, never read.
+  for (Id bad : {static_cast<Id>(rows), static_cast<Id>(-1)}) {
+    ids[count / 2] = bad;
+    EXPECT_THROW(executor.Run({&in_table, &in_ids}, {&result}), tvm::ffi::Error) << bad;
+  }
+}
+
+TEST(DataMovementTest, TakeGathersRowsByRunTimeIds) {
+  NPUConfig small;
+  small.l1_sram_kb = 16;  // several tiles of ids and rows
+  CheckGather<int32_t>("int32", DLDataType{kDLInt, 32, 1}, small);
+  CheckGather<int64_t>("int64", DLDataType{kDLInt, 64, 1}, small);
+  CheckGather<int64_t>("int64", DLDataType{kDLInt, 64, 1}, NPUConfig());
+}
+
+TEST(DataMovementTest, TakeRejectsIdsThatAreNotARankOneIntegerTensor) {
+  std::string float_ids = GatherGraph(4, 3, "float32");
+  EXPECT_THROW(ParseGraph(float_ids), tvm::ffi::Error);
+  std::string matrix_ids = R"({"version": 1, "symbol": "embed", "nodes": [
+  {"op": "input", "name": "table", "shape": [4, 8], "dtype": "float32"},
+  {"op": "input", "name": "ids", "shape": [2, 3], "dtype": "int64"},
+  {"op": "take", "name": "rows", "inputs": [0, 1], "shape": [2, 8], "dtype": "float32"}],
+  "arg_nodes": [0, 1], "heads": [2]})";
+  EXPECT_THROW(ParseGraph(matrix_ids), tvm::ffi::Error);
 }
 
 }  // namespace

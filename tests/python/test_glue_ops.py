@@ -255,13 +255,25 @@ def test_safe_softmax_with_another_fill_value_is_not_matched():
     assert "filled with something other than 0" in report.cpu_reason("relax.where")
 
 
-def test_take_with_a_runtime_index_stays_on_the_cpu():
+def test_take_with_a_runtime_index_is_a_gather_on_the_npu():
+    """A run-time scalar id: one row gathered by DMA, equal to TVM's build."""
     mod = module(
         {"x": ((4, 3), "float32"), "i": ((), "int64")},
         lambda bb, v: relax.op.take(v["x"], v["i"], axis=0),
     )
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops and report.npu_ops["relax.take"] == 1, report.table()
+    x, i = data((4, 3), "float32"), np.array(2, dtype="int64")
+    np.testing.assert_array_equal(run(partitioned, [x, i])[0], run(mod, [x, i])[0])
+
+
+def test_take_of_run_time_ids_along_another_axis_stays_on_the_cpu():
+    mod = module(
+        {"x": ((4, 3), "float32"), "i": ((2,), "int64")},
+        lambda bb, v: relax.op.take(v["x"], v["i"], axis=1),
+    )
     _, report = partition_with_report(mod)
-    assert "only constant indices" in report.cpu_reason("relax.take")
+    assert report.cpu_ops["relax.take"] == 1, report.table()
 
 
 # Constant index tensors whose rows step evenly: an exported as_strided's gather (arange reshaped

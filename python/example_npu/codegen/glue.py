@@ -12,7 +12,9 @@ The NPU graph has one node per tensor, so several Relax forms map onto a few NPU
 * ``nn.silu`` is ``x * sigmoid(x)``, the form TVM legalizes it to;
 * torch.export's safe softmax (``where(all(x == -inf), 0, softmax(x))``) is one ``nn.softmax``
   node with ``zero_masked_rows``, the ONNX exporter's guard (``where(isnan(s), 0, s)`` of
-  ``s = softmax(x)``) one with ``zero_nan``.
+  ``s = softmax(x)``) one with ``zero_nan``;
+* ``take`` with run-time ids (an embedding lookup, with the ids' int casts and reshapes) is one
+  ``take`` node: a DMA gather of table rows over the flattened original ids.
 
 Each lowering returns the node id of the op's value (a tuple of ids for ``split``), or None when
 the op is not a glue op and the generic path serialises it.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -32,6 +35,7 @@ from .spatial import SPATIAL_LOWERINGS
 
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
 NAN_GUARDED_SOFTMAX_COMPOSITE = "example_npu.nan_guarded_softmax"
+EMBEDDING_COMPOSITE = "example_npu.embedding"
 
 _RESHAPES = ("reshape", "flatten", "squeeze", "expand_dims")
 
@@ -173,6 +177,24 @@ def lower_glue_op(builder: Any, call: relax.Call, env: dict[Any, Any], composite
         return None
     x = builder.eval_tensor(call.args[0], env, composite)
     return lowering(Emitter(builder, call, composite, env), x)
+
+
+def lower_embedding(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):
+    """The embedding composite as one NPU take node over the original ids, flattened (a view):
+    the ids' int casts are left out (the gather checks every id against the table's rows)."""
+    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    take = bindings.get(func.body.body, func.body.body)
+    ids = take.args[1]
+    while isinstance(bindings.get(ids), relax.Call):
+        ids = bindings[ids].args[0]  # through astype / reshape
+    e = Emitter(builder, take, composite, env)
+    ids_shape, ids_dtype = input_shape(builder, ids)
+    count = int(np.prod(ids_shape, dtype=np.int64))
+    flat = e.shaped("reshape", [builder.eval_tensor(ids, env, composite)], [count], ids_dtype, {})
+    shape, dtype = input_shape(builder, take.args[0])
+    table = builder.eval_tensor(take.args[0], env, composite)
+    rows = e.shaped("take", [table, flat], [count, *shape[1:]], dtype, {})
+    return e.node("reshape", [rows], take.ty)
 
 
 def lower_safe_softmax(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):

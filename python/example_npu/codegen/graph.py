@@ -22,8 +22,10 @@ from tvm.ir.expr import Constant
 from ..config import NPUConfig
 from .attrs import CodegenError, attrs_to_dict, scalar_arg, tensor_type
 from .glue import (
+    EMBEDDING_COMPOSITE,
     NAN_GUARDED_SOFTMAX_COMPOSITE,
     SAFE_SOFTMAX_COMPOSITE,
+    lower_embedding,
     lower_glue_op,
     lower_safe_softmax,
 )
@@ -121,6 +123,8 @@ class _GraphBuilder:
             return lower_qnn_composite(self, func, inner_env, composite)
         if composite in (SAFE_SOFTMAX_COMPOSITE, NAN_GUARDED_SOFTMAX_COMPOSITE):
             return lower_safe_softmax(self, func, inner_env, composite)
+        if composite == EMBEDDING_COMPOSITE:
+            return lower_embedding(self, func, inner_env, composite)
         if composite == PRELU_WHERE_COMPOSITE:
             return lower_prelu_where(self, func, inner_env, composite)
         return self._eval_body(func.body, inner_env, composite)

@@ -142,6 +142,17 @@ def _prelu_where() -> tuple[DFPattern, dict[str, DFPattern]]:
     return root, {**annotations, "root": root}
 
 
+def _embedding() -> tuple[DFPattern, dict[str, DFPattern]]:
+    """take(table, ids) with run-time ids, with the int cast and the flattening reshape the
+    exporters put on the ids (torch: astype(int32) then reshape)."""
+    table, ids = wildcard(), wildcard()
+    cast = is_op("relax.astype")(ids)
+    reshape = is_op("relax.reshape")
+    index = reshape(cast, wildcard()) | cast | reshape(ids, wildcard()) | ids
+    root = is_op("relax.take")(table, index)
+    return root, {"ids": ids, "root": root}
+
+
 def _nan_guarded_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
     """The ONNX exporter's masked softmax: where(isnan(softmax(x)), 0, softmax(x))."""
     x = wildcard()
@@ -353,6 +364,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("concat", _concat, glue.check_data_movement),
     _row("strided_slice", _with_args("relax.strided_slice"), glue.check_strided_slice),
     _row("take", _with_args("relax.take"), glue.check_take),
+    PatternRow("embedding", _embedding, (), region_check=glue.check_embedding),
     _row("tile", _with_args("relax.tile"), glue.check_tile),
     # Reductions and normalisation.
     *[_row(op, _unary(f"relax.{op}"), spatial.check_reduction) for op in _REDUCTIONS],

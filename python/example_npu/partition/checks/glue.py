@@ -121,6 +121,29 @@ def check_take(call: relax.Call) -> Verdict:
     return check_data_movement(call, [call, call.args[0]])  # the indices are an attribute
 
 
+ID_DTYPES = ("int32", "int64")
+
+
+def check_embedding(annotated: Mapping[str, Any]) -> Verdict:
+    """take(table, ids) with run-time ids: a DMA gather of whole rows of axis 0, the ids int32 /
+    int64 as the exporters give them (their int casts and reshapes ride along: the gather reads
+    the original ids, and an id outside the table is a run-time error whatever its type)."""
+    take, ids = annotated["root"], annotated["ids"]
+    table = take.args[0]
+    if isinstance(ids, Constant):
+        return reject("take: constant indices are strided boxes, not a gather")
+    shape, ids_shape = tensor_shape(table), tensor_shape(ids)
+    if shape is None or ids_shape is None:
+        return reject("take: dynamic or unknown shape of the table or the ids")
+    if int(take.attrs.axis) % max(len(shape), 1) != 0 or not shape:
+        return reject(f"take: run-time ids gather rows of axis 0 only (axis {take.attrs.axis})")
+    index = take.args[1]
+    for dtype in {tensor_dtype(ids), tensor_dtype(index)}:
+        if dtype not in ID_DTYPES:
+            return reject(f"take: {dtype} ids (the gather reads int32 / int64 ids)")
+    return check_data_movement(take, [take, table])
+
+
 def check_tile(call: relax.Call) -> Verdict:
     """tile: DMA copies of the input into each repeat's slice (a concat per repeated axis)."""
     shape = tensor_shape(call.args[0])
