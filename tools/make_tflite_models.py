@@ -21,7 +21,7 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, and small networks of the other int8 ops
-(``pad_resize``). ``extra`` holds larger or broader models for local
+(``pad_resize``, ``swish_se``). ``extra`` holds larger or broader models for local
 validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
 (hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
 (concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
@@ -192,6 +192,22 @@ def pad_resize(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="pad_resize")
 
 
+def swish_se(keras: Any, batch: int | None) -> Any:
+    """EfficientNet's block in small: swish (LOGISTIC then MUL of two int8 tensors), a
+    squeeze-excite gate (MEAN, convs, LOGISTIC, broadcast MUL) and a residual ADD."""
+    layers = keras.layers
+    inputs = keras.Input((12, 12, 3), batch_size=batch)
+    x = layers.Conv2D(16, 3, padding="same", activation="swish")(inputs)
+    y = layers.DepthwiseConv2D(3, padding="same", activation="swish")(x)
+    gate = layers.GlobalAveragePooling2D(keepdims=True)(y)
+    gate = layers.Conv2D(4, 1, activation="swish")(gate)
+    gate = layers.Conv2D(16, 1, activation="sigmoid")(gate)
+    y = layers.Conv2D(16, 1)(layers.Multiply()([y, gate]))
+    x = layers.GlobalAveragePooling2D()(layers.Add()([x, y]))
+    outputs = layers.Dense(4)(x)
+    return keras.Model(inputs, outputs, name="swish_se")
+
+
 MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "kws_dscnn": kws_dscnn,
     "vww_mobilenet_v1": vww_mobilenet_v1,
@@ -205,6 +221,7 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     ),
     "op_mix": op_mix,
     "pad_resize": pad_resize,
+    "swish_se": swish_se,
 }
 SETS = {
     "test": [
@@ -214,6 +231,7 @@ SETS = {
         "ad_autoencoder",
         "mobilenet_v2_035_96",
         "pad_resize",
+        "swish_se",
     ],
     "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
 }

@@ -329,6 +329,7 @@ def canonicalize(mod: tvm.IRModule, rounding: str | None = None) -> tvm.IRModule
     mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(mod.functions, attrs=mod.attrs)
     mod[mod.get_global_var("main")] = main
     mod = relax.transform.Normalize()(mod)
-    mod = canonicalize_tflite(mod, tflite_semantics=model_rounding(mod, rounding) == "tflite")
+    tflite = model_rounding(mod, rounding) == "tflite"
+    mod = canonicalize_tflite(mod, tflite_semantics=tflite)
     # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
-    return canonicalize_qdq(mod)
+    return canonicalize_qdq(mod, one_op_per_table=tflite)

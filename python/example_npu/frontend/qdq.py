@@ -17,7 +17,8 @@ them exactly (the rewritten program computes the same integers):
    the ONNX importer spells it, GELU, SiLU with its inner QDQ, leaky ReLU, ...) has 256
    possible inputs: it becomes ``take(table, x, axis=0, mode="wrap")`` with the table evaluated
    here, the way the float ops compute it (float32 arithmetic; transcendental functions rounded
-   from float64).
+   from float64). For TFLite models an island ends at an inner quantize or table, so each
+   TFLite op keeps its own integer kernel.
 4. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
    with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
    result already lies on the output's quantization grid, so re-quantizing it changes nothing.
@@ -147,8 +148,9 @@ def _picks_elements(value: Any) -> bool:
 class _Island:
     """Evaluates an elementwise float expression of one 8-bit tensor on all its 256 values."""
 
-    def __init__(self, lookup: Callable[[relax.Var], Any]):
+    def __init__(self, lookup: Callable[[relax.Var], Any], one_op: bool = False):
         self.lookup = lookup
+        self.one_op = one_op  # an inner quantize or table ends the island
         self.source: relax.Var | None = None
         self.grid: np.ndarray | None = None  # the 256 inputs, in take's index order
         self.memo: dict[Any, np.ndarray] = {}
@@ -215,7 +217,7 @@ class _Island:
         data = call.args[0]
         value = self.lookup(data) if isinstance(data, relax.Var) else None
         integers = None
-        if _is_call(value, "relax.take", "relax.quantize"):
+        if _is_call(value, "relax.take", "relax.quantize") and not self.one_op:
             saved = (self.source, self.grid, dict(self.memo))
             integers = self.evaluate(value)
             if integers is None:  # not a function of one input: data itself is the input
@@ -237,9 +239,10 @@ class _Island:
 
 @relax.expr_functor.mutator
 class _Canonicalizer(relax.PyExprMutator):
-    def __init__(self, mod: tvm.IRModule):
+    def __init__(self, mod: tvm.IRModule, one_op_per_table: bool = False):
         super().__init__(mod)
         self._splits: dict[tuple, relax.Var] = {}
+        self._one_op_per_table = one_op_per_table
 
     def _binding(self, expr: Any) -> Any:
         """The value bound to a variable (through var-to-var aliases), else None."""
@@ -349,7 +352,7 @@ class _Canonicalizer(relax.PyExprMutator):
             self._binding(value.args[0]), "relax.dequantize"
         ):
             return None  # a rescale with a clamp: qnn.requantize
-        island = _Island(self._binding)
+        island = _Island(self._binding, self._one_op_per_table)
         values = island.evaluate(data)
         if values is None or island.source is None or not np.all(np.isfinite(values)):
             return None
@@ -359,11 +362,14 @@ class _Canonicalizer(relax.PyExprMutator):
         return relax.op.take(relax.const(table), island.source, axis=0, mode="wrap")
 
 
-def canonicalize_qdq(mod: tvm.IRModule) -> tvm.IRModule:
+def canonicalize_qdq(mod: tvm.IRModule, one_op_per_table: bool = False) -> tvm.IRModule:
     """Rewrites every Relax function of ``mod`` as described in the module docstring, then
-    removes the bindings the rewrites left unused."""
+    removes the bindings the rewrites left unused. ``one_op_per_table`` (TFLite models) keeps
+    each quantized op its own: an island ends at an inner quantize or table, so ``x *
+    sigmoid(x)`` stays TFLite's integer MUL of the two int8 tensors instead of one float
+    table."""
     mod = relax.transform.CanonicalizeBindings()(mod)  # no var-to-var aliases between ops
-    mutator = _Canonicalizer(mod)
+    mutator = _Canonicalizer(mod, one_op_per_table)
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
             mutator.builder_.update_func(gvar, mutator.visit_expr(func))
