@@ -25,6 +25,9 @@ DATAFLOWS = ("output_stationary", "weight_stationary", "block")
 WORK_ENGINES = ("vector", "matrix")
 # Where constant weights are read from.
 WEIGHT_MEMORIES = ("dram", "flash")
+# How weights are stored: in their tensor layout (a weight tile is a strided read of whole
+# bursts) or encoded offline in the order the MAC array reads them (one contiguous run per tile).
+WEIGHT_LAYOUTS = ("tensor", "encoded")
 # Which feature maps live in the SRAM arena: none, all, or only the intermediates.
 FEATURE_MAP_MEMORIES = ("dram", "sram", "sram_intermediates")
 
@@ -35,6 +38,7 @@ STRING_CHOICES: dict[str, tuple[str, ...]] = {
     "depthwise_engine": WORK_ENGINES,
     "elementwise_engine": WORK_ENGINES,
     "weight_memory": WEIGHT_MEMORIES,
+    "weight_layout": WEIGHT_LAYOUTS,
     "feature_map_memory": FEATURE_MAP_MEMORIES,
 }
 
@@ -161,6 +165,8 @@ class NPUConfig:
     dram_latency_ns: float = 100.0
     # Weights in "dram" or in off-chip "flash" (its own port, bandwidth and latency).
     weight_memory: str = "dram"
+    # Weights in their tensor layout ("tensor") or in the array's read order ("encoded").
+    weight_layout: str = "tensor"
     flash_bandwidth_gb_per_s: float = 0.5
     flash_latency_ns: float = 1000.0
     # Feature maps in "dram", or in an on-chip SRAM arena of sram_arena_kb on its own port: all of
@@ -278,6 +284,7 @@ def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
         "elementwise_engine": "matrix",
         "elementwise_elements_per_cycle": 4 / 3,
         "op_setup_cycles": 16,
+        "weight_layout": "encoded",  # Vela encodes each weight stream in the array's read order
         "activation_unit_lanes": macs // 8,  # the output stage: one micro-block per cycle
         "l1_sram_kb": 48 * max(1, macs // 256),  # SHRAM: 48 banks of 1 KB per 256-MAC core
         "l1_bandwidth_bytes_per_cycle": 64.0,

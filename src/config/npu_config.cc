@@ -50,6 +50,11 @@ constexpr std::array<std::pair<const char*, WeightMemory>, 2> kWeightMemories = 
     {"flash", WeightMemory::kFlash},
 }};
 
+constexpr std::array<std::pair<const char*, WeightLayout>, 2> kWeightLayouts = {{
+    {"tensor", WeightLayout::kTensor},
+    {"encoded", WeightLayout::kEncoded},
+}};
+
 constexpr std::array<std::pair<const char*, FeatureMapMemory>, 3> kFeatureMapMemories = {{
     {"dram", FeatureMapMemory::kDram},
     {"sram", FeatureMapMemory::kSram},
@@ -136,12 +141,13 @@ const std::array<Field<double>, 18> kRealFields = {{
     {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte, 1e-6, 1e6},
 }};
 
-const std::array<std::pair<const char*, std::string NPUConfig::*>, 6> kStringFields = {{
+const std::array<std::pair<const char*, std::string NPUConfig::*>, 7> kStringFields = {{
     {"power_mode", &NPUConfig::power_mode},
     {"dataflow", &NPUConfig::dataflow},
     {"depthwise_engine", &NPUConfig::depthwise_engine},
     {"elementwise_engine", &NPUConfig::elementwise_engine},
     {"weight_memory", &NPUConfig::weight_memory},
+    {"weight_layout", &NPUConfig::weight_layout},
     {"feature_map_memory", &NPUConfig::feature_map_memory},
 }};
 
@@ -248,6 +254,7 @@ void NPUConfig::Validate() const {
   depthwise_work_engine();
   elementwise_work_engine();
   weight_memory_kind();
+  weight_layout_kind();
   feature_map_memory_kind();
   const int64_t min_tile_bytes = tile_height * tile_width * 4;
   if (l1_sram_kb * 1024 < min_tile_bytes) {
@@ -297,6 +304,10 @@ WorkEngine NPUConfig::elementwise_work_engine() const {
 
 WeightMemory NPUConfig::weight_memory_kind() const {
   return FindChoice("weight_memory", kWeightMemories, weight_memory);
+}
+
+WeightLayout NPUConfig::weight_layout_kind() const {
+  return FindChoice("weight_layout", kWeightLayouts, weight_layout);
 }
 
 FeatureMapMemory NPUConfig::feature_map_memory_kind() const {

@@ -36,6 +36,11 @@ enum class WorkEngine { kVector, kMatrix };
 /*! \brief Where constant weights are read from (NPUConfig.weight_memory). */
 enum class WeightMemory { kDram, kFlash };
 
+/*! \brief How constant weights are stored (NPUConfig.weight_layout): in their tensor layout, so a
+ * weight tile is a strided read paying whole bursts, or encoded offline in the order the MAC array
+ * reads them (as Ethos-U's weight streams are), so every weight tile is one contiguous run. */
+enum class WeightLayout { kTensor, kEncoded };
+
 /*! \brief Which feature maps live in the on-chip SRAM arena (NPUConfig.feature_map_memory):
  * none, every one (inputs, outputs and intermediates, when they fit together), or only the
  * intermediates (when they fit; inputs and outputs stay in DRAM). */
@@ -84,6 +89,8 @@ struct NPUConfig {
   double dram_latency_ns = 100.0;
   // Weights: "dram", or "flash" (off-chip flash on its own port at flash_bandwidth_gb_per_s).
   std::string weight_memory = "dram";
+  // Weights stored in their tensor layout ("tensor") or in the array's read order ("encoded").
+  std::string weight_layout = "tensor";
   double flash_bandwidth_gb_per_s = 0.5;
   double flash_latency_ns = 1000.0;
   // Feature maps: "dram", or in an SRAM arena of sram_arena_kb on its own port ("sram": all of
@@ -135,6 +142,7 @@ struct NPUConfig {
   WorkEngine depthwise_work_engine() const;
   WorkEngine elementwise_work_engine() const;
   WeightMemory weight_memory_kind() const;
+  WeightLayout weight_layout_kind() const;
   FeatureMapMemory feature_map_memory_kind() const;
   /*! \brief Off-chip flash bytes per NPU cycle. */
   double FlashBytesPerCycle() const;

@@ -170,12 +170,17 @@ Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote) {
   }
   const double bandwidth =
       std::min(remote_bandwidth, config.BandwidthBytesPerCycle(dma.tile.tier));
-  cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(dma.bus_bytes / bandwidth), "DMA cycles");
+  // Encoded weights are stored in the order tiles read them: one contiguous run, no burst waste.
+  const bool encoded_weights =
+      program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst &&
+      config.weight_layout_kind() == WeightLayout::kEncoded;
+  const int64_t bus_bytes = encoded_weights ? TileBytes(dma.tile) : dma.bus_bytes;
+  cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(bus_bytes / bandwidth), "DMA cycles");
   const Tier remote_tier = TierOf(remote);
-  cost.bytes[TierIndex(remote_tier)] += dma.bus_bytes;
+  cost.bytes[TierIndex(remote_tier)] += bus_bytes;
   cost.bytes[TierIndex(dma.tile.tier)] += TileBytes(dma.tile);
   cost.energy_pj =
-      dma.bus_bytes * (remote_tier == Tier::kDram ? config.energy_dram_pj_per_byte
+      bus_bytes * (remote_tier == Tier::kDram ? config.energy_dram_pj_per_byte
                                                   : config.energy_l2_pj_per_byte) +
       TileBytes(dma.tile) * (dma.tile.tier == Tier::kL2 ? config.energy_l2_pj_per_byte
                                                         : config.energy_l1_pj_per_byte);

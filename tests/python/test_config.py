@@ -62,7 +62,13 @@ def test_the_default_config_keeps_the_default_machine():
 
 def test_string_fields_are_checked_on_both_sides():
     create = tvm.get_global_func("runtime.ExampleNPUJSONRuntimeCreate")
-    for name in ("depthwise_engine", "elementwise_engine", "weight_memory", "feature_map_memory"):
+    for name in (
+        "depthwise_engine",
+        "elementwise_engine",
+        "weight_memory",
+        "weight_layout",
+        "feature_map_memory",
+    ):
         with pytest.raises(InvalidConfigError, match=name):
             NPUConfig(**{name: "tape"})
         graph = {
