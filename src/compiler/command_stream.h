@@ -86,6 +86,8 @@ struct DmaCommand {
    */
   bool gather = false;
   TileRef gather_ids;
+  /*! \brief A negative id counts from the end of the table (TakeAttrs::negative_from_end). */
+  bool gather_negative_from_end = false;
 };
 
 /*! \brief What a compute command does with its node: the op itself, or (quantized ops) the

@@ -221,13 +221,14 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
 }
 
 TileRef TileScheduler::Gather(int64_t cls, const TensorView& table, const TileRef& ids,
-                              const Shape& rows) {
+                              const Shape& rows, bool negative_from_end) {
   const DType dtype = graph_.nodes[table.tensor].dtype;
   Command command;
   command.is_dma = true;
   DmaCommand& dma = command.dma;
   dma.gather = true;
   dma.gather_ids = ids;
+  dma.gather_negative_from_end = negative_from_end;
   dma.view = table;
   std::vector<int64_t> order(table.shape.size());
   std::iota(order.begin(), order.end(), 0);

@@ -62,9 +62,11 @@ class TileScheduler {
 
   /*!
    * \brief Gathers rows of `table` (axis 0) into a tile of shape `rows` of class `cls`: row r is
-   * table row ids[r], the ids being the loaded tile `ids` (a DMA that reads its addresses).
+   * table row ids[r], the ids being the loaded tile `ids` (a DMA that reads its addresses); a
+   * negative id counts from the end when `negative_from_end`.
    */
-  TileRef Gather(int64_t cls, const TensorView& table, const TileRef& ids, const Shape& rows);
+  TileRef Gather(int64_t cls, const TensorView& table, const TileRef& ids, const Shape& rows,
+                 bool negative_from_end);
 
   /*! \brief A result tile of class `cls` (float32, or int64 accumulators), in its next slot. */
   TileRef NewResult(int64_t cls, const Shape& shape, DType dtype = DType::kFloat32);

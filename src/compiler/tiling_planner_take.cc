@@ -6,6 +6,7 @@
 #include <tvm/ffi/error.h>
 
 #include <string>
+#include <variant>
 
 #include "compiler/tiling_planner_details.h"
 
@@ -44,11 +45,13 @@ class TakeRule : public OutputTiler {
     const TensorView table = layout_.ViewOf(anchor.inputs[0]);
     const TensorView ids = layout_.ViewOf(anchor.inputs[1]);
     const TensorView target = layout_.ViewOf(group_.anchor);
+    const bool negative_from_end = std::get<TakeAttrs>(anchor.attrs).negative_from_end;
     ForEachTile(anchor.shape, order_, tile_,
                 [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
                   TileRef id_tile =
                       scheduler->Load(0, ids, TensorBox{-1, {begin[0]}, {extent[0]}, {0}});
-                  TileRef rows = scheduler->Gather(1, table, id_tile, extent);
+                  TileRef rows =
+                      scheduler->Gather(1, table, id_tile, extent, negative_from_end);
                   scheduler->Store(rows, target, TensorBox{-1, begin, extent, order_});
                 });
   }

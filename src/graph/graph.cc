@@ -102,6 +102,8 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
                           attrs.Has("zero_nan") && attrs.Bool("zero_nan")};
     case OpKind::kConcat:
       return ConcatAttrs{attrs.Int("axis")};
+    case OpKind::kTake:
+      return TakeAttrs{attrs.Has("negative_from_end") && attrs.Bool("negative_from_end")};
     case OpKind::kStridedSlice:
       return SliceAttrs{attrs.Ints("begin"), attrs.Ints("step")};
     case OpKind::kMean:

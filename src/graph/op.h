@@ -183,6 +183,14 @@ struct ReduceAttrs {
 /*! \brief The reduction an op computes (a reduction op's kind). */
 kernels::ReduceKind ReduceKindOf(OpKind kind);
 
+/*!
+ * \brief take with run-time ids: a negative id counts once from the end (id + V) when
+ * `negative_from_end` is set, the ONNX importer's Gather fix-up where(less(i, 0), i + V, i).
+ */
+struct TakeAttrs {
+  bool negative_from_end = false;
+};
+
 /*! \brief nn.leakyrelu: x > 0 ? x : x * alpha. */
 struct LeakyReluAttrs {
   float alpha = 0.01f;
@@ -330,7 +338,8 @@ using OpAttrs = std::variant<
     PadAttrs,
     AdaptivePoolAttrs,
     ConvTransposeAttrs,
-    NormAttrs>;
+    NormAttrs,
+    TakeAttrs>;
 // clang-format on
 
 }  // namespace example_npu

@@ -151,9 +151,11 @@ void RunGather(const RunContext& ctx, int64_t command) {
   const uint8_t* ids = ctx.Tile(dma.gather_ids);
   uint8_t* tile = ctx.Tile(dma.tile);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t id = IdAt(ids, dma.gather_ids.dtype, r);
+    const int64_t given = IdAt(ids, dma.gather_ids.dtype, r);
+    // No overflow: table_rows > 0 is added to a negative id only.
+    const int64_t id = given < 0 && dma.gather_negative_from_end ? given + table_rows : given;
     if (id < 0 || id >= table_rows) {
-      TVM_FFI_THROW(ValueError) << "take: id " << id << " is outside the " << table_rows
+      TVM_FFI_THROW(ValueError) << "take: id " << given << " is outside the " << table_rows
                                 << " rows of " << table.name
                                 << " (an embedding lookup's ids must lie in [0, " << table_rows
                                 << "))";

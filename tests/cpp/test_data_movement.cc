@@ -242,6 +242,20 @@ void CheckGather(const std::string& id_dtype, DLDataType dl, NPUConfig config) {
           << id_dtype << " row " << i << " col " << j;
     }
   }
+  // Negative ids from the end (the ONNX importer's Gather fix-up) where the node says so.
+  std::string from_end = GatherGraph(rows, count, id_dtype);
+  const std::string last_node = R"("dtype": "float32"}],)";
+  from_end.replace(from_end.find(last_node), last_node.size(),
+                   R"("dtype": "float32", "attrs": {"negative_from_end": true}}],)");
+  Executor wrapping(ParseGraph(from_end), config);
+  ids[1] = static_cast<Id>(-1);
+  ids[2] = static_cast<Id>(-rows);
+  wrapping.Run({&in_table, &in_ids}, {&result});
+  EXPECT_EQ(out[1 * 40 + 3], table[(rows - 1) * 40 + 3]);
+  EXPECT_EQ(out[2 * 40 + 3], table[3]);
+  ids[2] = static_cast<Id>(-rows - 1);
+  EXPECT_THROW(wrapping.Run({&in_table, &in_ids}, {&result}), tvm::ffi::Error);
+  ids[1] = ids[2] = 0;
   // An id outside the table is the caller's error, reported, never read.
   for (Id bad : {static_cast<Id>(rows), static_cast<Id>(-1)}) {
     ids[count / 2] = bad;

@@ -17,15 +17,9 @@ from example_npu.partition.report import partition_with_report
 from tvm import relax
 
 RELATIVE_TOLERANCE = 1e-4
-# What still runs on the CPU: the tokenizer mask's int64 expand_dims and cast to float; the ONNX
-# importer's negative-id fix-up of Gather (where(less(i, 0), i + n, i)) on the ids.
+# What still runs on the CPU: the tokenizer mask's int64 expand_dims and cast to float.
 MASK_OPS = {"relax.astype", "relax.expand_dims"}
-ONNX_ID_FIXUP_OPS = {"relax.where", "relax.less", "relax.add"}
-CPU_OPS_ALLOWED = {
-    ("bert", "torch"): MASK_OPS,
-    ("bert", "onnx"): MASK_OPS | ONNX_ID_FIXUP_OPS,
-    ("gpt2", "onnx"): ONNX_ID_FIXUP_OPS,
-}
+CPU_OPS_ALLOWED = {("bert", "torch"): MASK_OPS, ("bert", "onnx"): MASK_OPS}
 
 
 def _run(mod: tvm.IRModule, data: list[np.ndarray]) -> np.ndarray:
@@ -98,6 +92,43 @@ def test_embedding_gather_of_run_time_ids_is_an_npu_dma_gather(ids_dtype):
     ids = np.random.default_rng(5).integers(0, 300, size=(4, 96)).astype(ids_dtype)
     ids[0, :2] = (0, 299)
     np.testing.assert_array_equal(_run(partitioned, [ids]), _run(mod, [ids]))
+
+
+def _onnx_gather_module(
+    rows: int, ids_shape: tuple[int, ...], added: int | None = None
+) -> tvm.IRModule:
+    """take(table, where(less(ids, 0), ids + rows, ids)): the ONNX importer's Gather."""
+    table = np.random.default_rng(6).standard_normal((rows, 8)).astype("float32")
+    ids = relax.Var("ids", relax.TensorType(ids_shape, "int64"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [ids]):
+        with bb.dataflow():
+            negative = bb.emit(relax.op.less(ids, relax.const(0, "int64")))
+            count = rows if added is None else added
+            wrapped = bb.emit(relax.op.add(ids, relax.const(count, "int64")))
+            fixed = bb.emit(relax.op.where(negative, wrapped, ids))
+            out = bb.emit_output(relax.op.take(relax.const(table), fixed, axis=0))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_the_onnx_gather_fix_up_of_negative_ids_runs_in_the_gather():
+    """Negative ids count from the end, as TVM's build of the fix-up computes; an id below
+    -rows is still outside the table: a clear error."""
+    mod = _onnx_gather_module(rows=30, ids_shape=(2, 7))
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    ids = np.array([[0, 29, -1, -30, 5, -7, 12], [3, 3, -2, 28, -29, 0, 1]], dtype="int64")
+    np.testing.assert_array_equal(_run(partitioned, [ids]), _run(mod, [ids]))
+    ids[1, 4] = -31
+    vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    with pytest.raises(Exception, match=r"take: id -31 is outside the 30 rows"):
+        vm["main"](tvm.runtime.tensor(ids))
+
+
+def test_a_gather_fix_up_that_adds_another_count_stays_on_the_cpu():
+    _, report = partition_with_report(_onnx_gather_module(rows=30, ids_shape=(4,), added=29))
+    assert report.cpu_ops.get("relax.take") == 1, report.table()
 
 
 @pytest.mark.parametrize("bad", [40, -1, 2**33])

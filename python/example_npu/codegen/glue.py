@@ -13,8 +13,9 @@ The NPU graph has one node per tensor, so several Relax forms map onto a few NPU
 * torch.export's safe softmax (``where(all(x == -inf), 0, softmax(x))``) is one ``nn.softmax``
   node with ``zero_masked_rows``, the ONNX exporter's guard (``where(isnan(s), 0, s)`` of
   ``s = softmax(x)``) one with ``zero_nan``;
-* ``take`` with run-time ids (an embedding lookup, with the ids' int casts and reshapes) is one
-  ``take`` node: a DMA gather of table rows over the flattened original ids.
+* ``take`` with run-time ids (an embedding lookup, with the ids' int casts and reshapes, or the
+  ONNX importer's negative-id fix-up) is one ``take`` node: a DMA gather of table rows over the
+  flattened original ids (``negative_from_end`` for the fix-up).
 
 Each lowering returns the node id of the op's value (a tuple of ids for ``split``), or None when
 the op is not a glue op and the generic path serialises it.
@@ -184,16 +185,22 @@ def lower_embedding(builder: Any, func: relax.Function, env: dict[Any, Any], com
     the ids' int casts are left out (the gather checks every id against the table's rows)."""
     bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
     take = bindings.get(func.body.body, func.body.body)
-    ids = take.args[1]
+    ids, negative_from_end = take.args[1], False
     while isinstance(bindings.get(ids), relax.Call):
-        ids = bindings[ids].args[0]  # through astype / reshape
+        producer = bindings[ids]
+        if producer.op.name == "relax.where":  # Gather's fix-up: negative ids from the end
+            negative_from_end = True
+            ids = producer.args[2]
+        else:
+            ids = producer.args[0]  # through astype / reshape
     e = Emitter(builder, take, composite, env)
     ids_shape, ids_dtype = input_shape(builder, ids)
     count = int(np.prod(ids_shape, dtype=np.int64))
     flat = e.shaped("reshape", [builder.eval_tensor(ids, env, composite)], [count], ids_dtype, {})
     shape, dtype = input_shape(builder, take.args[0])
     table = builder.eval_tensor(take.args[0], env, composite)
-    rows = e.shaped("take", [table, flat], [count, *shape[1:]], dtype, {})
+    attrs = {"negative_from_end": negative_from_end}
+    rows = e.shaped("take", [table, flat], [count, *shape[1:]], dtype, attrs)
     return e.node("reshape", [rows], take.ty)
 
 

@@ -144,13 +144,15 @@ def _prelu_where() -> tuple[DFPattern, dict[str, DFPattern]]:
 
 def _embedding() -> tuple[DFPattern, dict[str, DFPattern]]:
     """take(table, ids) with run-time ids, with the int cast and the flattening reshape the
-    exporters put on the ids (torch: astype(int32) then reshape)."""
-    table, ids = wildcard(), wildcard()
+    exporters put on the ids (torch: astype(int32) then reshape), or the ONNX importer's
+    negative-id fix-up of Gather, where(less(ids, 0), ids + rows, ids)."""
+    table, ids, zero, rows = wildcard(), wildcard(), is_const(), is_const()
     cast = is_op("relax.astype")(ids)
     reshape = is_op("relax.reshape")
-    index = reshape(cast, wildcard()) | cast | reshape(ids, wildcard()) | ids
+    fixup = is_op("relax.where")(is_op("relax.less")(ids, zero), is_op("relax.add")(ids, rows), ids)
+    index = reshape(cast, wildcard()) | cast | reshape(ids, wildcard()) | fixup | ids
     root = is_op("relax.take")(table, index)
-    return root, {"ids": ids, "root": root}
+    return root, {"ids": ids, "fixup": fixup, "zero": zero, "rows": rows, "root": root}
 
 
 def _nan_guarded_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:

@@ -141,6 +141,12 @@ def check_embedding(annotated: Mapping[str, Any]) -> Verdict:
     for dtype in {tensor_dtype(ids), tensor_dtype(index)}:
         if dtype not in ID_DTYPES:
             return reject(f"take: {dtype} ids (the gather reads int32 / int64 ids)")
+    if "fixup" in annotated:  # where(less(ids, 0), ids + rows, ids): negative ids from the end
+        zero, rows = (annotated[name].value.numpy() for name in ("zero", "rows"))
+        if zero.size != 1 or int(zero.reshape(-1)[0]) != 0:
+            return reject("take: the ids' fix-up compares with something other than 0")
+        if rows.size != 1 or int(rows.reshape(-1)[0]) != shape[0]:
+            return reject(f"take: the ids' fix-up adds {rows.reshape(-1)[:1]}, not {shape[0]} rows")
     return check_data_movement(take, [take, table])
 
 
