@@ -21,7 +21,7 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, and small networks of the other int8 ops
-(``pad_resize``, ``swish_se``). ``extra`` holds larger or broader models for local
+(``pad_resize``, ``swish_se``, ``leaky_relu``). ``extra`` holds larger or broader models for local
 validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
 (hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
 (concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
@@ -208,6 +208,17 @@ def swish_se(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="swish_se")
 
 
+def leaky_relu(keras: Any, batch: int | None) -> Any:
+    """LEAKY_RELU, which TFLite computes with two integer multipliers (identity and alpha)."""
+    layers = keras.layers
+    inputs = keras.Input((12, 12, 3), batch_size=batch)
+    x = layers.LeakyReLU(negative_slope=0.1)(layers.Conv2D(16, 3, padding="same")(inputs))
+    x = layers.LeakyReLU(negative_slope=0.3)(layers.Conv2D(16, 3, strides=2)(x))
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(4)(x)
+    return keras.Model(inputs, outputs, name="leaky_relu")
+
+
 MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "kws_dscnn": kws_dscnn,
     "vww_mobilenet_v1": vww_mobilenet_v1,
@@ -222,6 +233,7 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "op_mix": op_mix,
     "pad_resize": pad_resize,
     "swish_se": swish_se,
+    "leaky_relu": leaky_relu,
 }
 SETS = {
     "test": [
@@ -232,6 +244,7 @@ SETS = {
         "mobilenet_v2_035_96",
         "pad_resize",
         "swish_se",
+        "leaky_relu",
     ],
     "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
 }

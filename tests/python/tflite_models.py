@@ -17,7 +17,7 @@ import numpy as np
 
 DATA = Path(__file__).parent / "data" / "tflite"
 MLPERF_TINY = ("kws_dscnn", "vww_mobilenet_v1", "ic_resnet8", "ad_autoencoder")
-MODELS = (*MLPERF_TINY, "mobilenet_v2_035_96", "pad_resize", "swish_se")
+MODELS = (*MLPERF_TINY, "mobilenet_v2_035_96", "pad_resize", "swish_se", "leaky_relu")
 
 
 def model_path(name: str, open_batch: bool = False) -> Path:

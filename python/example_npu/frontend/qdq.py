@@ -18,7 +18,8 @@ them exactly (the rewritten program computes the same integers):
    possible inputs: it becomes ``take(table, x, axis=0, mode="wrap")`` with the table evaluated
    here, the way the float ops compute it (float32 arithmetic; transcendental functions rounded
    from float64). For TFLite models an island ends at an inner quantize or table, so each
-   TFLite op keeps its own integer kernel.
+   TFLite op keeps its own integer kernel; TFLite's LEAKY_RELU (two fixed-point multipliers,
+   not a float function) is tabulated with that integer arithmetic.
 4. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
    with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
    result already lies on the output's quantization grid, so re-quantizing it changes nothing.
@@ -131,6 +132,48 @@ def quantize_values(values: np.ndarray, scale: float, zero_point: int, dtype: st
     info = np.iinfo(dtype)
     rounded = np.rint(_f32(values) / np.float32(scale)) + np.float32(zero_point)
     return np.clip(rounded, info.min, info.max)
+
+
+def _tflite_multiply(values: np.ndarray, real_multiplier: float) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier(values, QuantizeMultiplier(real_multiplier)): a
+    Q31 multiplier and shift, the doubling high multiply and the rounding right shift."""
+    if real_multiplier == 0.0:
+        return np.zeros_like(values, dtype=np.int64)
+    mantissa, shift = math.frexp(real_multiplier)
+    fixed = int(math.copysign(math.floor(abs(mantissa) * (1 << 31) + 0.5), mantissa))
+    if fixed == 1 << 31:
+        fixed, shift = fixed // 2, shift + 1
+    left, right = max(shift, 0), max(-shift, 0)
+    a = values.astype(np.int64) * (1 << left)
+    nudged = a * fixed + np.where(a * fixed >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.sign(nudged) * (np.abs(nudged) // (1 << 31))  # C's division truncates
+    if right == 0:
+        return high
+    mask = (1 << right) - 1
+    remainder = high & mask
+    threshold = (mask >> 1) + (high < 0)
+    return (high >> right) + (remainder > threshold)
+
+
+def _tflite_leaky_relu(
+    source: tuple[float, int], alpha: float, params: tuple[float, int], dtype: str
+) -> np.ndarray:
+    """TFLite's int8 LEAKY_RELU kernel on the 256 integers, in take's wrap order."""
+    grid = np.arange(256)
+    if dtype == "int8":
+        grid = np.where(grid >= 128, grid - 256, grid)
+    (in_scale, in_zero), (out_scale, out_zero) = source, params
+    shifted = grid - in_zero
+    # The multipliers are float32 products widened to double, as in LeakyReluPrepare.
+    identity = float(np.float32(in_scale) / np.float32(out_scale))
+    alpha_multiplier = float(np.float32(in_scale) * np.float32(alpha) / np.float32(out_scale))
+    scaled = np.where(
+        shifted >= 0,
+        _tflite_multiply(shifted, identity),
+        _tflite_multiply(shifted, alpha_multiplier),
+    )
+    info = np.iinfo(dtype)
+    return np.clip(scaled + out_zero, info.min, info.max).astype(dtype)
 
 
 def _picks_elements(value: Any) -> bool:
@@ -352,6 +395,12 @@ class _Canonicalizer(relax.PyExprMutator):
             self._binding(value.args[0]), "relax.dequantize"
         ):
             return None  # a rescale with a clamp: qnn.requantize
+        if self._one_op_per_table and _is_call(value, "relax.nn.leakyrelu"):
+            inner = self._binding(value.args[0])
+            source = _scalar_params(inner) if _is_call(inner, "relax.dequantize") else None
+            if source is not None and _dtype(inner.args[0]) == dtype:
+                table = _tflite_leaky_relu(source, float(value.attrs.alpha), params, dtype)
+                return relax.op.take(relax.const(table), inner.args[0], axis=0, mode="wrap")
         island = _Island(self._binding, self._one_op_per_table)
         values = island.evaluate(data)
         if values is None or island.source is None or not np.all(np.isfinite(values)):
