@@ -91,12 +91,18 @@ int64_t TileBytes(const TileRef& tile) {
 enum class Remote { kDram, kFlash, kSram, kL2 };
 constexpr int kNumRemotes = 4;
 
-/*! \brief Which feature maps the SRAM arena holds, decided once per program: all of a kind or
- * none, as a compiler places a function's tensors before it runs. */
+/*! \brief Which feature maps the SRAM arena holds, decided once per program as a compiler places
+ * a function's tensors before it runs: the inputs and outputs all or none, the intermediates by
+ * address: those lying wholly in the first `intermediate_bytes` of the (reused) scratch area. */
 struct ArenaPlacement {
   bool io = false;
-  bool intermediates = false;
+  int64_t intermediate_bytes = 0;
 };
+
+int64_t TensorBytes(const Program& program, int64_t tensor) {
+  const Node& node = program.graph.nodes[tensor];
+  return kernels::NumElements(node.shape) * DTypeBytes(node.dtype);
+}
 
 ArenaPlacement PlaceFeatureMaps(const Program& program) {
   const NPUConfig& config = program.config;
@@ -114,11 +120,13 @@ ArenaPlacement PlaceFeatureMaps(const Program& program) {
     case FeatureMapMemory::kDram:
       break;
     case FeatureMapMemory::kSram:
-      placement.io = placement.intermediates =
+      // Everything when it fits together; else the intermediates take the arena.
+      placement.io =
           checked::Add(io_bytes, program.dram_scratch_bytes, "feature map bytes") <= arena;
+      placement.intermediate_bytes = arena;
       break;
     case FeatureMapMemory::kSramIntermediates:
-      placement.intermediates = program.dram_scratch_bytes <= arena;
+      placement.intermediate_bytes = arena;
       break;
   }
   return placement;
@@ -131,7 +139,11 @@ Remote RemoteOf(const Program& program, const ArenaPlacement& arena, const DmaCo
       return program.config.weight_memory_kind() == WeightMemory::kFlash ? Remote::kFlash
                                                                           : Remote::kDram;
     case TensorPlacement::Kind::kScratch:
-      return arena.intermediates ? Remote::kSram : Remote::kDram;
+      return checked::Add(program.placements[dma.view.tensor].index,
+                          TensorBytes(program, dma.view.tensor), "scratch bytes") <=
+                     arena.intermediate_bytes
+                 ? Remote::kSram
+                 : Remote::kDram;
     case TensorPlacement::Kind::kInput:
     case TensorPlacement::Kind::kOutput:
       return arena.io ? Remote::kSram : Remote::kDram;

@@ -117,3 +117,16 @@ def test_encoded_weights_are_read_once_from_flash(layout):
         assert prof.bytes_moved["DRAM"] == row["macs"]
     else:
         assert prof.bytes_moved["DRAM"] > row["macs"]
+
+
+def test_an_arena_too_small_for_every_intermediate_still_holds_some():
+    """Intermediates lying in the arena's first bytes of the scratch area stay in SRAM, the rest
+    go to DRAM: a smaller arena moves more bytes off chip, but fewer than no arena at all."""
+    module = _module("mobilenet_v2_035_96")
+
+    def off_chip(**changes) -> int:
+        config = NPUConfig.preset("ethos-u65-256", **changes)
+        return example_npu.estimate(module, config).bytes_moved["DRAM"]
+
+    all_in_sram, some_in_sram = off_chip(), off_chip(sram_arena_kb=64)
+    assert all_in_sram < some_in_sram < off_chip(feature_map_memory="dram")
