@@ -299,6 +299,13 @@ def _glue_probes() -> list[Probe]:
             ),
         ),
         Probe(
+            "take",
+            "run-time int32 ids, axis 0 (embedding: DMA row gather)",
+            (("table", (8, 4)), ("ids", (3,))),
+            _single(op.take, "table", "ids", axis=0),
+            param_dtype=lambda name, dtype: "int32" if name == "ids" else dtype,
+        ),
+        Probe(
             "broadcast_to",
             "stride-0 view",
             (("x", (1, 3, 1)),),
