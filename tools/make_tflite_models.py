@@ -21,7 +21,8 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, and small networks of the other int8 ops
-(``pad_resize``, ``swish_se``, ``leaky_relu``). ``extra`` holds larger or broader models for local
+(``pad_resize``, ``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``,
+``leaky_relu_probe``: a 16x16x1 input holds every int8 value). ``extra`` holds larger or broader models for local
 validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
 (hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
 (concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
@@ -219,6 +220,23 @@ def leaky_relu(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="leaky_relu")
 
 
+def _one_op_probe(activation: str, description: str) -> Callable[..., Any]:
+    """A model of one activation on a 16x16x1 int8 input: its 256 pixels can hold every int8
+    value, so a test compares the op's integer kernel exhaustively."""
+
+    def build(keras: Any, batch: int | None) -> Any:
+        inputs = keras.Input((16, 16, 1), batch_size=batch)
+        layer = (
+            keras.layers.LeakyReLU(negative_slope=0.2)
+            if activation == "leaky_relu"
+            else keras.layers.Activation(activation)
+        )
+        return keras.Model(inputs, layer(inputs), name=f"{activation}_probe")
+
+    build.__doc__ = description
+    return build
+
+
 MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "kws_dscnn": kws_dscnn,
     "vww_mobilenet_v1": vww_mobilenet_v1,
@@ -234,6 +252,8 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "pad_resize": pad_resize,
     "swish_se": swish_se,
     "leaky_relu": leaky_relu,
+    "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
+    "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
 }
 SETS = {
     "test": [
@@ -245,6 +265,8 @@ SETS = {
         "pad_resize",
         "swish_se",
         "leaky_relu",
+        "hard_swish_probe",
+        "leaky_relu_probe",
     ],
     "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
 }

@@ -2,8 +2,8 @@
 
 ``tests/python/data/tflite/`` holds full-integer int8 models made by
 ``tools/make_tflite_models.py`` (TensorFlow's converter with a representative data set; see its
-docstring): the four MLPerf Tiny reference architectures, a small MobileNetV2 and ``pad_resize``
-(quantized PAD and nearest resize), each with the batch fixed to 1 and with an open batch
+docstring): the four MLPerf Tiny reference architectures, a small MobileNetV2, small networks of
+other int8 ops and one-op probes, each with the batch fixed to 1 and with an open batch
 dimension. LiteRT (``ai-edge-litert``) runs them with
 TFLite's reference kernels (``OpResolverType.BUILTIN_REF``, the bit-exact specification) or its
 default kernels (XNNPACK), one thread.
@@ -17,7 +17,16 @@ import numpy as np
 
 DATA = Path(__file__).parent / "data" / "tflite"
 MLPERF_TINY = ("kws_dscnn", "vww_mobilenet_v1", "ic_resnet8", "ad_autoencoder")
-MODELS = (*MLPERF_TINY, "mobilenet_v2_035_96", "pad_resize", "swish_se", "leaky_relu")
+# One activation on a 16x16x1 input: 256 pixels, so one input holds every int8 value.
+ONE_OP_PROBES = ("hard_swish_probe", "leaky_relu_probe")
+MODELS = (
+    *MLPERF_TINY,
+    "mobilenet_v2_035_96",
+    "pad_resize",
+    "swish_se",
+    "leaky_relu",
+    *ONE_OP_PROBES,
+)
 
 
 def model_path(name: str, open_batch: bool = False) -> Path:
@@ -30,6 +39,27 @@ def interpreter(path: Path, reference: bool = True):
 
     resolver = OpResolverType.BUILTIN_REF if reference else OpResolverType.AUTO
     return Interpreter(model_path=str(path), experimental_op_resolver_type=resolver, num_threads=1)
+
+
+def every_int8(path: Path) -> np.ndarray:
+    """One input of a one-op probe holding each int8 value once."""
+    shape, _, _ = input_quantization(path)
+    return np.arange(-128, 128, dtype=np.int8).reshape(shape)
+
+
+def with_scales(path: Path, out: Path, input_scale: float, output_scale: float) -> Path:
+    """A copy of the one-op probe ``path`` whose input and output scales are replaced (the
+    float32 values patched in the flatbuffer; each occurs once), written to ``out``: the same op
+    at other quantization parameters, for exhaustive kernel tests without TensorFlow."""
+    data = path.read_bytes()
+    runner = interpreter(path)
+    (model_input,), (model_output,) = runner.get_input_details(), runner.get_output_details()
+    for detail, scale in ((model_input, input_scale), (model_output, output_scale)):
+        old = np.float32(detail["quantization"][0]).tobytes()
+        assert data.count(old) == 1, f"{path.name}: scale bytes not unique"
+        data = data.replace(old, np.float32(scale).tobytes())
+    out.write_bytes(data)
+    return out
 
 
 def input_quantization(path: Path) -> tuple[tuple[int, ...], float, int]:

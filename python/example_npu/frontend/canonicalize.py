@@ -55,6 +55,7 @@ from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
+from .tflite_kernels import kernel_table
 from .tir_pad import pad_of_call_tir
 
 # The module attribute naming the integer arithmetic of its quantized ops, and its values.
@@ -332,4 +333,4 @@ def canonicalize(mod: tvm.IRModule, rounding: str | None = None) -> tvm.IRModule
     tflite = model_rounding(mod, rounding) == "tflite"
     mod = canonicalize_tflite(mod, tflite_semantics=tflite)
     # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
-    return canonicalize_qdq(mod, one_op_per_table=tflite)
+    return canonicalize_qdq(mod, integer_kernels=kernel_table if tflite else None)

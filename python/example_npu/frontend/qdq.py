@@ -18,8 +18,9 @@ them exactly (the rewritten program computes the same integers):
    possible inputs: it becomes ``take(table, x, axis=0, mode="wrap")`` with the table evaluated
    here, the way the float ops compute it (float32 arithmetic; transcendental functions rounded
    from float64). For TFLite models an island ends at an inner quantize or table, so each
-   TFLite op keeps its own integer kernel; TFLite's LEAKY_RELU (two fixed-point multipliers,
-   not a float function) is tabulated with that integer arithmetic.
+   TFLite op keeps its own integer kernel, and the ops TFLite defines by a fixed-point kernel
+   rather than a float function (LEAKY_RELU, HARD_SWISH) are tabulated with that kernel
+   (``integer_kernels``, :mod:`.tflite_kernels`).
 4. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
    with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
    result already lies on the output's quantization grid, so re-quantizing it changes nothing.
@@ -49,6 +50,10 @@ _SHAPE_OPS = frozenset(
     {"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims", "relax.flatten"}
 )
 _TABLE_DTYPES = {"int8": -128, "uint8": 0}
+
+# (float value of a quantize, binding lookup, output (scale, zero point), dtype) -> (the 8-bit
+# input, its table) when the value is an op whose integer kernel defines its result.
+IntegerKernels = Callable[[relax.Call, Callable[[Any], Any], tuple[float, int], str], Any]
 
 
 def _f32(value: Any) -> np.ndarray:
@@ -132,48 +137,6 @@ def quantize_values(values: np.ndarray, scale: float, zero_point: int, dtype: st
     info = np.iinfo(dtype)
     rounded = np.rint(_f32(values) / np.float32(scale)) + np.float32(zero_point)
     return np.clip(rounded, info.min, info.max)
-
-
-def _tflite_multiply(values: np.ndarray, real_multiplier: float) -> np.ndarray:
-    """TFLite's MultiplyByQuantizedMultiplier(values, QuantizeMultiplier(real_multiplier)): a
-    Q31 multiplier and shift, the doubling high multiply and the rounding right shift."""
-    if real_multiplier == 0.0:
-        return np.zeros_like(values, dtype=np.int64)
-    mantissa, shift = math.frexp(real_multiplier)
-    fixed = int(math.copysign(math.floor(abs(mantissa) * (1 << 31) + 0.5), mantissa))
-    if fixed == 1 << 31:
-        fixed, shift = fixed // 2, shift + 1
-    left, right = max(shift, 0), max(-shift, 0)
-    a = values.astype(np.int64) * (1 << left)
-    nudged = a * fixed + np.where(a * fixed >= 0, 1 << 30, 1 - (1 << 30))
-    high = np.sign(nudged) * (np.abs(nudged) // (1 << 31))  # C's division truncates
-    if right == 0:
-        return high
-    mask = (1 << right) - 1
-    remainder = high & mask
-    threshold = (mask >> 1) + (high < 0)
-    return (high >> right) + (remainder > threshold)
-
-
-def _tflite_leaky_relu(
-    source: tuple[float, int], alpha: float, params: tuple[float, int], dtype: str
-) -> np.ndarray:
-    """TFLite's int8 LEAKY_RELU kernel on the 256 integers, in take's wrap order."""
-    grid = np.arange(256)
-    if dtype == "int8":
-        grid = np.where(grid >= 128, grid - 256, grid)
-    (in_scale, in_zero), (out_scale, out_zero) = source, params
-    shifted = grid - in_zero
-    # The multipliers are float32 products widened to double, as in LeakyReluPrepare.
-    identity = float(np.float32(in_scale) / np.float32(out_scale))
-    alpha_multiplier = float(np.float32(in_scale) * np.float32(alpha) / np.float32(out_scale))
-    scaled = np.where(
-        shifted >= 0,
-        _tflite_multiply(shifted, identity),
-        _tflite_multiply(shifted, alpha_multiplier),
-    )
-    info = np.iinfo(dtype)
-    return np.clip(scaled + out_zero, info.min, info.max).astype(dtype)
 
 
 def _picks_elements(value: Any) -> bool:
@@ -282,10 +245,10 @@ class _Island:
 
 @relax.expr_functor.mutator
 class _Canonicalizer(relax.PyExprMutator):
-    def __init__(self, mod: tvm.IRModule, one_op_per_table: bool = False):
+    def __init__(self, mod: tvm.IRModule, integer_kernels: IntegerKernels | None = None):
         super().__init__(mod)
         self._splits: dict[tuple, relax.Var] = {}
-        self._one_op_per_table = one_op_per_table
+        self._integer_kernels = integer_kernels
 
     def _binding(self, expr: Any) -> Any:
         """The value bound to a variable (through var-to-var aliases), else None."""
@@ -395,13 +358,12 @@ class _Canonicalizer(relax.PyExprMutator):
             self._binding(value.args[0]), "relax.dequantize"
         ):
             return None  # a rescale with a clamp: qnn.requantize
-        if self._one_op_per_table and _is_call(value, "relax.nn.leakyrelu"):
-            inner = self._binding(value.args[0])
-            source = _scalar_params(inner) if _is_call(inner, "relax.dequantize") else None
-            if source is not None and _dtype(inner.args[0]) == dtype:
-                table = _tflite_leaky_relu(source, float(value.attrs.alpha), params, dtype)
-                return relax.op.take(relax.const(table), inner.args[0], axis=0, mode="wrap")
-        island = _Island(self._binding, self._one_op_per_table)
+        if self._integer_kernels is not None and isinstance(value, relax.Call):
+            found = self._integer_kernels(value, self._binding, params, dtype)
+            if found is not None:
+                source, table = found
+                return relax.op.take(relax.const(table), source, axis=0, mode="wrap")
+        island = _Island(self._binding, one_op=self._integer_kernels is not None)
         values = island.evaluate(data)
         if values is None or island.source is None or not np.all(np.isfinite(values)):
             return None
@@ -411,14 +373,17 @@ class _Canonicalizer(relax.PyExprMutator):
         return relax.op.take(relax.const(table), island.source, axis=0, mode="wrap")
 
 
-def canonicalize_qdq(mod: tvm.IRModule, one_op_per_table: bool = False) -> tvm.IRModule:
+def canonicalize_qdq(
+    mod: tvm.IRModule, integer_kernels: IntegerKernels | None = None
+) -> tvm.IRModule:
     """Rewrites every Relax function of ``mod`` as described in the module docstring, then
-    removes the bindings the rewrites left unused. ``one_op_per_table`` (TFLite models) keeps
-    each quantized op its own: an island ends at an inner quantize or table, so ``x *
-    sigmoid(x)`` stays TFLite's integer MUL of the two int8 tensors instead of one float
-    table."""
+    removes the bindings the rewrites left unused. ``integer_kernels`` (TFLite models:
+    :func:`.tflite_kernels.kernel_table`) gives the tables of ops defined by their own integer
+    kernel, and keeps each quantized op its own: an island ends at an inner quantize or table,
+    so ``x * sigmoid(x)`` stays TFLite's integer MUL of the two int8 tensors instead of one
+    float table."""
     mod = relax.transform.CanonicalizeBindings()(mod)  # no var-to-var aliases between ops
-    mutator = _Canonicalizer(mod, one_op_per_table)
+    mutator = _Canonicalizer(mod, integer_kernels)
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
             mutator.builder_.update_func(gvar, mutator.visit_expr(func))
