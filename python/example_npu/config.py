@@ -90,6 +90,9 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "op_setup_cycles": (0, 1_000_000),
     "sram_arena_kb": (0, 1 << 20),
     "sram_latency_cycles": (1, 1_000_000),
+    "fm_read_granule_bytes": (0, 1024),
+    "dram_burst_bytes": (1, 65536),
+    "sram_burst_bytes": (1, 65536),
     "l1_latency_cycles": (1, 1_000_000),
     "l2_latency_cycles": (1, 1_000_000),
     "dram_mb": (1, 1 << 20),
@@ -175,6 +178,13 @@ class NPUConfig:
     sram_arena_kb: int = 0
     sram_bandwidth_bytes_per_cycle: float = 16.0
     sram_latency_cycles: int = 32
+    # Feature-map reads: 0 (the DMA reads contiguous runs), or the bytes of one position's
+    # channels the NPU fetches at a time; a feature map whose innermost run is shorter (a 1- or
+    # 3-channel image) is read element by element, each element costing the memory's burst over
+    # this granule.
+    fm_read_granule_bytes: int = 0
+    dram_burst_bytes: int = 32
+    sram_burst_bytes: int = 32
     # DRAM capacity: an NPU function's inputs, weights, outputs and intermediates must fit.
     dram_mb: int = 4096
     # Op tiles one NPU function may compile to: every op of a fused group counts once per tile
@@ -285,6 +295,7 @@ def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
         "elementwise_elements_per_cycle": 4 / 3,
         "op_setup_cycles": 16,
         "weight_layout": "encoded",  # Vela encodes each weight stream in the array's read order
+        "fm_read_granule_bytes": 8,  # a position's 8 channels (one brick) per feature-map access
         "activation_unit_lanes": macs // 8,  # the output stage: one micro-block per cycle
         "l1_sram_kb": 48 * max(1, macs // 256),  # SHRAM: 48 banks of 1 KB per 256-MAC core
         "l1_bandwidth_bytes_per_cycle": 64.0,
@@ -303,6 +314,7 @@ _U55_HIGH_END_EMBEDDED: dict[str, object] = {
     "sram_arena_kb": 2048,
     "sram_bandwidth_bytes_per_cycle": 8.0,
     "sram_latency_cycles": 32,
+    "sram_burst_bytes": 32,
     "l2_cmx_kb": 64,
     "l2_bandwidth_bytes_per_cycle": 8.0,
     "l2_latency_cycles": 32,
@@ -320,6 +332,8 @@ _U65_CLIENT_SERVER: dict[str, object] = {
     "sram_arena_kb": 384,
     "sram_bandwidth_bytes_per_cycle": 16.0,
     "sram_latency_cycles": 32,
+    "sram_burst_bytes": 32,
+    "dram_burst_bytes": 128,
     "l2_cmx_kb": 64,
     "l2_bandwidth_bytes_per_cycle": 16.0,
     "l2_latency_cycles": 32,

@@ -95,7 +95,7 @@ struct Field {
 
 // The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
 // NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
-const std::array<Field<int64_t>, 22> kIntFields = {{
+const std::array<Field<int64_t>, 25> kIntFields = {{
     {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
     {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
     {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
@@ -114,6 +114,9 @@ const std::array<Field<int64_t>, 22> kIntFields = {{
     {"op_setup_cycles", &NPUConfig::op_setup_cycles, 0, 1000000},
     {"sram_arena_kb", &NPUConfig::sram_arena_kb, 0, 1 << 20},
     {"sram_latency_cycles", &NPUConfig::sram_latency_cycles, 1, 1000000},
+    {"fm_read_granule_bytes", &NPUConfig::fm_read_granule_bytes, 0, 1024},
+    {"dram_burst_bytes", &NPUConfig::dram_burst_bytes, 1, 65536},
+    {"sram_burst_bytes", &NPUConfig::sram_burst_bytes, 1, 65536},
     {"l1_latency_cycles", &NPUConfig::l1_latency_cycles, 1, 1000000},
     {"l2_latency_cycles", &NPUConfig::l2_latency_cycles, 1, 1000000},
     {"dram_mb", &NPUConfig::dram_mb, 1, 1 << 20},

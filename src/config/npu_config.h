@@ -99,6 +99,12 @@ struct NPUConfig {
   int64_t sram_arena_kb = 0;
   double sram_bandwidth_bytes_per_cycle = 16.0;
   int64_t sram_latency_cycles = 32;
+  // Feature-map reads: 0 (the DMA reads contiguous runs), or the bytes of one position's channels
+  // the NPU fetches at a time; a feature map whose innermost run is shorter is read element by
+  // element, each element costing the memory's burst over this granule (dram_ / sram_burst_bytes).
+  int64_t fm_read_granule_bytes = 0;
+  int64_t dram_burst_bytes = 32;
+  int64_t sram_burst_bytes = 32;
   // Capacity of the DRAM the NPU addresses: an NPU function's inputs, weights, outputs and
   // intermediates (after reuse) must fit, checked at compile time before anything is allocated.
   int64_t dram_mb = 4096;

@@ -158,6 +158,24 @@ Tier TierOf(Remote remote) {
   return remote == Remote::kDram || remote == Remote::kFlash ? Tier::kDram : Tier::kL2;
 }
 
+/*! \brief Bus bytes of a feature-map load on an NPU that fetches a feature map one position's
+ * channels at a time (NPUConfig.fm_read_granule_bytes): when the innermost run is shorter than
+ * the granule (a 1- or 3-channel image), every element is its own access and costs the memory's
+ * burst over the granule (Vela charges a 3-channel int8 input 16 bytes per element from a
+ * 128-byte-burst DRAM, 4 from a 32-byte-burst SRAM). 0 when the rule does not apply. */
+int64_t NarrowRunBusBytes(const Program& program, const DmaCommand& dma, Remote remote) {
+  const NPUConfig& config = program.config;
+  if (config.fm_read_granule_bytes == 0 || dma.store || dma.gather) return 0;
+  if (remote != Remote::kDram && remote != Remote::kSram) return 0;
+  if (program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst) return 0;
+  if (dma.view.strides.empty() || dma.view.strides.back() != 1) return 0;
+  const int64_t element_bytes = DTypeBytes(dma.tile.dtype);
+  if (dma.box.extent.back() * element_bytes >= config.fm_read_granule_bytes) return 0;
+  const int64_t burst = remote == Remote::kDram ? config.dram_burst_bytes : config.sram_burst_bytes;
+  const int64_t elements = TileBytes(dma.tile) / element_bytes;
+  return elements * std::max<int64_t>(element_bytes, burst / config.fm_read_granule_bytes);
+}
+
 Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote) {
   const NPUConfig& config = program.config;
   Cost cost;
@@ -186,7 +204,10 @@ Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote) {
   const bool encoded_weights =
       program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst &&
       config.weight_layout_kind() == WeightLayout::kEncoded;
-  const int64_t bus_bytes = encoded_weights ? TileBytes(dma.tile) : dma.bus_bytes;
+  const int64_t narrow_run_bytes = NarrowRunBusBytes(program, dma, remote);
+  const int64_t bus_bytes = encoded_weights    ? TileBytes(dma.tile)
+                            : narrow_run_bytes ? narrow_run_bytes
+                                               : dma.bus_bytes;
   cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(bus_bytes / bandwidth), "DMA cycles");
   const Tier remote_tier = TierOf(remote);
   cost.bytes[TierIndex(remote_tier)] += bus_bytes;
