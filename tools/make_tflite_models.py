@@ -20,9 +20,9 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
-Keras' MobileNetV2 (alpha 0.35) at 96x96, and small networks of the other int8 ops
-(``pad_resize``, ``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``,
-``leaky_relu_probe``: a 16x16x1 input holds every int8 value). ``extra`` holds larger or broader models for local
+Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
+``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``, ``leaky_relu_probe``: a
+16x16x1 input holds every int8 value). ``extra`` holds larger or broader models for local
 validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
 (hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
 (concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
