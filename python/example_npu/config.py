@@ -28,6 +28,9 @@ WEIGHT_MEMORIES = ("dram", "flash")
 # How weights are stored: in their tensor layout (a weight tile is a strided read of whole
 # bursts) or encoded offline in the order the MAC array reads them (one contiguous run per tile).
 WEIGHT_LAYOUTS = ("tensor", "encoded")
+# Which weights are staged in L2 before their layer: those later tiles read again, or all that fit
+# (a weight buffer the DMA fills while the previous layer computes).
+WEIGHT_STAGINGS = ("reused", "always")
 # Which feature maps live in the SRAM arena: none, all, or only the intermediates.
 FEATURE_MAP_MEMORIES = ("dram", "sram", "sram_intermediates")
 
@@ -39,6 +42,7 @@ STRING_CHOICES: dict[str, tuple[str, ...]] = {
     "elementwise_engine": WORK_ENGINES,
     "weight_memory": WEIGHT_MEMORIES,
     "weight_layout": WEIGHT_LAYOUTS,
+    "weight_staging": WEIGHT_STAGINGS,
     "feature_map_memory": FEATURE_MAP_MEMORIES,
 }
 
@@ -170,6 +174,10 @@ class NPUConfig:
     weight_memory: str = "dram"
     # Weights in their tensor layout ("tensor") or in the array's read order ("encoded").
     weight_layout: str = "tensor"
+    # Weights staged in L2 before their layer reads them: those later tiles read again
+    # ("reused"), or every weight that fits ("always": the DMA fills the buffer while the
+    # previous layer computes).
+    weight_staging: str = "reused"
     flash_bandwidth_gb_per_s: float = 0.5
     flash_latency_ns: float = 1000.0
     # Feature maps in "dram", or in an on-chip SRAM arena of sram_arena_kb on its own port: all of
@@ -295,6 +303,7 @@ def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
         "elementwise_elements_per_cycle": 4 / 3,
         "op_setup_cycles": 16,
         "weight_layout": "encoded",  # Vela encodes each weight stream in the array's read order
+        "weight_staging": "always",  # Vela buffers each layer's weights in SRAM ahead of it
         "fm_read_granule_bytes": 8,  # a position's 8 channels (one brick) per feature-map access
         "activation_unit_lanes": macs // 8,  # the output stage: one micro-block per cycle
         "l1_sram_kb": 48 * max(1, macs // 256),  # SHRAM: 48 banks of 1 KB per 256-MAC core
@@ -311,7 +320,7 @@ def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
 _U55_HIGH_END_EMBEDDED: dict[str, object] = {
     "peak_clock_mhz": 500.0,
     "feature_map_memory": "sram",
-    "sram_arena_kb": 2048,
+    "sram_arena_kb": 1 << 20,  # Shared_Sram sets no arena size: whatever the network needs
     "sram_bandwidth_bytes_per_cycle": 8.0,
     "sram_latency_cycles": 32,
     "sram_burst_bytes": 32,

@@ -91,6 +91,14 @@ class GroupTiler : public TilingRule {
   DType ResultDType() const { return IsQuantized() ? DType::kInt64 : DType::kFloat32; }
   const Node& OutputNode() const { return graph_.nodes[group_.output()]; }
   int64_t L1Budget() const { return config_.TierBytes(Tier::kL1); }
+  /*! \brief Whether operand `k` (`bytes` when staged) is staged in L2: when later tiles read it
+   * again (`reused`) or, NPUConfig.weight_staging "always", whenever it is a constant weight;
+   * and only when it fits. */
+  bool StageInL2(size_t k, bool reused, int64_t bytes) const {
+    const bool weight = graph_.nodes[Anchor().inputs[k]].kind == NodeKind::kConst &&
+                        config_.weight_staging_kind() == WeightStaging::kAlways;
+    return (reused || weight) && bytes <= config_.TierBytes(Tier::kL2);
+  }
 
   /*! \brief Whether `id` is the anchor or a chain member. */
   bool IsMember(int64_t id) const { return member_position_.count(id) > 0; }

@@ -151,7 +151,7 @@ class MatmulRule : public GroupTiler {
           const double lhs =
               static_cast<double>(batches) * m_ * k_ * item * (kt == k_ ? 1 : n_tiles);
           const double rhs = static_cast<double>(batches) * k_ * n_ * w_item * m_tiles;
-          const bool stage = m_tiles > 1 && rhs_bytes <= config_.TierBytes(Tier::kL2);
+          const bool stage = StageInL2(1, m_tiles > 1, rhs_bytes);
           const double dram = lhs + (stage ? rhs_bytes : rhs) + batches * m_ * n_ * out_item;
           const int64_t output_tiles = batches * m_tiles * n_tiles;
           const double time = EstimatedCycles(compute, dram / dram_bw, stage ? rhs / l2_bw : 0.0,
@@ -377,7 +377,7 @@ class ConvRule : public GroupTiler {
                           : out_[0] * EngineCycles(compute_type, t);
             const bool resident = oct == out_channels_ && ic_tiles == 1;
             const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
-            const bool stage = !resident && staged_bytes <= config_.TierBytes(Tier::kL2);
+            const bool stage = StageInL2(1, !resident, staged_bytes);
             // Each input-channel chunk is read once per spatial tile, and again for every
             // output-channel block when the channels are split (the chunk cannot stay resident).
             const double input_reads = static_cast<double>(spatial) * ic_tiles *

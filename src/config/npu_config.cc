@@ -55,6 +55,11 @@ constexpr std::array<std::pair<const char*, WeightLayout>, 2> kWeightLayouts = {
     {"encoded", WeightLayout::kEncoded},
 }};
 
+constexpr std::array<std::pair<const char*, WeightStaging>, 2> kWeightStagings = {{
+    {"reused", WeightStaging::kReused},
+    {"always", WeightStaging::kAlways},
+}};
+
 constexpr std::array<std::pair<const char*, FeatureMapMemory>, 3> kFeatureMapMemories = {{
     {"dram", FeatureMapMemory::kDram},
     {"sram", FeatureMapMemory::kSram},
@@ -144,13 +149,14 @@ const std::array<Field<double>, 18> kRealFields = {{
     {"energy_dram_pj_per_byte", &NPUConfig::energy_dram_pj_per_byte, 1e-6, 1e6},
 }};
 
-const std::array<std::pair<const char*, std::string NPUConfig::*>, 7> kStringFields = {{
+const std::array<std::pair<const char*, std::string NPUConfig::*>, 8> kStringFields = {{
     {"power_mode", &NPUConfig::power_mode},
     {"dataflow", &NPUConfig::dataflow},
     {"depthwise_engine", &NPUConfig::depthwise_engine},
     {"elementwise_engine", &NPUConfig::elementwise_engine},
     {"weight_memory", &NPUConfig::weight_memory},
     {"weight_layout", &NPUConfig::weight_layout},
+    {"weight_staging", &NPUConfig::weight_staging},
     {"feature_map_memory", &NPUConfig::feature_map_memory},
 }};
 
@@ -258,6 +264,7 @@ void NPUConfig::Validate() const {
   elementwise_work_engine();
   weight_memory_kind();
   weight_layout_kind();
+  weight_staging_kind();
   feature_map_memory_kind();
   const int64_t min_tile_bytes = tile_height * tile_width * 4;
   if (l1_sram_kb * 1024 < min_tile_bytes) {
@@ -311,6 +318,10 @@ WeightMemory NPUConfig::weight_memory_kind() const {
 
 WeightLayout NPUConfig::weight_layout_kind() const {
   return FindChoice("weight_layout", kWeightLayouts, weight_layout);
+}
+
+WeightStaging NPUConfig::weight_staging_kind() const {
+  return FindChoice("weight_staging", kWeightStagings, weight_staging);
 }
 
 FeatureMapMemory NPUConfig::feature_map_memory_kind() const {

@@ -41,6 +41,11 @@ enum class WeightMemory { kDram, kFlash };
  * reads them (as Ethos-U's weight streams are), so every weight tile is one contiguous run. */
 enum class WeightLayout { kTensor, kEncoded };
 
+/*! \brief Which weights are staged in L2 before their layer reads them (NPUConfig.weight_staging):
+ * those read again by later tiles ("reused"), or every weight that fits ("always": a weight
+ * buffer the DMA fills while the previous layer computes, as Ethos-U's weight buffering in SRAM). */
+enum class WeightStaging { kReused, kAlways };
+
 /*! \brief Which feature maps live in the on-chip SRAM arena (NPUConfig.feature_map_memory):
  * none, every one (inputs, outputs and intermediates, when they fit together), or only the
  * intermediates (when they fit; inputs and outputs stay in DRAM). */
@@ -91,6 +96,8 @@ struct NPUConfig {
   std::string weight_memory = "dram";
   // Weights stored in their tensor layout ("tensor") or in the array's read order ("encoded").
   std::string weight_layout = "tensor";
+  // Weights staged in L2: those later tiles read again ("reused") or all that fit ("always").
+  std::string weight_staging = "reused";
   double flash_bandwidth_gb_per_s = 0.5;
   double flash_latency_ns = 1000.0;
   // Feature maps: "dram", or in an SRAM arena of sram_arena_kb on its own port ("sram": all of
@@ -149,6 +156,7 @@ struct NPUConfig {
   WorkEngine elementwise_work_engine() const;
   WeightMemory weight_memory_kind() const;
   WeightLayout weight_layout_kind() const;
+  WeightStaging weight_staging_kind() const;
   FeatureMapMemory feature_map_memory_kind() const;
   /*! \brief Off-chip flash bytes per NPU cycle. */
   double FlashBytesPerCycle() const;

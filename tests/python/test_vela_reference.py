@@ -3,8 +3,9 @@
 each model read by ``example_npu.load_model`` as a user's .tflite file is.
 
 Every ratio is printed (``pytest -s``); docs/ethos-u.md shows the table and what the model does
-not capture. The asserted tolerances are what the presets reach today, not the goals of the
-issue that asked for them (20% cycles, 25% off-chip bytes): see that page for the gap.
+not capture. The asserted tolerances are what the presets reach today: the cycle goal of the
+issue that asked for them (20%) on U55-256 and U65-256, not yet its 25% off-chip bytes goal on
+every model: see that page for the gap.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ DATA = Path(__file__).parent / "data" / "vela_reference.json"
 TABLE = json.loads(DATA.read_text())
 ROWS = [row for row in TABLE["rows"] if row["accelerator"] in PRESETS]
 # Ours / Vela, total cycles and off-chip bytes, that every row stays within (see the docstring):
-# every model runs as one int8 NPU program; today's extremes are 0.65x-1.23x in cycles and
-# 0.50x-1.02x in off-chip bytes (KWS's 1-channel input on U65: docs/ethos-u.md).
-CYCLE_RATIO = (0.6, 1.3)
-OFF_CHIP_RATIO = (0.45, 1.1)
+# every model runs as one int8 NPU program. The issue's presets meet its cycle goal (within 20%:
+# 0.82x-1.00x today); the other two are looser (0.82x-1.23x). Off-chip bytes are 0.40x-1.02x
+# (KWS's 1-channel input, which Vela re-reads per block of output channels: docs/ethos-u.md).
+CYCLE_RATIO = {"ethos-u55-256": (0.8, 1.2), "ethos-u65-256": (0.8, 1.2)}
+OTHER_CYCLE_RATIO = (0.75, 1.3)
+OFF_CHIP_RATIO = (0.35, 1.25)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ def test_estimate_against_vela(row):
         f"{ours.off_chip_bytes:>8} / {row['off_chip_bytes']:>8} = {ours.off_chip_ratio:5.2f}   "
         f"MACs {ours.macs} / {row['macs']}"
     )
-    assert CYCLE_RATIO[0] <= ours.cycle_ratio <= CYCLE_RATIO[1]
+    low, high = CYCLE_RATIO.get(ours.preset, OTHER_CYCLE_RATIO)
+    assert low <= ours.cycle_ratio <= high
     assert OFF_CHIP_RATIO[0] <= ours.off_chip_ratio <= OFF_CHIP_RATIO[1]
 
 
@@ -147,3 +151,20 @@ def test_a_three_channel_input_is_read_element_by_element_from_dram():
     input_bytes = 32 * 32 * 3
     extra = off_chip() - off_chip(fm_read_granule_bytes=0)
     assert 16 * input_bytes <= extra <= 1.25 * 62_480
+
+
+def test_staged_weights_load_while_the_previous_layer_computes():
+    """With weight_staging "always" each layer's weights go to the L2 weight buffer while the
+    previous layer computes, as Ethos-U's DMA fills its SRAM weight buffers: KWS's pointwise
+    layers no longer wait for their flash weights after the depthwise layer before them
+    (Vela: 58,356 cycles; 71,573 when weights wait, 54,909 staged)."""
+    module = _module("kws_dscnn")
+
+    def cycles(staging: str) -> int:
+        config = NPUConfig.preset("ethos-u55-256", weight_staging=staging)
+        return example_npu.estimate(module, config).total_cycles
+
+    (row,) = [r for r in ROWS if (r["model"], r["accelerator"]) == ("kws_dscnn", "ethos-u55-256")]
+    staged, reused = cycles("always"), cycles("reused")
+    assert staged < reused
+    assert abs(staged / row["cycles"] - 1) <= 0.2 < abs(reused / row["cycles"] - 1)
