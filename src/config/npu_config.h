@@ -43,7 +43,7 @@ enum class WeightLayout { kTensor, kEncoded };
 
 /*! \brief Which weights are staged in L2 before their layer reads them (NPUConfig.weight_staging):
  * those read again by later tiles ("reused"), or every weight that fits ("always": a weight
- * buffer the DMA fills while the previous layer computes, as Ethos-U's weight buffering in SRAM). */
+ * buffer the DMA fills while the previous layer computes, as Ethos-U buffers weights in SRAM). */
 enum class WeightStaging { kReused, kAlways };
 
 /*! \brief Which feature maps live in the on-chip SRAM arena (NPUConfig.feature_map_memory):
