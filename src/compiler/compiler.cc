@@ -2,6 +2,8 @@
 
 #include <tvm/ffi/error.h>
 
+#include <algorithm>
+
 #include "compiler/fusion.h"
 #include "compiler/layout.h"
 #include "compiler/memory_planner.h"
@@ -64,6 +66,17 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
     info.l1_bytes = buffers.layout.l1_bytes;
     info.l2_base = buffers.layout.l2_base;
     info.l2_bytes = buffers.layout.l2_bytes;
+    // Room for the group's commands (about a load per operand, a compute per op and a store
+    // per tile), grown geometrically: moving 10^5 commands on each regrowth costs more than
+    // emitting them.
+    const int64_t expected = checked::Add(
+        static_cast<int64_t>(program.commands.size()),
+        checked::Mul(plan.tiles, static_cast<int64_t>(2 * info.nodes.size() + 2), "tile count"),
+        "tile count");
+    if (static_cast<int64_t>(program.commands.capacity()) < expected) {
+      program.commands.reserve(
+          std::max(expected, 2 * static_cast<int64_t>(program.commands.capacity())));
+    }
     scheduler.BeginGroup(static_cast<int64_t>(program.groups.size()), plan.buffers, buffers.layout);
     program.groups.push_back(info);
     rule->Emit(&scheduler);

@@ -9,11 +9,14 @@
  *
  * Uses are indexed by where they begin, so a query visits only the uses that begin within the
  * longest recorded range before its own end; the uses of the current group are kept apart (they
- * never order each other). Compile time then stays linear in the commands when tiles follow a
- * grid. A tile's byte range can still meet thousands of others (a tensor tiled along its last
- * dim: each tile spans its rows' bytes); beyond kMaxVisits uses a query gives up and the command
- * waits for all earlier groups instead, as groups did before they could overlap. That is never
- * early, only later than needed, and bounds the work and the dependency lists of any input.
+ * never order each other) and merged into the index when the next group starts. The index is a
+ * vector sorted by begin (a dropped use is marked, and removed at the next merge): a query's
+ * visits walk contiguous memory, not tree nodes. Compile time then stays linear in the commands
+ * when tiles follow a grid. A tile's byte range can still meet thousands of others (a tensor tiled
+ * along its last dim: each tile spans its rows' bytes); beyond kMaxVisits uses a query gives up and
+ * the command waits for all earlier groups instead, as groups did before they could overlap. That
+ * is never early, only later than needed, and bounds the work and the dependency lists of any
+ * input.
  */
 #ifndef EXAMPLE_NPU_COMPILER_DRAM_HAZARDS_H_
 #define EXAMPLE_NPU_COMPILER_DRAM_HAZARDS_H_
@@ -49,20 +52,23 @@ class DramHazards {
 
  private:
   struct Use {
+    int64_t begin = 0;
     int64_t end = 0;
-    int64_t command = -1;
+    int64_t command = -1;  // -1: dropped (skipped, removed at the next merge)
   };
   /*! \brief The loads or the stores of one space. */
   struct Uses {
-    std::multimap<int64_t, Use> earlier;  // by begin
-    std::multiset<int64_t> lengths;       // of `earlier`: the longest bounds a query's scan
-    std::vector<std::pair<int64_t, Use>> current;  // this group's, filed at the next group
+    std::vector<Use> earlier;        // by begin; equal begins in the order they were recorded
+    std::multiset<int64_t> lengths;  // of the live `earlier`: the longest bounds a query's scan
+    std::vector<Use> current;        // this group's, merged in at the next group
   };
   struct SpaceUses {
     Uses loads;
     Uses stores;
   };
 
+  /*! \brief Files `uses->current` into `uses->earlier`, leaving out the dropped uses. */
+  static void Merge(Uses* uses);
   /*! \brief Visits `uses` overlapping [begin, end); false after kMaxVisits - *visits more. */
   static bool Visit(Uses* uses, int64_t begin, int64_t end, bool drop_covered,
                     std::vector<int64_t>* deps, int64_t* visits);

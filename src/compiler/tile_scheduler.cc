@@ -125,8 +125,9 @@ TileScheduler::Slot& TileScheduler::SlotAt(const TileRef& tile) {
 int64_t TileScheduler::Append(Command command) {
   command.id = static_cast<int64_t>(program_->commands.size());
   command.group = group_;
-  std::sort(command.deps.begin(), command.deps.end());
-  command.deps.erase(std::unique(command.deps.begin(), command.deps.end()), command.deps.end());
+  std::vector<int64_t>& deps = command.deps;
+  if (!std::is_sorted(deps.begin(), deps.end())) std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   program_->commands.push_back(std::move(command));
   return program_->commands.back().id;
 }
