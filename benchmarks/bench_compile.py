@@ -1,9 +1,10 @@
 """Partition + compile time of fp32 ViT-B/16 and BERT-base, step by step.
 
-Each model is built with random weights (the architectures are written out here: the project does
-not depend on torchvision or transformers), imported with torch.export + TVM's frontend (not
-timed), then timed through ``partition_for_npu``'s steps (canonicalize, FuseOpsByPattern,
-MergeCompositeFunctions, RunCodegen: the NPU graph and its C++ compile) and ``tvm.compile``.
+Each model is built with random weights (the architectures are written out in
+transformer_blocks.py and here: the project does not depend on torchvision or transformers),
+imported with torch.export + TVM's frontend (not timed), then timed through
+``partition_for_npu``'s steps (canonicalize, FuseOpsByPattern, MergeCompositeFunctions,
+RunCodegen: the NPU graph and its C++ compile) and ``tvm.compile``.
 Wall and CPU seconds are printed: on a busy machine the CPU seconds are the comparable figure.
 
     python benchmarks/bench_compile.py [--only SUBSTRING] [--repeat N]
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("EXAMPLE_NPU_NUM_THREADS", "1")
 os.environ.setdefault("TVM_NUM_THREADS", "1")
@@ -27,60 +30,8 @@ from example_npu.partition import pipeline  # noqa: E402
 from torch import nn  # noqa: E402
 from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
-
-class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x, bias=None):
-        b, n, d = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        scores = qkv[0] @ qkv[1].transpose(-2, -1) * (d // self.heads) ** -0.5
-        if bias is not None:
-            scores = scores + bias
-        out = torch.softmax(scores, -1) @ qkv[2]
-        return self.proj(out.transpose(1, 2).reshape(b, n, d))
-
-
-class Block(nn.Module):
-    """A transformer encoder layer: pre-norm (ViT) or post-norm (BERT), GELU MLP of 4x width."""
-
-    def __init__(self, dim: int, heads: int, pre_norm: bool):
-        super().__init__()
-        self.pre_norm = pre_norm
-        self.attn = Attention(dim, heads)
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x, bias=None):
-        if self.pre_norm:
-            x = x + self.attn(self.norm1(x), bias)
-            return x + self.mlp(self.norm2(x))
-        x = self.norm1(x + self.attn(x, bias))
-        return self.norm2(x + self.mlp(x))
-
-
-class ViTB16(nn.Module):
-    """ViT-B/16: 224x224 images, 16x16 patches, width 768, 12 blocks of 12 heads."""
-
-    def __init__(self, dim: int = 768, depth: int = 12, heads: int = 12, classes: int = 1000):
-        super().__init__()
-        self.patch = nn.Conv2d(3, dim, 16, 16)
-        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
-        self.pos = nn.Parameter(torch.randn(1, 197, dim) * 0.02)
-        self.blocks = nn.ModuleList(Block(dim, heads, pre_norm=True) for _ in range(depth))
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, classes)
-
-    def forward(self, x):
-        x = self.patch(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x)[:, 0])
+sys.path.insert(0, str(Path(__file__).parent))
+from transformer_blocks import EncoderBlock, ViT  # noqa: E402
 
 
 class BertBase(nn.Module):
@@ -93,7 +44,9 @@ class BertBase(nn.Module):
         self.positions = nn.Embedding(512, dim)
         self.types = nn.Embedding(2, dim)
         self.norm = nn.LayerNorm(dim)
-        self.layers = nn.ModuleList(Block(dim, heads, pre_norm=False) for _ in range(depth))
+        self.layers = nn.ModuleList(
+            EncoderBlock(dim, heads, 4 * dim, pre_norm=False) for _ in range(depth)
+        )
         self.pooler = nn.Linear(dim, dim)
 
     def forward(self, input_ids, attention_mask):
@@ -111,7 +64,7 @@ def models() -> dict[str, Callable[[], tuple[nn.Module, list[np.ndarray]]]]:
     rng = np.random.default_rng(0)
 
     def vit():
-        return ViTB16(), [rng.standard_normal((1, 3, 224, 224)).astype("float32")]
+        return ViT(dim=768, heads=12), [rng.standard_normal((1, 3, 224, 224)).astype("float32")]
 
     def bert():
         ids = rng.integers(0, 30522, size=(1, 128), dtype=np.int64)

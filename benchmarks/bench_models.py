@@ -47,12 +47,14 @@ from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_ops import time_blocks, vm_runner  # noqa: E402
+from transformer_blocks import ViT  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
 
 # ---------------------------------------------------------------------------------------------
-# Models (torchvision's architectures, written out: the project does not depend on torchvision)
+# Models (torchvision's architectures, written out: the project does not depend on torchvision;
+# the ViT is transformer_blocks.py's)
 
 
 class BasicBlock(nn.Module):
@@ -93,52 +95,6 @@ class ResNet18(nn.Module):
     def forward(self, x):
         x = self.blocks(self.stem(x))
         return self.fc(torch.flatten(torch.mean(x, dim=(2, 3)), 1))
-
-
-class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        b, n, d = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * (d // self.heads) ** -0.5, -1)
-        return self.proj(torch.matmul(attn, v).transpose(1, 2).reshape(b, n, d))
-
-
-class EncoderBlock(nn.Module):
-    def __init__(self, dim: int, heads: int, mlp: int):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads)
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
-
-    def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
-
-
-class ViT(nn.Module):
-    """ViT-Ti/16: 224x224 images, 16x16 patches, width 192, 12 blocks of 3 heads."""
-
-    def __init__(self, dim: int = 192, depth: int = 12, heads: int = 3, classes: int = 1000):
-        super().__init__()
-        self.patch = nn.Conv2d(3, dim, 16, 16)
-        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
-        self.pos = nn.Parameter(torch.randn(1, 197, dim) * 0.02)
-        self.blocks = nn.Sequential(*[EncoderBlock(dim, heads, 4 * dim) for _ in range(depth)])
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, classes)
-
-    def forward(self, x):
-        x = self.patch(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
-        return self.head(self.norm(self.blocks(x))[:, 0])
 
 
 def randomized(model: nn.Module) -> nn.Module:
