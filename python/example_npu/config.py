@@ -97,6 +97,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "fm_read_granule_bytes": (0, 1024),
     "dram_burst_bytes": (1, 65536),
     "sram_burst_bytes": (1, 65536),
+    "weight_record_bytes": (0, 1024),
     "l1_latency_cycles": (1, 1_000_000),
     "l2_latency_cycles": (1, 1_000_000),
     "dram_mb": (1, 1 << 20),
@@ -174,6 +175,9 @@ class NPUConfig:
     weight_memory: str = "dram"
     # Weights in their tensor layout ("tensor") or in the array's read order ("encoded").
     weight_layout: str = "tensor"
+    # Per output channel of a quantized layer, bytes of parameters (bias, requantization scale
+    # and shift) stored beside its weights and read with every weight tile.
+    weight_record_bytes: int = 0
     # Weights staged in L2 before their layer reads them: those later tiles read again
     # ("reused"), or every weight that fits ("always": the DMA fills the buffer while the
     # previous layer computes).
@@ -303,6 +307,7 @@ def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
         "elementwise_elements_per_cycle": 4 / 3,
         "op_setup_cycles": 16,
         "weight_layout": "encoded",  # Vela encodes each weight stream in the array's read order
+        "weight_record_bytes": 10,  # 40-bit bias, 32-bit scale, 6-bit shift per output channel
         "weight_staging": "always",  # Vela buffers each layer's weights in SRAM ahead of it
         "fm_read_granule_bytes": 8,  # a position's 8 channels (one brick) per feature-map access
         "activation_unit_lanes": macs // 8,  # the output stage: one micro-block per cycle

@@ -100,7 +100,7 @@ struct Field {
 
 // The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
 // NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
-const std::array<Field<int64_t>, 25> kIntFields = {{
+const std::array<Field<int64_t>, 26> kIntFields = {{
     {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
     {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
     {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
@@ -122,6 +122,7 @@ const std::array<Field<int64_t>, 25> kIntFields = {{
     {"fm_read_granule_bytes", &NPUConfig::fm_read_granule_bytes, 0, 1024},
     {"dram_burst_bytes", &NPUConfig::dram_burst_bytes, 1, 65536},
     {"sram_burst_bytes", &NPUConfig::sram_burst_bytes, 1, 65536},
+    {"weight_record_bytes", &NPUConfig::weight_record_bytes, 0, 1024},
     {"l1_latency_cycles", &NPUConfig::l1_latency_cycles, 1, 1000000},
     {"l2_latency_cycles", &NPUConfig::l2_latency_cycles, 1, 1000000},
     {"dram_mb", &NPUConfig::dram_mb, 1, 1 << 20},

@@ -96,6 +96,9 @@ struct NPUConfig {
   std::string weight_memory = "dram";
   // Weights stored in their tensor layout ("tensor") or in the array's read order ("encoded").
   std::string weight_layout = "tensor";
+  // Per output channel of a quantized layer, bytes of parameters (bias, requantization scale and
+  // shift) stored beside its weights and read with every weight tile.
+  int64_t weight_record_bytes = 0;
   // Weights staged in L2: those later tiles read again ("reused") or all that fit ("always").
   std::string weight_staging = "reused";
   double flash_bandwidth_gb_per_s = 0.5;

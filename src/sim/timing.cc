@@ -176,7 +176,37 @@ int64_t NarrowRunBusBytes(const Program& program, const DmaCommand& dma, Remote 
   return elements * std::max<int64_t>(element_bytes, burst / config.fm_read_granule_bytes);
 }
 
-Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote) {
+/*! \brief Where a quantized layer's constant weight counts its output channels, whose records
+ * (NPUConfig.weight_record_bytes) are read with it: its first or its last axis. */
+enum class RecordAxis { kNone, kFirst, kLast };
+
+std::vector<RecordAxis> RecordAxes(const Program& program) {
+  std::vector<RecordAxis> axes(program.graph.nodes.size(), RecordAxis::kNone);
+  if (program.config.weight_record_bytes == 0) return axes;
+  for (const Node& node : program.graph.nodes) {
+    const auto* qnn = std::get_if<QnnAttrs>(&node.attrs);
+    if (node.kind != NodeKind::kOp || qnn == nullptr || node.inputs.size() < 2) continue;
+    const int64_t weight = node.inputs[1];
+    if (program.placements[weight].kind != TensorPlacement::Kind::kConst) continue;
+    const bool oihw =
+        node.op == OpKind::kQnnConv2d && qnn->conv.kernel_layout == kernels::KernelLayout::kOIHW;
+    axes[weight] = oihw ? RecordAxis::kFirst : RecordAxis::kLast;
+  }
+  return axes;
+}
+
+/*! \brief Bytes of the per-channel records an off-chip weight read brings with it. */
+int64_t RecordBytes(const Program& program, const std::vector<RecordAxis>& record_axes,
+                    const DmaCommand& dma, Remote remote) {
+  if (dma.store || (remote != Remote::kDram && remote != Remote::kFlash)) return 0;
+  const RecordAxis axis = record_axes[dma.view.tensor];
+  if (axis == RecordAxis::kNone || dma.box.extent.empty()) return 0;
+  const int64_t channels =
+      axis == RecordAxis::kFirst ? dma.box.extent.front() : dma.box.extent.back();
+  return program.config.weight_record_bytes * channels;
+}
+
+Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote, int64_t record_bytes) {
   const NPUConfig& config = program.config;
   Cost cost;
   double remote_bandwidth = 0;
@@ -205,9 +235,9 @@ Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote) {
       program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst &&
       config.weight_layout_kind() == WeightLayout::kEncoded;
   const int64_t narrow_run_bytes = NarrowRunBusBytes(program, dma, remote);
-  const int64_t bus_bytes = encoded_weights    ? TileBytes(dma.tile)
-                            : narrow_run_bytes ? narrow_run_bytes
-                                               : dma.bus_bytes;
+  const int64_t bus_bytes = record_bytes + (encoded_weights    ? TileBytes(dma.tile)
+                                            : narrow_run_bytes ? narrow_run_bytes
+                                                               : dma.bus_bytes);
   cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(bus_bytes / bandwidth), "DMA cycles");
   const Tier remote_tier = TierOf(remote);
   cost.bytes[TierIndex(remote_tier)] += bus_bytes;
@@ -432,6 +462,7 @@ Profile Simulate(const Program& program) {
   std::vector<Timeline> channels(config.dma_channels);
   std::array<Timeline, kNumRemotes> ports;
   const ArenaPlacement arena = PlaceFeatureMaps(program);
+  const std::vector<RecordAxis> record_axes = RecordAxes(program);
   std::array<Timeline, kNumEngines> engines;
   std::vector<int64_t> end(program.commands.size(), 0);
   for (const GroupInfo& info : program.groups) {
@@ -459,7 +490,8 @@ Profile Simulate(const Program& program) {
     int64_t ready = command.after_earlier_groups ? earlier_groups_end : 0;
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
     const Remote remote = command.is_dma ? RemoteOf(program, arena, command.dma) : Remote::kDram;
-    Cost cost = command.is_dma ? DmaCost(program, command.dma, remote)
+    Cost cost = command.is_dma ? DmaCost(program, command.dma, remote,
+                                         RecordBytes(program, record_axes, command.dma, remote))
                                : ComputeCost(program, command.compute);
     if (!command.is_dma && !set_up[command.group]) {
       cost.cycles = checked::Add(cost.cycles, config.op_setup_cycles, "cycle count");

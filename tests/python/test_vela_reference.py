@@ -3,9 +3,9 @@
 each model read by ``example_npu.load_model`` as a user's .tflite file is.
 
 Every ratio is printed (``pytest -s``); docs/ethos-u.md shows the table and what the model does
-not capture. The asserted tolerances are what the presets reach today: the cycle goal of the
-issue that asked for them (20%) on U55-256 and U65-256, not yet its 25% off-chip bytes goal on
-every model: see that page for the gap.
+not capture. The asserted tolerances are what the presets reach today: the goals of the issue
+that asked for them (20% cycles, 25% off-chip bytes) on U55-256 and U65-256, but for one
+model's off-chip bytes on U65-256: see that page for the gap.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ TABLE = json.loads(DATA.read_text())
 ROWS = [row for row in TABLE["rows"] if row["accelerator"] in PRESETS]
 # Ours / Vela, total cycles and off-chip bytes, that every row stays within (see the docstring):
 # every model runs as one int8 NPU program. The issue's presets meet its cycle goal (within 20%:
-# 0.82x-1.00x today); the other two are looser (0.82x-1.23x). Off-chip bytes are 0.40x-1.02x
-# (KWS's 1-channel input, which Vela re-reads per block of output channels: docs/ethos-u.md).
+# 0.82x-1.06x today) and its off-chip goal (25%) but on U65-256's KWS (0.58x: Vela re-reads its
+# 1-channel input per block of output channels: docs/ethos-u.md); the other two presets are
+# looser (cycles 0.83x-1.27x, off-chip bytes 0.48x-0.98x).
 CYCLE_RATIO = {"ethos-u55-256": (0.8, 1.2), "ethos-u65-256": (0.8, 1.2)}
-OTHER_CYCLE_RATIO = (0.75, 1.3)
-OFF_CHIP_RATIO = (0.35, 1.25)
+OTHER_CYCLE_RATIO = (0.75, 1.35)
+OFF_CHIP_RATIO = {"ethos-u55-256": (0.75, 1.25), "ethos-u65-256": (0.55, 1.25)}
+OTHER_OFF_CHIP_RATIO = (0.45, 1.25)
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ def test_estimate_against_vela(row):
     )
     low, high = CYCLE_RATIO.get(ours.preset, OTHER_CYCLE_RATIO)
     assert low <= ours.cycle_ratio <= high
-    assert OFF_CHIP_RATIO[0] <= ours.off_chip_ratio <= OFF_CHIP_RATIO[1]
+    low, high = OFF_CHIP_RATIO.get(ours.preset, OTHER_OFF_CHIP_RATIO)
+    assert low <= ours.off_chip_ratio <= high
 
 
 @pytest.mark.parametrize("layout", ["tensor", "encoded"])
@@ -115,12 +118,29 @@ def test_encoded_weights_are_read_once_from_flash(layout):
     (row,) = [
         r for r in ROWS if (r["model"], r["accelerator"]) == ("ad_autoencoder", "ethos-u55-256")
     ]
-    config = NPUConfig.preset("ethos-u55-256", weight_layout=layout)
+    config = NPUConfig.preset("ethos-u55-256", weight_layout=layout, weight_record_bytes=0)
     prof = example_npu.estimate(_module("ad_autoencoder"), config)
     if layout == "encoded":
         assert prof.bytes_moved["DRAM"] == row["macs"]
     else:
         assert prof.bytes_moved["DRAM"] > row["macs"]
+
+
+def test_per_channel_records_are_read_with_the_weights():
+    """Each output channel's bias, scale and shift (10 bytes) travel with its weights: the FC
+    autoencoder's 1,672 output channels add 16,720 bytes to its 264,192 weights, 0.2% below
+    Vela's 281,504 off-chip bytes for it on U55."""
+    (row,) = [
+        r for r in ROWS if (r["model"], r["accelerator"]) == ("ad_autoencoder", "ethos-u55-256")
+    ]
+
+    def off_chip(**changes) -> int:
+        config = NPUConfig.preset("ethos-u55-256", **changes)
+        return example_npu.estimate(_module("ad_autoencoder"), config).bytes_moved["DRAM"]
+
+    with_records = off_chip()
+    assert with_records - off_chip(weight_record_bytes=0) == 10 * (4 * 128 + 8 + 4 * 128 + 640)
+    assert abs(with_records / row["off_chip_bytes"] - 1) < 0.01
 
 
 def test_an_arena_too_small_for_every_intermediate_still_holds_some():
