@@ -92,16 +92,49 @@ enum class Remote { kDram, kFlash, kSram, kL2 };
 constexpr int kNumRemotes = 4;
 
 /*! \brief Which feature maps the SRAM arena holds, decided once per program as a compiler places
- * a function's tensors before it runs: the inputs and outputs all or none, the intermediates by
- * address: those lying wholly in the first `intermediate_bytes` of the (reused) scratch area. */
+ * a function's tensors before it runs: the inputs and outputs all or none, the intermediates one
+ * by one (KeepIntermediates). */
 struct ArenaPlacement {
   bool io = false;
-  int64_t intermediate_bytes = 0;
+  std::vector<bool> intermediate;  // [tensor]: an intermediate the arena holds
 };
 
 int64_t TensorBytes(const Program& program, int64_t tensor) {
   const Node& node = program.graph.nodes[tensor];
   return kernels::NumElements(node.shape) * DTypeBytes(node.dtype);
+}
+
+/*! \brief The intermediates an arena of `arena` bytes holds. Each lives from the first group
+ * that moves it to the last; taken in the order they are first written, one stays in the arena
+ * when, at every group of its life, it fits beside those already kept, and goes to DRAM
+ * otherwise (leaving the room to later ones): a capacity check over time, as Vela's allocator
+ * makes, rather than the addresses of the reused DRAM scratch area. */
+std::vector<bool> KeepIntermediates(const Program& program, int64_t arena) {
+  const size_t count = program.placements.size();
+  std::vector<int64_t> first(count, -1), last(count, -1);
+  for (const Command& command : program.commands) {
+    if (!command.is_dma || command.dma.gather) continue;
+    const int64_t tensor = command.dma.view.tensor;
+    if (program.placements[tensor].kind != TensorPlacement::Kind::kScratch) continue;
+    if (first[tensor] < 0) first[tensor] = command.group;
+    last[tensor] = std::max(last[tensor], command.group);
+  }
+  std::vector<int64_t> order;
+  for (size_t tensor = 0; tensor < count; ++tensor) {
+    if (first[tensor] >= 0) order.push_back(static_cast<int64_t>(tensor));
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return first[a] < first[b]; });
+  std::vector<int64_t> used(program.groups.size() + 1, 0);
+  std::vector<bool> keep(count, false);
+  for (int64_t tensor : order) {
+    const int64_t bytes = TensorBytes(program, tensor);
+    const auto begin = used.begin() + first[tensor], end = used.begin() + last[tensor] + 1;
+    if (checked::Add(*std::max_element(begin, end), bytes, "arena bytes") > arena) continue;
+    for (auto it = begin; it != end; ++it) *it += bytes;
+    keep[tensor] = true;
+  }
+  return keep;
 }
 
 ArenaPlacement PlaceFeatureMaps(const Program& program) {
@@ -123,10 +156,10 @@ ArenaPlacement PlaceFeatureMaps(const Program& program) {
       // Everything when it fits together; else the intermediates take the arena.
       placement.io =
           checked::Add(io_bytes, program.dram_scratch_bytes, "feature map bytes") <= arena;
-      placement.intermediate_bytes = arena;
+      placement.intermediate = KeepIntermediates(program, arena);
       break;
     case FeatureMapMemory::kSramIntermediates:
-      placement.intermediate_bytes = arena;
+      placement.intermediate = KeepIntermediates(program, arena);
       break;
   }
   return placement;
@@ -139,11 +172,8 @@ Remote RemoteOf(const Program& program, const ArenaPlacement& arena, const DmaCo
       return program.config.weight_memory_kind() == WeightMemory::kFlash ? Remote::kFlash
                                                                           : Remote::kDram;
     case TensorPlacement::Kind::kScratch:
-      return checked::Add(program.placements[dma.view.tensor].index,
-                          TensorBytes(program, dma.view.tensor), "scratch bytes") <=
-                     arena.intermediate_bytes
-                 ? Remote::kSram
-                 : Remote::kDram;
+      return !arena.intermediate.empty() && arena.intermediate[dma.view.tensor] ? Remote::kSram
+                                                                                : Remote::kDram;
     case TensorPlacement::Kind::kInput:
     case TensorPlacement::Kind::kOutput:
       return arena.io ? Remote::kSram : Remote::kDram;

@@ -144,8 +144,9 @@ def test_per_channel_records_are_read_with_the_weights():
 
 
 def test_an_arena_too_small_for_every_intermediate_still_holds_some():
-    """Intermediates lying in the arena's first bytes of the scratch area stay in SRAM, the rest
-    go to DRAM: a smaller arena moves more bytes off chip, but fewer than no arena at all."""
+    """Intermediates that fit beside those already kept over their whole life stay in SRAM, the
+    rest go to DRAM: a smaller arena moves more bytes off chip, never fewer than a larger one,
+    but fewer than no arena at all."""
     module = _module("mobilenet_v2_035_96")
 
     def off_chip(**changes) -> int:
@@ -154,6 +155,8 @@ def test_an_arena_too_small_for_every_intermediate_still_holds_some():
 
     all_in_sram, some_in_sram = off_chip(), off_chip(sram_arena_kb=64)
     assert all_in_sram < some_in_sram < off_chip(feature_map_memory="dram")
+    sweep = [off_chip(sram_arena_kb=kb) for kb in (16, 32, 64, 128, 256)]
+    assert sweep == sorted(sweep, reverse=True) and sweep[-1] >= all_in_sram
 
 
 def test_a_three_channel_input_is_read_element_by_element_from_dram():
