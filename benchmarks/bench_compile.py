@@ -1,7 +1,7 @@
 """Partition + compile time of fp32 ViT-B/16 and BERT-base, step by step.
 
 Each model is built with random weights (the architectures are written out in
-transformer_blocks.py and here: the project does not depend on torchvision or transformers),
+transformer_blocks.py: the project does not depend on torchvision or transformers),
 imported with torch.export + TVM's frontend (not timed), then timed through
 ``partition_for_npu``'s steps (canonicalize, FuseOpsByPattern, MergeCompositeFunctions,
 RunCodegen: the NPU graph and its C++ compile) and ``tvm.compile``.
@@ -31,33 +31,7 @@ from torch import nn  # noqa: E402
 from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from transformer_blocks import EncoderBlock, ViT  # noqa: E402
-
-
-class BertBase(nn.Module):
-    """BERT-base: word + position + type embeddings, 12 post-norm layers of width 768 with the
-    additive padding mask, a tanh pooler."""
-
-    def __init__(self, vocab: int = 30522, dim: int = 768, depth: int = 12, heads: int = 12):
-        super().__init__()
-        self.words = nn.Embedding(vocab, dim)
-        self.positions = nn.Embedding(512, dim)
-        self.types = nn.Embedding(2, dim)
-        self.norm = nn.LayerNorm(dim)
-        self.layers = nn.ModuleList(
-            EncoderBlock(dim, heads, 4 * dim, pre_norm=False) for _ in range(depth)
-        )
-        self.pooler = nn.Linear(dim, dim)
-
-    def forward(self, input_ids, attention_mask):
-        length = input_ids.shape[1]
-        positions = torch.arange(length).unsqueeze(0)
-        x = self.words(input_ids) + self.types(torch.zeros_like(input_ids))
-        x = self.norm(x + self.positions(positions))
-        bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
-        for layer in self.layers:
-            x = layer(x, bias)
-        return torch.tanh(self.pooler(x[:, 0]))
+from transformer_blocks import BertBase, ViT  # noqa: E402
 
 
 def models() -> dict[str, Callable[[], tuple[nn.Module, list[np.ndarray]]]]:

@@ -11,7 +11,8 @@ TVM_NUM_THREADS, torch.set_num_threads and onnxruntime's intra-op threads).
   models        ResNet-18 and a ViT (ViT-Ti/16 sizes), random weights, 1x3x224x224, imported with
                 torch.export (fp32) or exported to ONNX and quantized by onnxruntime's
                 quantize_static (QDQ, per-channel int8), as they partition today (ops without
-                an NPU pattern would run on TVM's CPU build between NPU functions).
+                an NPU pattern would run on TVM's CPU build between NPU functions); fp32
+                ViT-B/16 and BERT-base (128 tokens, padding mask) against PyTorch eager.
 
 Outputs are checked before timing: float NPU results against TVM's LLVM build (rtol/atol 1e-4
 for layers, 1e-3 for models), int8 results within 1 LSB of TVM's build of the same QDQ graph
@@ -47,7 +48,7 @@ from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_ops import time_blocks, vm_runner  # noqa: E402
-from transformer_blocks import ViT  # noqa: E402
+from transformer_blocks import BertBase, ViT  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
@@ -277,6 +278,36 @@ def model_rows(rng: np.random.Generator, workdir: Path) -> list[Row]:
     return rows
 
 
+def transformer_rows(rng: np.random.Generator) -> list[Row]:
+    """fp32 ViT-B/16 and BERT-base (128 tokens) against PyTorch eager; TVM's CPU build checks the
+    NPU's output first (as model_rows)."""
+    ids = rng.integers(0, 30522, size=(1, 128), dtype=np.int64)
+    cases = (
+        ("ViT-B/16", ViT(dim=768, heads=12), [rng.standard_normal((1, 3, 224, 224), "float32")]),
+        ("BERT-base", BertBase(), [ids, np.ones((1, 128), dtype=np.int64)]),
+    )
+    rows = []
+    for name, model, inputs in cases:
+        if ARGS.only and ARGS.only not in f"{name} fp32":
+            continue
+        model = model.eval()
+        tensors = tuple(map(torch.from_numpy, inputs))
+        with torch.no_grad():
+            exported = torch.export.export(model, tensors)
+            mod = from_exported_program(exported, keep_params_as_input=False)
+        npu, tvm_ref, regions = npu_and_tvm(mod, inputs)
+        np.testing.assert_allclose(out_numpy(npu()), out_numpy(tvm_ref()), rtol=1e-3, atol=1e-3)
+
+        def torch_call(model=model, tensors=tensors):
+            with torch.inference_mode():
+                return model(*tensors)
+
+        size = "x".join(map(str, inputs[0].shape))
+        note = f"NPU functions: {regions}"
+        rows.append(Row(f"{name} fp32", size, {"npu": npu, "torch": torch_call}, note))
+    return rows
+
+
 def ort_session(path: Path) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = ARGS.threads
@@ -354,7 +385,7 @@ def main() -> int:
     if not ARGS.only or ARGS.only in "int8 conv2d matmul":
         rows = int8_rows(rng)
     with tempfile.TemporaryDirectory() as tmp:
-        for row in rows + model_rows(rng, Path(tmp)):
+        for row in rows + model_rows(rng, Path(tmp)) + transformer_rows(rng):
             if ARGS.only and ARGS.only not in row.name:
                 continue
             times = time_blocks(list(row.fns.values()), ARGS.repeat)

@@ -1,9 +1,9 @@
 """Transformer architectures the benchmarks build (random weights; the project does not depend on
 torchvision or transformers): multi-head self-attention, an encoder layer (pre-norm as ViT,
-post-norm as BERT, with an optional additive attention bias) and a ViT of any width.
+post-norm as BERT, with an optional additive attention bias), a ViT of any width and BERT-base.
 
-bench_models.py times a ViT-Ti/16 (``ViT()``), bench_compile.py compiles a ViT-B/16
-(``ViT(dim=768, heads=12)``) and a BERT-base made of the same encoder layers.
+bench_models.py times a ViT-Ti/16 (``ViT()``), a ViT-B/16 (``ViT(dim=768, heads=12)``) and
+BERT-base (``BertBase()``); bench_compile.py compiles the last two.
 """
 
 from __future__ import annotations
@@ -76,3 +76,29 @@ class ViT(nn.Module):
         x = self.patch(x).flatten(2).transpose(1, 2)
         x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
         return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+class BertBase(nn.Module):
+    """BERT-base: word + position + type embeddings, 12 post-norm layers of width 768 with the
+    additive padding mask, a tanh pooler."""
+
+    def __init__(self, vocab: int = 30522, dim: int = 768, depth: int = 12, heads: int = 12):
+        super().__init__()
+        self.words = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(512, dim)
+        self.types = nn.Embedding(2, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(
+            EncoderBlock(dim, heads, 4 * dim, pre_norm=False) for _ in range(depth)
+        )
+        self.pooler = nn.Linear(dim, dim)
+
+    def forward(self, input_ids, attention_mask):
+        length = input_ids.shape[1]
+        positions = torch.arange(length).unsqueeze(0)
+        x = self.words(input_ids) + self.types(torch.zeros_like(input_ids))
+        x = self.norm(x + self.positions(positions))
+        bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        for layer in self.layers:
+            x = layer(x, bias)
+        return torch.tanh(self.pooler(x[:, 0]))
