@@ -22,11 +22,12 @@ Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spott
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
 ``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``, ``leaky_relu_probe``: a
-16x16x1 input holds every int8 value). ``extra`` holds larger or broader models for local
-validation and benchmarks: Keras' MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small
-(hard-swish, squeeze-excite), and ``op_mix``, a small network of the other ops int8 CNNs use
-(concat of differently scaled branches, pad, bilinear and nearest resize, logistic, tanh,
-hard-swish, leaky ReLU, softmax, mean, mul, sub, max pooling). A model of your own: add a
+16x16x1 input holds every int8 value; ``bilinear_*``: RESIZE_BILINEAR in each coordinate mode).
+``extra`` holds larger or broader models for local validation and benchmarks: Keras'
+MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small (hard-swish, squeeze-excite), and
+``op_mix``, a small network of the other ops int8 CNNs use (concat of differently scaled
+branches, pad, bilinear and nearest resize, logistic, tanh, hard-swish, leaky ReLU, softmax,
+mean, mul, sub, max pooling). A model of your own: add a
 builder to ``MODELS`` (a function of ``keras`` and the batch size returning a Keras model).
 """
 
@@ -237,6 +238,28 @@ def _one_op_probe(activation: str, description: str) -> Callable[..., Any]:
     return build
 
 
+def _bilinear_probe(mode: str) -> Callable[..., Any]:
+    """RESIZE_BILINEAR alone, 7x5x4 -> 16x11 (uneven factors), with TFLite's coordinate mode
+    ``mode``: half_pixel_centers (Keras' Resizing), align_corners, or neither (asymmetric)."""
+
+    def build(keras: Any, batch: int | None) -> Any:
+        import tensorflow as tf
+
+        inputs = keras.Input((7, 5, 4), batch_size=batch)
+        if mode == "half_pixel":
+            resized = keras.layers.Resizing(16, 11, interpolation="bilinear")(inputs)
+        else:
+            resized = keras.layers.Lambda(
+                lambda t: tf.compat.v1.image.resize_bilinear(
+                    t, (16, 11), align_corners=mode == "align_corners"
+                )
+            )(inputs)
+        return keras.Model(inputs, resized, name=f"bilinear_{mode}")
+
+    build.__doc__ = f"RESIZE_BILINEAR alone, 7x5 -> 16x11, {mode}"
+    return build
+
+
 MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "kws_dscnn": kws_dscnn,
     "vww_mobilenet_v1": vww_mobilenet_v1,
@@ -254,6 +277,9 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "leaky_relu": leaky_relu,
     "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
     "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
+    "bilinear_half_pixel": _bilinear_probe("half_pixel"),
+    "bilinear_align_corners": _bilinear_probe("align_corners"),
+    "bilinear_asymmetric": _bilinear_probe("asymmetric"),
 }
 SETS = {
     "test": [
@@ -267,6 +293,9 @@ SETS = {
         "leaky_relu",
         "hard_swish_probe",
         "leaky_relu_probe",
+        "bilinear_half_pixel",
+        "bilinear_align_corners",
+        "bilinear_asymmetric",
     ],
     "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
 }

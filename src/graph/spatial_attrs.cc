@@ -78,6 +78,9 @@ ResizeAttrs ParseResizeAttrs(const JsonObject& attrs) {
                            {"ceil", NearestRounding::kCeil},
                            {"round_prefer_floor", NearestRounding::kRoundPreferFloor},
                            {"round_prefer_ceil", NearestRounding::kRoundPreferCeil}}});
+  // "rounding": "tflite" (a TFLite model's int8 bilinear resize: TFLite's integer kernel).
+  p.tflite_integer = attrs.Has("rounding") &&
+                     ParseChoice<bool, 2>(attrs, "rounding", {{{"tvm", false}, {"tflite", true}}});
   CheckSameOutDtype(attrs);
   return result;
 }

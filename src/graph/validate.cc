@@ -216,6 +216,15 @@ Shape InferResize(const Node& node, const Shape& data) {
                               << ": align_corners with an output extent of 1 divides by zero in "
                                  "TVM's resize2d";
   }
+  const bool tflite_mode = p.mode == kernels::CoordinateMode::kHalfPixel ||
+                           p.mode == kernels::CoordinateMode::kAlignCorners ||
+                           p.mode == kernels::CoordinateMode::kAsymmetric;
+  if (p.tflite_integer &&
+      (p.method != kernels::ResizeMethod::kLinear || node.dtype != DType::kInt8 || !tflite_mode)) {
+    TVM_FFI_THROW(ValueError) << Where(node)
+                              << ": TFLite rounding resizes int8 tensors bilinearly with "
+                                 "half_pixel, align_corners or asymmetric coordinates only";
+  }
   return WithImageSize(node, data, p.layout, p.out_size);
 }
 

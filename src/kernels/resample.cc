@@ -95,6 +95,36 @@ LinearTap LinearTapOf(const Resize2dParams& p, int axis, int64_t x) {
   return LinearTap{Clamp(base, in), Clamp(base + 1, in), c - floor_c};
 }
 
+/*! \brief TFLite's integer bilinear taps of output `x` (ComputeInterpolationValuesInteger): the
+ * source coordinate in 1/1024ths, the two input indices and the second one's weight in 1/1024ths
+ * (negative or above 1024 where the coordinate lies outside [first, second]). TFLite reads the
+ * truncated indices as they are; they are clamped here so a tile never reads outside the input. */
+LinearTap TfliteIntegerTapOf(const Resize2dParams& p, int axis, int64_t x) {
+  const int64_t in = p.in_size[axis], out = p.out_size[axis];
+  int64_t scale = ((int64_t{1} << 10) * in + out / 2) / out;
+  if (p.mode == CoordinateMode::kAlignCorners && out > 1) {
+    scale = ((int64_t{1} << 10) * (in - 1) + (out - 1) / 2) / (out - 1);
+  }
+  int64_t source = x * scale;
+  if (p.mode == CoordinateMode::kHalfPixel) source += scale / 2 - (1 << 9);
+  const int64_t first = std::max<int64_t>(source / 1024, 0);  // C division: toward zero
+  const int64_t second = std::min<int64_t>((source + 1023) / 1024, in - 1);
+  return LinearTap{Clamp(first, in), Clamp(second, in), static_cast<float>(source - 1024 * first)};
+}
+
+/*! \brief TFLite's int8 bilinear of four integer taps with 10-bit weights: the 20-bit weighted
+ * sum rounded once, half away from zero (exact in int64). */
+inline float TfliteBilinear(float top_left, float top_right, float bottom_left, float bottom_right,
+                            float wx, float wy) {
+  const int64_t dx = static_cast<int64_t>(wx), dy = static_cast<int64_t>(wy);
+  const int64_t sum = static_cast<int64_t>(top_left) * (1024 - dy) * (1024 - dx) +
+                      static_cast<int64_t>(bottom_left) * dy * (1024 - dx) +
+                      static_cast<int64_t>(top_right) * (1024 - dy) * dx +
+                      static_cast<int64_t>(bottom_right) * dy * dx;
+  const int64_t half = sum > 0 ? (int64_t{1} << 19) : -(int64_t{1} << 19);
+  return static_cast<float>((sum + half) / (int64_t{1} << 20));
+}
+
 /*! \brief TVM's _lerp: a * (1 - t) + b * t, each step rounded. */
 inline float Lerp(float a, float b, float t) { return a * (1.0f - t) + b * t; }
 
@@ -113,7 +143,7 @@ AxisTaps TapsOfAxis(const Resize2dParams& p, int axis, int64_t out_extent, int64
     if (p.method == ResizeMethod::kNearest) {
       tap.first = tap.second = NearestIndex(p, axis, x);
     } else {
-      tap = LinearTapOf(p, axis, x);
+      tap = p.tflite_integer ? TfliteIntegerTapOf(p, axis, x) : LinearTapOf(p, axis, x);
     }
     TVM_FFI_ICHECK(tap.first >= base && tap.second < base + in_extent)
         << "Resize2d: the input tile does not hold the source of output " << x;
@@ -131,7 +161,8 @@ Range ResizeSourceRange(const Resize2dParams& p, int axis, int64_t out_first, in
   if (p.method == ResizeMethod::kNearest) {
     return Range{NearestIndex(p, axis, out_first), NearestIndex(p, axis, out_end - 1) + 1};
   }
-  return Range{LinearTapOf(p, axis, out_first).first, LinearTapOf(p, axis, out_end - 1).second + 1};
+  const auto tap = p.tflite_integer ? TfliteIntegerTapOf : LinearTapOf;
+  return Range{tap(p, axis, out_first).first, tap(p, axis, out_end - 1).second + 1};
 }
 
 void Resize2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
@@ -163,7 +194,10 @@ void Resize2d(const float* input, const Shape& in_shape, float* out, const Shape
                       const int64_t a = xs.first[x] * in_x + c * in_c;
                       const int64_t b = xs.second[x] * in_x + c * in_c;
                       float value = top[a];
-                      if (linear) {
+                      if (linear && p.tflite_integer) {
+                        value = TfliteBilinear(top[a], top[b], bottom[a], bottom[b], xs.weight[x],
+                                               ys.weight[y]);
+                      } else if (linear) {
                         const float upper = Lerp(top[a], top[b], xs.weight[x]);
                         const float lower = Lerp(bottom[a], bottom[b], xs.weight[x]);
                         value = Lerp(upper, lower, ys.weight[y]);

@@ -10,7 +10,8 @@
  * boxes begin in the whole tensors. The *SourceRange functions give the input box of an output
  * range, for the compiler's tiling and for the kernels' own bounds checks. Every formula follows
  * TVM's topi (resize2d, nn.pad / reflect_pad / replicate_pad / circular_pad, adaptive_pool) in
- * float32, step by step, so results equal TVM's LLVM build bit for bit.
+ * float32, step by step, so results equal TVM's LLVM build bit for bit; bilinear resizing of a
+ * TFLite model's integers follows TFLite's int8 kernel instead (Resize2dParams::tflite_integer).
  */
 #ifndef EXAMPLE_NPU_KERNELS_RESAMPLE_H_
 #define EXAMPLE_NPU_KERNELS_RESAMPLE_H_
@@ -50,6 +51,11 @@ struct Resize2dParams {
   std::array<int64_t, 2> out_size{1, 1};   // of the whole output
   std::array<int64_t, 2> in_begin{0, 0};   // first input row / column of the tile
   std::array<int64_t, 2> out_begin{0, 0};  // first output row / column of the tile
+  /*! Linear only: TFLite's int8 RESIZE_BILINEAR (reference_ops::ResizeBilinear on int8) for a
+   * TFLite model's integers. The scale and source coordinate are 10-bit fixed point (kHalfPixel
+   * is half_pixel_centers, kAlignCorners align_corners, kAsymmetric neither), the four taps'
+   * weights are products of 10-bit weights, and the sum is rounded once, half away from zero. */
+  bool tflite_integer = false;
 };
 
 /*! \brief Input indices [begin, end) of spatial axis `axis` (0: H, 1: W) that the outputs

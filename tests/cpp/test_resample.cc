@@ -13,6 +13,7 @@
 
 #include "graph_test_util.h"
 #include "kernels/resample.h"
+#include "runtime/executor.h"
 #include "test_util.h"
 
 namespace example_npu {
@@ -197,6 +198,61 @@ TEST(AdaptiveAvgPool2dTest, UnevenOverlappingWindowsAveragePyTorchsRanges) {
   }
 }
 
+/*! \brief TFLite's int8 ResizeBilinear (reference_ops), one output element at a time, NHWC. */
+std::vector<float> NaiveTfliteBilinear(const std::vector<float>& in, const Shape& in_shape,
+                                       const Shape& out_shape, CoordinateMode mode) {
+  const int64_t ih = in_shape[1], iw = in_shape[2], oh = out_shape[1], ow = out_shape[2];
+  const int64_t channels = in_shape[3];
+  const bool align = mode == CoordinateMode::kAlignCorners,
+             half = mode == CoordinateMode::kHalfPixel;
+  const int64_t sy =
+      align && oh > 1 ? (1024 * (ih - 1) + (oh - 1) / 2) / (oh - 1) : (1024 * ih + oh / 2) / oh;
+  const int64_t sx =
+      align && ow > 1 ? (1024 * (iw - 1) + (ow - 1) / 2) / (ow - 1) : (1024 * iw + ow / 2) / ow;
+  std::vector<float> out(NumElements(out_shape));
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    const std::vector<int64_t> o = Unravel(i, out_shape);
+    const int64_t n = o[0], y = o[1], x = o[2], c = o[3];
+    const int64_t cy = y * sy + (half ? sy / 2 - 512 : 0);
+    const int64_t cx = x * sx + (half ? sx / 2 - 512 : 0);
+    const int64_t y0 = std::max<int64_t>(cy / 1024, 0),
+                  y1 = std::min<int64_t>((cy + 1023) / 1024, ih - 1);
+    const int64_t x0 = std::max<int64_t>(cx / 1024, 0),
+                  x1 = std::min<int64_t>((cx + 1023) / 1024, iw - 1);
+    auto at = [&](int64_t yy, int64_t xx) {
+      return static_cast<int64_t>(in[((n * ih + yy) * iw + xx) * channels + c]);
+    };
+    const int64_t dy = cy - 1024 * y0, dx = cx - 1024 * x0;
+    const int64_t sum = at(y0, x0) * (1024 - dy) * (1024 - dx) + at(y1, x0) * dy * (1024 - dx) +
+                        at(y0, x1) * (1024 - dy) * dx + at(y1, x1) * dy * dx;
+    out[i] = static_cast<float>((sum + (sum > 0 ? 1 << 19 : -(1 << 19))) / (1 << 20));
+  }
+  return out;
+}
+
+TEST(Resize2dTest, TfliteIntegerBilinearMatchesTflitesKernelPerElement) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  const std::vector<std::pair<std::array<int64_t, 2>, std::array<int64_t, 2>>> sizes = {
+      {{4, 5}, {8, 10}}, {{7, 5}, {16, 11}}, {{9, 8}, {4, 3}}, {{1, 3}, {5, 7}}, {{6, 6}, {1, 1}}};
+  for (const auto& [in, out] : sizes) {
+    const Shape in_shape{2, in[0], in[1], 3}, out_shape{2, out[0], out[1], 3};
+    std::vector<float> x(NumElements(in_shape));
+    for (float& v : x) v = static_cast<float>(byte(rng));
+    for (CoordinateMode mode :
+         {CoordinateMode::kHalfPixel, CoordinateMode::kAlignCorners, CoordinateMode::kAsymmetric}) {
+      Resize2dParams p{
+          DataLayout::kNHWC, ResizeMethod::kLinear, mode, NearestRounding::kFloor, in, out};
+      p.tflite_integer = true;
+      std::vector<float> y(NumElements(out_shape));
+      Resize2d(x.data(), in_shape, y.data(), out_shape, p);
+      EXPECT_EQ(y, NaiveTfliteBilinear(x, in_shape, out_shape, mode))
+          << ShapeToString(in_shape) << " -> " << ShapeToString(out_shape) << " mode "
+          << static_cast<int>(mode);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kernels
 
@@ -252,6 +308,45 @@ TEST(ResampleGraphTest, NhwcNearestUpsamplingAndConstantPadding) {
   "arg_nodes": [0], "heads": [2]})");
 }
 
+TEST(ResampleGraphTest, TiledTfliteIntegerBilinearRunsTflitesKernel) {
+  // int8 in and out through the executor: a roomy L1 and 8x8 tiles in 1 KB (many tiles, each
+  // reading its own source box), both equal to the per-element kernel.
+  const std::string json = R"({"version": 1, "symbol": "tflite_bilinear", "nodes": [
+  {"op": "input", "name": "x", "shape": [1, 13, 11, 40], "dtype": "int8"},
+  {"op": "image.resize2d", "name": "up", "inputs": [0], "shape": [1, 30, 23, 40],
+   "dtype": "int8", "attrs": {"layout": "NHWC", "method": "linear", "rounding": "tflite",
+   "coordinate_transformation_mode": "half_pixel", "rounding_method": ""}}],
+  "arg_nodes": [0], "heads": [1]})";
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::vector<int8_t> input(13 * 11 * 40);
+  for (int8_t& v : input) v = static_cast<int8_t>(byte(rng));
+  const std::vector<float> expected =
+      kernels::NaiveTfliteBilinear(std::vector<float>(input.begin(), input.end()), {1, 13, 11, 40},
+                                   {1, 30, 23, 40}, kernels::CoordinateMode::kHalfPixel);
+  NPUConfig tiny;
+  tiny.l1_sram_kb = 1;
+  tiny.tile_height = 8;
+  tiny.tile_width = 8;
+  for (const NPUConfig& config : {NPUConfig(), tiny}) {
+    Executor executor(ParseGraph(json), config);
+    std::vector<int64_t> in_shape = {1, 13, 11, 40}, out_shape = {1, 30, 23, 40};
+    std::vector<int8_t> output(30 * 23 * 40);
+    auto view = [](std::vector<int8_t>* data, std::vector<int64_t>* shape) {
+      DLTensor t{};
+      t.data = data->data();
+      t.device = DLDevice{kDLCPU, 0};
+      t.ndim = static_cast<int32_t>(shape->size());
+      t.dtype = DLDataType{kDLInt, 8, 1};
+      t.shape = shape->data();
+      return t;
+    };
+    DLTensor x = view(&input, &in_shape), y = view(&output, &out_shape);
+    executor.Run({&x}, {&y});
+    EXPECT_EQ(std::vector<float>(output.begin(), output.end()), expected) << config.l1_sram_kb;
+  }
+}
+
 TEST(ResampleGraphTest, AttributesTheNpuCannotComputeAreValueErrors) {
   auto graph = [](const std::string& attrs, const std::string& shape) {
     return R"({"version": 1, "symbol": "bad", "nodes": [
@@ -284,6 +379,13 @@ TEST(ResampleGraphTest, AttributesTheNpuCannotComputeAreValueErrors) {
           "arg_nodes": [0], "heads": [1]})");
       },
       "narrower");
+  ExpectValueError(
+      [&] {
+        ParseGraph(graph(R"({"layout": "NCHW", "method": "linear", "rounding": "tflite",
+          "coordinate_transformation_mode": "half_pixel", "rounding_method": ""})",
+                         "[1, 2, 6, 8]"));
+      },
+      "int8 tensors bilinearly");
 }
 
 }  // namespace

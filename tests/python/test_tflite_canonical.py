@@ -128,3 +128,34 @@ def test_max_pool_of_integers_becomes_a_qdq_island(dtype):
     assert ops(rewritten) == ["dequantize", "nn.max_pool2d", "quantize"]
     low, high = (-128, 127) if dtype == "int8" else (0, 255)
     assert_same(mod, rewritten, RNG.integers(low, high + 1, (1, 7, 8, 5)).astype(dtype))
+
+
+@pytest.mark.parametrize("output", [(0.05, 3), (0.04, 3)], ids=["same", "rescaled"])
+def test_bilinear_island_becomes_an_integer_resize_only_with_tflite_semantics(output):
+    """quantize(resize2d(dequantize(x), linear)) with x's own parameters is TFLite's int8
+    RESIZE_BILINEAR: the integers themselves are resized (the NPU runs TFLite's kernel); with
+    other output parameters, or without TFLite semantics, the island stays."""
+
+    def make(bb, x):
+        real = bb.emit(dequantize(x, 0.05, 3))
+        resized = bb.emit(
+            relax.op.image.resize2d(
+                real,
+                (9, 7),
+                layout="NHWC",
+                method="linear",
+                coordinate_transformation_mode="half_pixel",
+            )
+        )
+        return quantize(resized, *output)
+
+    mod = build(make, ((1, 4, 3, 2), "int8"))
+    island = ["dequantize", "image.resize2d", "quantize"]
+    assert ops(canonicalize_tflite(mod)) == island
+    expected = ["image.resize2d"] if output == (0.05, 3) else island
+    rewritten = canonicalize_tflite(mod, tflite_semantics=True)
+    assert ops(rewritten) == expected
+    if expected != island:
+        (binding,) = rewritten["main"].body.blocks[0].bindings
+        assert str(binding.value.args[0].ty.dtype) == "int8"
+        assert str(binding.value.attrs.coordinate_transformation_mode) == "half_pixel"

@@ -26,6 +26,9 @@ MODELS = (
     "swish_se",
     "leaky_relu",
     *ONE_OP_PROBES,
+    "bilinear_half_pixel",
+    "bilinear_align_corners",
+    "bilinear_asymmetric",
 )
 
 

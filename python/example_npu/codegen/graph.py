@@ -210,6 +210,14 @@ def _flatten(value: _Value):
         yield value
 
 
+def _integer_bilinear(node: dict[str, Any]) -> bool:
+    return (
+        node["op"] == "image.resize2d"
+        and node["dtype"] == "int8"
+        and node["attrs"].get("method") == "linear"
+    )
+
+
 def serialize_function(
     func: relax.Function,
     constant_names: Mapping[Any, str],
@@ -226,6 +234,8 @@ def serialize_function(
     if rounding != "tvm":  # the C++ default; every qnn op but the table lookup computes with it
         for node in graph["nodes"]:
             if node["op"].startswith("qnn.") and node["op"] != "qnn.lut":
+                node["attrs"]["rounding"] = rounding
+            elif _integer_bilinear(node):  # TFLite's int8 RESIZE_BILINEAR kernel
                 node["attrs"]["rounding"] = rounding
     graph["npu_config"] = asdict(config or NPUConfig())
     return graph

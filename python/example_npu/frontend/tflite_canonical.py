@@ -20,12 +20,17 @@ computes bit for bit what TVM's CPU build of the original computes) and run on e
   a ``PAD``, which reads the integers directly) becomes ``quantize(max_pool2d(dequantize(x)))``
   with scale 1 and zero point 0: the maximum of integers is one of them.
 
-One rewrite gives TFLite's meaning, so it runs only for TFLite models (``rounding="tflite"``):
+Two rewrites give TFLite's meaning, so they run only for TFLite models (``rounding="tflite"``):
 
 * **Integer average pooling.** TVM lowers ``AVERAGE_POOL_2D`` as
   ``astype(int32) -> avg_pool2d -> astype(int8)``, which truncates where TFLite rounds. It
   becomes the QDQ island ``quantize(avg_pool2d(dequantize(x)))`` (scale 1, zero point 0: the
   kernel averages the raw integers), which the NPU runs as TFLite's kernel does.
+* **Integer bilinear resizing.** TVM lowers int8 ``RESIZE_BILINEAR`` as
+  ``quantize(resize2d(dequantize(x)))`` in float; TFLite's kernel interpolates the raw integers
+  with 10-bit fixed-point coordinates and weights and one rounding, and its output keeps the
+  input's quantization. With equal parameters it becomes ``resize2d`` of the int8 tensor, which
+  the NPU computes with TFLite's kernel under TFLite rounding (codegen's ``rounding``).
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
             rewritten = self._constant_weight(call)
         elif name == "relax.astype" and self.tflite_semantics:
             rewritten = self._average_pool(call)
+        elif name == "relax.quantize" and self.tflite_semantics:
+            rewritten = self._integer_bilinear(call)
         elif name == "relax.clip":
             rewritten = self._activation(call)
         elif name == "relax.nn.max_pool2d":
@@ -213,6 +220,33 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
             )
         )
         return relax.op.quantize(pooled, scale, zero_point, out_dtype=_dtype(narrow))
+
+    def _integer_bilinear(self, quantize: relax.Call) -> relax.Expr | None:
+        """quantize(resize2d(dequantize(x), linear)) with x's own int8 parameters ->
+        resize2d(x): TFLite's int8 RESIZE_BILINEAR reads and writes the raw integers."""
+        resize = self._value(quantize.args[0])
+        if not _is_call(resize, "relax.image.resize2d") or str(resize.attrs.method) != "linear":
+            return None
+        dequantize = self._value(resize.args[0])
+        if not _is_call(dequantize, "relax.dequantize"):
+            return None
+        data = dequantize.args[0]
+        same = all(
+            _scalar(a) is not None and _scalar(a) == _scalar(b)
+            for a, b in zip(dequantize.args[1:], quantize.args[1:], strict=True)
+        )
+        if not same or _dtype(data) != "int8" or _dtype(quantize) != "int8":
+            return None
+        a = resize.attrs
+        return relax.op.image.resize2d(
+            data,
+            resize.args[1],
+            roi=[float(v) for v in a.roi],
+            layout=str(a.layout),
+            method="linear",
+            coordinate_transformation_mode=str(a.coordinate_transformation_mode),
+            rounding_method=str(a.rounding_method),
+        )
 
 
 def canonicalize_tflite(mod: tvm.IRModule, tflite_semantics: bool = False) -> tvm.IRModule:
