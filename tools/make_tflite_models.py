@@ -171,7 +171,7 @@ def op_mix(keras: Any, batch: int | None) -> Any:
     up = layers.UpSampling2D(2, interpolation="bilinear")(x)
     # UpSampling2D's nearest mode converts to TILE v3, which LiteRT 2.3 cannot run.
     near = layers.Resizing(14, 14, interpolation="nearest")(x)
-    x = layers.Subtract()([up, near])
+    x = layers.Add()([up, layers.Subtract()([up, near])])  # up - near alone is nearly 0
     squeeze = layers.GlobalAveragePooling2D(keepdims=True)(x)
     x = layers.Multiply()([x, layers.Activation("sigmoid")(layers.Conv2D(40, 1)(squeeze))])
     x = layers.GlobalAveragePooling2D()(x)
