@@ -188,8 +188,13 @@ def _qdq_chain(producer: str, bias: bool, activation: str | None) -> Body:
     def body(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
         channels = 8
         x = bb.emit(relax.op.dequantize(v["x"], _const(0.05, "float32"), _const(0, dtype)))
-        shape = {"conv2d": (channels, 4, 3, 3), "matmul": (4, channels), "dense": (channels, 4)}
-        axis = {"conv2d": 0, "matmul": 1, "dense": 0}[producer]
+        shape = {
+            "conv2d": (channels, 4, 3, 3),
+            "conv2d_transpose": (4, channels, 2, 2),
+            "matmul": (4, channels),
+            "dense": (channels, 4),
+        }
+        axis = {"conv2d": 0, "conv2d_transpose": 1, "matmul": 1, "dense": 0}[producer]
         w = bb.emit(
             relax.op.dequantize(
                 _const(np.ones(shape[producer]), "int8"),
@@ -200,12 +205,14 @@ def _qdq_chain(producer: str, bias: bool, activation: str | None) -> Body:
         )
         if producer == "conv2d":
             y = bb.emit(relax.op.nn.conv2d(x, w))
+        elif producer == "conv2d_transpose":
+            y = bb.emit(relax.op.nn.conv2d_transpose(x, w, strides=2))
         elif producer == "matmul":
             y = bb.emit(relax.op.matmul(x, w))
         else:
             y = bb.emit(relax.op.matmul(x, relax.op.permute_dims(w)))
         if bias:
-            bias_shape = (1, channels, 1, 1) if producer == "conv2d" else (channels,)
+            bias_shape = (1, channels, 1, 1) if producer.startswith("conv2d") else (channels,)
             y = bb.emit(relax.op.add(y, _const(np.zeros(bias_shape), "float32")))
         if activation == "relu":
             y = bb.emit(relax.op.nn.relu(y))
@@ -218,8 +225,8 @@ def _qdq_chain(producer: str, bias: bool, activation: str | None) -> Body:
 
 def _qdq_probes() -> list[Probe]:
     rows = []
-    for producer in ("conv2d", "matmul", "dense"):
-        x_shape = (1, 4, 6, 6) if producer == "conv2d" else (3, 4)
+    for producer in ("conv2d", "conv2d_transpose", "matmul", "dense"):
+        x_shape = (1, 4, 6, 6) if producer.startswith("conv2d") else (3, 4)
         for bias in (False, True):
             for activation in (None, "relu", "relu6"):
                 name = f"QDQ {producer}" + (" + bias" if bias else "")

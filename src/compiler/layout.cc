@@ -16,6 +16,7 @@ bool IsSpatialAnchor(OpKind op) {
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
     case OpKind::kQnnMaxPool2d:
     case OpKind::kQnnAvgPool2d:
     case OpKind::kConv2dTranspose:
@@ -32,6 +33,9 @@ bool IsNCHW(const Node& node) {
     return conv->params.data_layout == kernels::DataLayout::kNCHW;
   }
   if (const auto* qnn_conv = std::get_if<QnnAttrs>(&node.attrs)) {
+    if (node.op == OpKind::kQnnConv2dTranspose) {
+      return qnn_conv->transposed.params.data_layout == kernels::DataLayout::kNCHW;
+    }
     return node.op == OpKind::kQnnConv2d &&
            qnn_conv->conv.data_layout == kernels::DataLayout::kNCHW;
   }

@@ -235,6 +235,7 @@ ComputeCommand GroupTiler::MakeCompute(const Node& node, int64_t node_id,
     case OpKind::kConv2d:
     case OpKind::kQnnMatmul:
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
       compute.engine = Engine::kMatrix;
       break;
     case OpKind::kMaxPool2d:
@@ -704,6 +705,7 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
     case OpKind::kAdaptiveAvgPool2d:
       return tiling::MakeResampleRule(graph, group, layout, config);
     case OpKind::kConv2dTranspose:
+    case OpKind::kQnnConv2dTranspose:
       return tiling::MakeConvTransposeRule(graph, group, layout, config);
     case OpKind::kGroupNorm:
     case OpKind::kInstanceNorm:

@@ -1,7 +1,8 @@
 /*!
  * \file compiler/tiling_planner_conv_transpose.cc
- * \brief Tiling of conv2d_transpose on the matrix engine: NHWC output tiles of (n, oh, ow, oc)
- * with the input box their phases read, the weight as (kh, kw, ic, oc) tiles, and (ungrouped)
+ * \brief Tiling of conv2d_transpose (float, or qnn.conv2d_transpose's int8 x int8 -> int64
+ * accumulators requantized per output tile) on the matrix engine: NHWC output tiles of (n, oh, ow,
+ * oc) with the input box their phases read, the weight as (kh, kw, ic, oc) tiles, and (ungrouped)
  * the input channels split into accumulated chunks. Each tile's compute runs its
  * stride_h x stride_w phases as separate GEMMs (kernels/conv_transpose.h), so the cost is that
  * of the real multiplies, not of the zero-dilated convolution TVM's CPU build runs.
@@ -25,8 +26,7 @@ class ConvTransposeRule : public GroupTiler {
  public:
   ConvTransposeRule(const Graph& graph, const FusedGroup& group, const LayoutPlan& layout,
                     const NPUConfig& config)
-      : GroupTiler(graph, group, layout, config),
-        attrs_(std::get<ConvTransposeAttrs>(Anchor().attrs)) {
+      : GroupTiler(graph, group, layout, config), attrs_(TransposedConvAttrsOf(Anchor().attrs)) {
     const kernels::ConvTransposeParams& p = attrs_.params;
     nchw_ = p.data_layout == kernels::DataLayout::kNCHW;
     order_ = nchw_ ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 1, 2, 3};
@@ -136,12 +136,10 @@ class ConvTransposeRule : public GroupTiler {
             params.groups = groups;
             params.data_layout = kernels::DataLayout::kNHWC;
             params.kernel_layout = kernels::TransposedKernelLayout::kHWIO;
-            ConvTransposeAttrs tile_attrs = attrs_;
-            tile_attrs.params = params;
             ComputeCommand compute =
                 MakeCompute(anchor, group_.anchor,
                             {scheduler->Load(0, input, in_box), scheduler->Load(1, weight, w_box)},
-                            result, tile_attrs);
+                            result, TileAttrs(params));
             compute.accumulate = ic0 > 0;
             compute.round_to_half &= ic0 + ict == ic_total;
             int64_t macs = 0;
@@ -152,7 +150,7 @@ class ConvTransposeRule : public GroupTiler {
             compute.macs = macs * oct * (grouped ? group_in_ : ict);
             scheduler->Compute(std::move(compute));
           }
-          EmitEpilogue(scheduler, result, out_box);
+          EmitEpilogue(scheduler, Requantized(scheduler, result, oc0), out_box);
         });
   }
 
@@ -160,6 +158,17 @@ class ConvTransposeRule : public GroupTiler {
   struct Sizes {
     int64_t oh, ow, oc, ic;
   };
+
+  /*! \brief The anchor's attributes with the kernel parameters of one tile (a quantized anchor's
+   * without its per-channel tables, see StepAttrs). */
+  OpAttrs TileAttrs(const kernels::ConvTransposeParams& params) const {
+    ConvTransposeAttrs tile = attrs_;
+    tile.params = params;
+    if (!IsQuantized()) return tile;
+    QnnAttrs qnn = std::get<QnnAttrs>(StepAttrs());
+    qnn.transposed = tile;
+    return qnn;
+  }
 
   std::vector<int64_t> OutTile(const Sizes& t) const {
     return nchw_ ? std::vector<int64_t>{1, t.oc, t.oh, t.ow}

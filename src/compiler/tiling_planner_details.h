@@ -85,7 +85,9 @@ class GroupTiler : public TilingRule {
    */
   int64_t StagedBytes(size_t k) const;
   bool IsQuantized() const {
-    return Anchor().op == OpKind::kQnnConv2d || Anchor().op == OpKind::kQnnMatmul;
+    const OpKind op = Anchor().op;
+    return op == OpKind::kQnnConv2d || op == OpKind::kQnnConv2dTranspose ||
+           op == OpKind::kQnnMatmul;
   }
   /*! \brief Result tiles hold float32, or int64 accumulators for quantized ops. */
   DType ResultDType() const { return IsQuantized() ? DType::kInt64 : DType::kFloat32; }

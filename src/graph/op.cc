@@ -40,6 +40,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::kQuantize, "quantize"},
     {OpKind::kDequantize, "dequantize"},
     {OpKind::kQnnConv2d, "qnn.conv2d"},
+    {OpKind::kQnnConv2dTranspose, "qnn.conv2d_transpose"},
     {OpKind::kQnnMatmul, "qnn.matmul"},
     {OpKind::kMaximum, "maximum"},
     {OpKind::kMinimum, "minimum"},
@@ -142,6 +143,7 @@ std::optional<OpKind> ParseOpKind(std::string_view name) {
 bool IsQnnOp(OpKind kind) {
   switch (kind) {
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
     case OpKind::kQnnMatmul:
     case OpKind::kQnnAdd:
     case OpKind::kQnnMultiply:

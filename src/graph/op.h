@@ -63,6 +63,7 @@ enum class OpKind {
   kQuantize,
   kDequantize,
   kQnnConv2d,
+  kQnnConv2dTranspose,
   kQnnMatmul,
   kMaximum,
   kMinimum,
@@ -270,7 +271,8 @@ struct QuantAttrs {
  * clip) -> quantize, lowered by the codegen. requant is derived from the scales at load.
  */
 struct QnnAttrs {
-  kernels::Conv2dParams conv;  // qnn.conv2d only
+  kernels::Conv2dParams conv;     // qnn.conv2d only
+  ConvTransposeAttrs transposed;  // qnn.conv2d_transpose only
   double input_scale = 1.0;
   int64_t input_zero_point = 0;
   std::vector<double> weight_scales;  // one, or one per output channel
@@ -341,6 +343,13 @@ using OpAttrs = std::variant<
     NormAttrs,
     TakeAttrs>;
 // clang-format on
+
+/*! \brief The attributes of nn.conv2d_transpose or qnn.conv2d_transpose (the latter's inside its
+ * QnnAttrs). */
+inline const ConvTransposeAttrs& TransposedConvAttrsOf(const OpAttrs& attrs) {
+  if (const auto* qnn = std::get_if<QnnAttrs>(&attrs)) return qnn->transposed;
+  return std::get<ConvTransposeAttrs>(attrs);
+}
 
 }  // namespace example_npu
 

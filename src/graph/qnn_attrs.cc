@@ -233,6 +233,7 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                        const std::string& where) {
   QnnAttrs q;
   if (kind == OpKind::kQnnConv2d) q.conv = ParseConv2dAttrs(attrs).params;
+  if (kind == OpKind::kQnnConv2dTranspose) q.transposed = ParseConvTransposeAttrs(attrs);
   q.input_scale = PositiveScale(attrs, "input_scale");
   q.input_zero_point = ZeroPoint(attrs, "input_zero_point");
   q.weight_scales = attrs.Numbers("weight_scales");
@@ -310,6 +311,7 @@ OpAttrs ParseQnnOpAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                         const std::string& where) {
   switch (kind) {
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
     case OpKind::kQnnMatmul:
       return ParseQnnAttrs(kind, attrs, dtype, where);
     case OpKind::kQnnRequantize:

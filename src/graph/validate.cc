@@ -229,7 +229,7 @@ Shape InferResize(const Node& node, const Shape& data) {
 }
 
 Shape InferConvTranspose(const Node& node, const Shape& data, const Shape& weight) {
-  const ConvTransposeAttrs& a = std::get<ConvTransposeAttrs>(node.attrs);
+  const ConvTransposeAttrs& a = TransposedConvAttrsOf(node.attrs);
   const kernels::ConvTransposeParams& p = a.params;
   ExpectRank(node, data, 4, "data");
   ExpectRank(node, weight, 4, "weight");
@@ -304,6 +304,7 @@ size_t ExpectedArity(OpKind op) {
     case OpKind::kConv1d:
     case OpKind::kConv2d:
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
     case OpKind::kQnnMatmul:
     case OpKind::kAdd:
     case OpKind::kSubtract:
@@ -404,6 +405,7 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
     case OpKind::kDequantize:
       return IsQuantizedDType(dtype) && node.dtype == DType::kFloat32;
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
     case OpKind::kQnnMatmul:
       return IsQuantizedDType(node.dtype) &&
              (k == 0 ? IsQuantizedDType(dtype) : dtype == DType::kInt8);
@@ -464,10 +466,12 @@ void CheckQnnInputs(const Graph& graph, const Node& node) {
 }
 
 void CheckQnnChannels(const Node& node, const QnnAttrs& qnn) {
-  const int64_t channels =
-      node.op == OpKind::kQnnConv2d
-          ? node.shape[qnn.conv.data_layout == kernels::DataLayout::kNCHW ? 1 : 3]
-          : node.shape.back();
+  int64_t channels = node.shape.back();
+  if (node.op == OpKind::kQnnConv2d || node.op == OpKind::kQnnConv2dTranspose) {
+    const kernels::DataLayout layout =
+        node.op == OpKind::kQnnConv2d ? qnn.conv.data_layout : qnn.transposed.params.data_layout;
+    channels = node.shape[layout == kernels::DataLayout::kNCHW ? 1 : 3];
+  }
   const size_t scales = qnn.weight_scales.size();
   if (scales != 1 && static_cast<int64_t>(scales) != channels) {
     TVM_FFI_THROW(ValueError) << Where(node) << ": " << scales << " weight scales for " << channels
@@ -725,6 +729,7 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
       return WithImageSize(node, *in[0], p.layout, p.out_size);
     }
     case OpKind::kConv2dTranspose:
+    case OpKind::kQnnConv2dTranspose:
       return InferConvTranspose(node, *in[0], *in[1]);
     case OpKind::kGroupNorm:
     case OpKind::kInstanceNorm:

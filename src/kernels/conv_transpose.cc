@@ -34,9 +34,16 @@ std::vector<std::vector<std::pair<int64_t, int64_t>>> AxisTaps(int64_t out, int6
   return taps;
 }
 
-/*! \brief The NHWC / HWIO core: out is [n, oh, ow, groups * group_out]. */
-void TransposedNhwc(const float* input, const Shape& in, const float* weight, const Shape& w,
-                    float* out, const Shape& o, const ConvTransposeParams& p) {
+/*!
+ * \brief The NHWC / HWIO core: out is [n, oh, ow, groups * group_out]. Each output pixel sums
+ * (input - zero_point) x weight over its phase's taps in Acc: float for the float op, exact int64
+ * for the quantized one (int8 / uint8 / int16 activations, int8 weights). With `accumulate` the
+ * sums add to what out holds (the input-channel chunks of one tile).
+ */
+template <typename In, typename Weight, typename Acc>
+void TransposedNhwc(const In* input, const Shape& in, const Weight* weight, const Shape& w,
+                    Acc* out, const Shape& o, const ConvTransposeParams& p, Acc zero_point,
+                    bool accumulate) {
   const int64_t batch = in[0], ih = in[1], iw = in[2], cin = in[3];
   const int64_t kh = w[0], kw = w[1], group_out = w[3];
   const int64_t oh = o[1], ow = o[2], cout = o[3];
@@ -52,18 +59,20 @@ void TransposedNhwc(const float* input, const Shape& in, const float* weight, co
                 for (int64_t row = begin; row < end; ++row) {
                   const int64_t n = row / oh, y = row % oh;
                   for (int64_t x = 0; x < ow; ++x) {
-                    float* acc = out + (row * ow + x) * cout;
-                    std::fill(acc, acc + cout, 0.0f);
+                    Acc* acc = out + (row * ow + x) * cout;
+                    if (!accumulate) std::fill(acc, acc + cout, Acc{0});
                     for (const auto& [ky, iy] : rows[y]) {
                       for (const auto& [kx, ix] : cols[x]) {
-                        const float* pixel = input + ((n * ih + iy) * iw + ix) * cin;
-                        const float* tap = weight + (ky * kw + kx) * cin * group_out;
+                        const In* pixel = input + ((n * ih + iy) * iw + ix) * cin;
+                        const Weight* tap = weight + (ky * kw + kx) * cin * group_out;
                         for (int64_t g = 0; g < p.groups; ++g) {
-                          float* a = acc + g * group_out;
+                          Acc* a = acc + g * group_out;
                           for (int64_t ic = g * group_in; ic < (g + 1) * group_in; ++ic) {
-                            const float value = pixel[ic];
-                            const float* wr = tap + ic * group_out;
-                            for (int64_t oc = 0; oc < group_out; ++oc) a[oc] += value * wr[oc];
+                            const Acc value = static_cast<Acc>(pixel[ic]) - zero_point;
+                            const Weight* wr = tap + ic * group_out;
+                            for (int64_t oc = 0; oc < group_out; ++oc) {
+                              a[oc] += value * static_cast<Acc>(wr[oc]);
+                            }
                           }
                         }
                       }
@@ -86,7 +95,7 @@ void Conv2dTranspose(const float* input, const Shape& in_shape, const float* wei
   const bool nchw = p.data_layout == DataLayout::kNCHW;
   const bool iohw = p.kernel_layout == TransposedKernelLayout::kIOHW;
   if (!nchw && !iohw) {
-    TransposedNhwc(input, in_shape, weight, weight_shape, out, out_shape, p);
+    TransposedNhwc(input, in_shape, weight, weight_shape, out, out_shape, p, 0.0f, false);
     return;
   }
   // Whole tensors in Relax's layouts: the core runs on NHWC / HWIO copies.
@@ -108,13 +117,54 @@ void Conv2dTranspose(const float* input, const Shape& in_shape, const float* wei
     w_hwio_shape = {weight_shape[2], weight_shape[3], weight_shape[0], weight_shape[1]};
   }
   if (!nchw) {
-    TransposedNhwc(in_data, in_nhwc_shape, w_data, w_hwio_shape, out, out_shape, p);
+    TransposedNhwc(in_data, in_nhwc_shape, w_data, w_hwio_shape, out, out_shape, p, 0.0f, false);
     return;
   }
   const Shape out_nhwc_shape = {out_shape[0], out_shape[2], out_shape[3], out_shape[1]};
   out_nhwc.resize(NumElements(out_shape));
-  TransposedNhwc(in_data, in_nhwc_shape, w_data, w_hwio_shape, out_nhwc.data(), out_nhwc_shape, p);
+  TransposedNhwc(in_data, in_nhwc_shape, w_data, w_hwio_shape, out_nhwc.data(), out_nhwc_shape, p,
+                 0.0f, false);
   Transpose(out_nhwc.data(), out_nhwc_shape, {0, 3, 1, 2}, out);
+}
+
+namespace {
+
+template <typename In>
+void QuantizedTransposed(const In* input, const Shape& in_shape, int64_t input_zero_point,
+                         const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                         const Shape& out_shape, const ConvTransposeParams& p, bool accumulate) {
+  TVM_FFI_ICHECK(in_shape.size() == 4 && weight_shape.size() == 4 && out_shape.size() == 4 &&
+                 p.data_layout == DataLayout::kNHWC &&
+                 p.kernel_layout == TransposedKernelLayout::kHWIO)
+      << "QuantizedConv2dTranspose: NHWC / HWIO tiles";
+  TransposedNhwc(input, in_shape, weight, weight_shape, acc, out_shape, p, input_zero_point,
+                 accumulate);
+}
+
+}  // namespace
+
+void QuantizedConv2dTranspose(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& params,
+                              bool accumulate) {
+  QuantizedTransposed(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape,
+                      params, accumulate);
+}
+
+void QuantizedConv2dTranspose(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& params,
+                              bool accumulate) {
+  QuantizedTransposed(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape,
+                      params, accumulate);
+}
+
+void QuantizedConv2dTranspose(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& params,
+                              bool accumulate) {
+  QuantizedTransposed(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape,
+                      params, accumulate);
 }
 
 IndexSpan TransposedSourceSpan(int64_t out_first, int64_t out_end, int64_t origin, int64_t stride,

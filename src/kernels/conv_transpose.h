@@ -48,6 +48,24 @@ void Conv2dTranspose(const float* input, const Shape& in_shape, const float* wei
                      const Shape& weight_shape, float* out, const Shape& out_shape,
                      const ConvTransposeParams& params);
 
+/*!
+ * \brief The quantized op on NHWC input / HWIO int8 weight tiles: acc (+)= the exact integer sums
+ * of (input - input_zero_point) x weight over each output pixel's taps (accumulators in int64, so
+ * no sum of int8 x int8 products can overflow); outputs no input pixel reaches get 0 (+ nothing).
+ */
+void QuantizedConv2dTranspose(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& params,
+                              bool accumulate);
+void QuantizedConv2dTranspose(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& params,
+                              bool accumulate);
+void QuantizedConv2dTranspose(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& params,
+                              bool accumulate);
+
 /*! \brief Input indices [begin, end) of one axis read by outputs [out_first, out_end), before
  * clipping to the input: i with out_first + origin - (kernel - 1) * dilation <= i * stride and
  * i * stride <= out_end - 1 + origin. */

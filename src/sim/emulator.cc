@@ -237,6 +237,9 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
     if (node.op == OpKind::kQnnConv2d) {
       kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
                                out_shape, attrs.conv, compute.accumulate);
+    } else if (node.op == OpKind::kQnnConv2dTranspose) {
+      kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
+                                        out_shape, attrs.transposed.params, compute.accumulate);
     } else {
       kernels::QuantizedMatmul(data, attrs.input_zero_point, weight,
                                size / std::max<int64_t>(1, channels), x.shape.back(), channels, acc,

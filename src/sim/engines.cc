@@ -291,6 +291,7 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
       return;
     }
     case OpKind::kQnnConv2d:
+    case OpKind::kQnnConv2dTranspose:
     case OpKind::kQnnMatmul:
       break;  // integer accumulation: the emulator's quantized step, not a float engine
     case OpKind::kConcat:

@@ -341,7 +341,7 @@ MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
  * each over the phase's pixels, the tile's output channels and its taps x input channels.
  */
 int64_t TransposedConvCycles(const NPUConfig& config, DType dtype, const ComputeCommand& compute) {
-  const kernels::ConvTransposeParams& p = std::get<ConvTransposeAttrs>(compute.attrs).params;
+  const kernels::ConvTransposeParams& p = TransposedConvAttrsOf(compute.attrs).params;
   const Shape& out = compute.output.shape;        // (1, oh, ow, oc)
   const Shape& weight = compute.inputs[1].shape;  // (kh, kw, ic, oc per group)
   const int64_t depth = weight[2] / std::max<int64_t>(1, p.groups);
@@ -369,9 +369,10 @@ Cost ComputeCost(const Program& program, const ComputeCommand& compute) {
   int64_t cycles = 0;
   switch (compute.engine) {
     case Engine::kMatrix: {
-      cycles = std::holds_alternative<ConvTransposeAttrs>(compute.attrs)
-                   ? TransposedConvCycles(config, dtype, compute)
-                   : MatrixEngineCycles(config, dtype, MatrixWorkOf(compute));
+      const bool transposed =
+          node.op == OpKind::kConv2dTranspose || node.op == OpKind::kQnnConv2dTranspose;
+      cycles = transposed ? TransposedConvCycles(config, dtype, compute)
+                          : MatrixEngineCycles(config, dtype, MatrixWorkOf(compute));
       cost.bytes[TierIndex(Tier::kL0)] = 2 * elements * 4;  // accumulator read-modify-write
       cost.energy_pj += compute.macs * config.MacEnergyPj(dtype) +
                         2 * elements * 4 * config.energy_l0_pj_per_byte;

@@ -1,11 +1,13 @@
 /*!
  * \file tests/cpp/test_conv_transpose.cc
- * \brief conv2d_transpose: the phase kernel against the naive scatter definition (every input
- * pixel times every tap, added where it lands), tiled graphs against the whole-tensor kernel,
+ * \brief conv2d_transpose: the phase kernel (float, and its exact integer sums for int8 / uint8 /
+ * int16 activations) against the naive scatter definition (every input pixel times every tap,
+ * added where it lands), tiled graphs against the whole-tensor kernel,
  * and the cost of the real multiplies only.
  */
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,6 +94,80 @@ TEST(ConvTransposeTest, PhasesEqualTheScatterDefinition) {
     ExpectAllClose(y, NaiveTransposed(x, c, w, out_shape),
                    "conv2d_transpose " + test_util::ShapeToString(c.in), 1e-5, 1e-5);
   }
+}
+
+/*! \brief NCHW (or IOHW) data in the NHWC (or HWIO) order of tiles: `axes` (0, 2, 3, 1) or
+ * (2, 3, 0, 1). */
+template <typename T>
+std::vector<T> Reordered(const std::vector<T>& data, const Shape& shape, std::array<int, 4> axes) {
+  std::vector<T> out(data.size());
+  const Shape to = {shape[axes[0]], shape[axes[1]], shape[axes[2]], shape[axes[3]]};
+  std::array<int64_t, 4> index{};
+  for (index[0] = 0; index[0] < shape[0]; ++index[0]) {
+    for (index[1] = 0; index[1] < shape[1]; ++index[1]) {
+      for (index[2] = 0; index[2] < shape[2]; ++index[2]) {
+        for (index[3] = 0; index[3] < shape[3]; ++index[3]) {
+          const int64_t from =
+              ((index[0] * shape[1] + index[1]) * shape[2] + index[2]) * shape[3] + index[3];
+          const int64_t at =
+              ((index[axes[0]] * to[1] + index[axes[1]]) * to[2] + index[axes[2]]) * to[3] +
+              index[axes[3]];
+          out[at] = data[from];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+template <typename In>
+void ExpectQuantizedEqualsScatter(int64_t zero_point, int64_t low, int64_t high) {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int64_t> activation(low, high), weight_value(-128, 127);
+  for (const Case& c : kCases) {
+    const Shape w_shape = {c.in[1], c.out_channels / c.groups, c.kernel, c.kernel};
+    std::vector<In> x(NumElements(c.in));
+    std::vector<int8_t> w(NumElements(w_shape));
+    std::vector<float> x_real(x.size()), w_real(w.size());  // exact: |values| < 2^24
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<In>(activation(rng));
+      x_real[i] = static_cast<float>(x[i] - zero_point);
+    }
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i] = static_cast<int8_t>(weight_value(rng));
+      w_real[i] = w[i];
+    }
+    const Shape out_shape = OutShape(c);
+    const std::vector<double> expected = NaiveTransposed(x_real, c, w_real, out_shape);
+    ConvTransposeParams p;
+    p.strides = {c.stride, c.stride};
+    p.dilation = {c.dilation, c.dilation};
+    p.origin = {c.pad, c.pad};
+    p.groups = c.groups;
+    p.data_layout = DataLayout::kNHWC;
+    p.kernel_layout = TransposedKernelLayout::kHWIO;
+    const Shape out_nhwc = {out_shape[0], out_shape[2], out_shape[3], out_shape[1]};
+    const std::vector<In> x_nhwc = Reordered(x, c.in, {0, 2, 3, 1});
+    const std::vector<int8_t> w_hwio = Reordered(w, w_shape, {2, 3, 0, 1});
+    // Accumulating onto a first pass doubles every sum.
+    std::vector<int64_t> acc(NumElements(out_shape), 12345);
+    for (bool accumulate : {false, true}) {
+      QuantizedConv2dTranspose(x_nhwc.data(), {c.in[0], c.in[2], c.in[3], c.in[1]}, zero_point,
+                               w_hwio.data(), {c.kernel, c.kernel, c.in[1], w_shape[1]}, acc.data(),
+                               out_nhwc, p, accumulate);
+    }
+    const std::vector<double> expected_nhwc = Reordered(expected, out_shape, {0, 2, 3, 1});
+    for (size_t i = 0; i < acc.size(); ++i) {
+      ASSERT_EQ(acc[i], 2 * static_cast<int64_t>(expected_nhwc[i]))
+          << "quantized conv2d_transpose " << test_util::ShapeToString(c.in) << " at " << i;
+    }
+  }
+}
+
+TEST(ConvTransposeTest, QuantizedSumsAreTheExactIntegerScatter) {
+  ExpectQuantizedEqualsScatter<int8_t>(-7, -128, 127);
+  ExpectQuantizedEqualsScatter<uint8_t>(131, 0, 255);
+  ExpectQuantizedEqualsScatter<int16_t>(25, -32768, 32767);
 }
 
 TEST(ConvTransposeTest, PhasesCountOnlyRealTaps) {

@@ -27,14 +27,15 @@ def qdq_module(
     int32_bias: bool = False,
     float_input: bool = False,
 ) -> tvm.IRModule:
-    """main(x_q) = quantize(act(op(dequantize(x_q), dequantize(w_q)) + bias)); kind in
-    conv2d / matmul / dense. With int32_bias the bias is onnxruntime's: int32 integers under a
-    dequantize with scale x_scale * w_scale (float32), as ``int32_bias_values`` computes. With
-    float_input, main takes float x and quantizes it first."""
+    """main(x_q) = quantize(act(op(dequantize(x_q), dequantize(w_q)) + bias)); kind in conv2d /
+    conv2d_transpose (IOHW weight, per-channel scales on axis 1) / matmul / dense. With int32_bias
+    the bias is onnxruntime's: int32 integers under a dequantize with scale x_scale * w_scale
+    (float32), as ``int32_bias_values`` computes. With float_input, main takes float x and
+    quantizes it first."""
     x = relax.Var("x", relax.TensorType(x_shape, "float32" if float_input else act_dtype))
     x_scale, x_zp = x_params
     y_scale, y_zp = y_params
-    channel_axis = {"conv2d": 0, "matmul": 1, "dense": 0}[kind]
+    channel_axis = {"conv2d": 0, "conv2d_transpose": 1, "matmul": 1, "dense": 0}[kind]
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
@@ -54,8 +55,9 @@ def qdq_module(
                     axis=channel_axis,
                 )
             )
-            if kind == "conv2d":
-                y = bb.emit(relax.op.nn.conv2d(xf, wf, **(conv_attrs or {})))
+            if kind in ("conv2d", "conv2d_transpose"):
+                conv = getattr(relax.op.nn, kind)
+                y = bb.emit(conv(xf, wf, **(conv_attrs or {})))
                 bias_shape = (1, -1, 1, 1)
             elif kind == "matmul":
                 y = bb.emit(relax.op.matmul(xf, wf))

@@ -1,10 +1,10 @@
 """Codegen of quantized composites: a QDQ chain or island becomes one integer NPU node.
 
-``dequantize(x_q) -> conv2d / matmul (+ bias) (+ relu / clip) -> quantize`` with a constant int8
-weight under ``dequantize`` is what ONNX QDQ models and ``quantize_model`` produce; so are the
-islands ``dequantize -> glue op -> quantize`` (partition/quantized_patterns.py) and the lookup
-tables that ``canonicalize_qdq`` makes. The pattern checks guarantee the shape of each; here its
-scales, zero points, bias and table are read from the constants and written as attributes of a
+``dequantize(x_q) -> conv2d / conv2d_transpose / matmul (+ bias) (+ relu / clip) -> quantize`` with
+a constant int8 weight under ``dequantize`` is what ONNX QDQ models and ``quantize_model`` produce;
+so are the islands ``dequantize -> glue op -> quantize`` (partition/quantized_patterns.py) and the
+lookup tables that ``canonicalize_qdq`` makes. The pattern checks guarantee the shape of each; here
+its scales, zero points, bias and table are read from the constants and written as attributes of a
 ``qnn.*`` node whose inputs are the integer tensors (src/kernels/quantize.h and quantized_ops.h
 give the integer arithmetic the runtime performs).
 """
@@ -99,15 +99,16 @@ def lower_qnn_composite(
         return _lower_island(builder, func, env, composite, name)
 
     calls = _calls_by_op(func)
-    producer_call = calls.get("nn.conv2d", calls.get("matmul"))[0]
+    conv_op = next((op for op in ("nn.conv2d", "nn.conv2d_transpose") if op in calls), None)
+    producer_call = calls[conv_op or "matmul"][0]
     x_dq = _binding_value(func, producer_call.args[0])
     weight_arg = producer_call.args[1]
     if "permute_dims" in calls:
         weight_arg = _binding_value(func, weight_arg).args[0]
     w_dq = _binding_value(func, weight_arg)
     quantize = calls["quantize"][0]
-    conv = calls.get("nn.conv2d", [None])[0]
-    producer = conv if conv is not None else calls["matmul"][0]
+    conv = producer_call if conv_op is not None else None
+    producer = producer_call
     attrs: dict[str, Any] = {}
     if conv is not None:
         attrs = {
@@ -146,10 +147,11 @@ def lower_qnn_composite(
             }
         )
     shape, dtype = tensor_type(quantize.ty, "quantized result")
+    op = conv_op.removeprefix("nn.") if conv_op is not None else "matmul"
     return builder.add_node(
         {
-            "op": "qnn.conv2d" if conv is not None else "qnn.matmul",
-            "name": f"q{'conv2d' if conv is not None else 'matmul'}_{len(builder.nodes)}",
+            "op": f"qnn.{op}",
+            "name": f"q{op}_{len(builder.nodes)}",
             "inputs": [activation_input, weight_input],
             "shape": shape,
             "dtype": dtype,

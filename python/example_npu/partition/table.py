@@ -164,7 +164,12 @@ def _nan_guarded_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
     return root, {"input": x, "softmax": softmax, "fill": fill, "root": root}
 
 
-_PRODUCER_OPS = {"conv2d": "relax.nn.conv2d", "matmul": "relax.matmul", "dense": "relax.matmul"}
+_PRODUCER_OPS = {
+    "conv2d": "relax.nn.conv2d",
+    "conv2d_transpose": "relax.nn.conv2d_transpose",
+    "matmul": "relax.matmul",
+    "dense": "relax.matmul",
+}
 _PRODUCER_CHECKS = {
     "conv2d": compute.check_conv,
     "matmul": compute.check_matmul,
@@ -454,7 +459,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     *_QNN_GLUE_ROWS,
     *[
         _qnn_row(producer, bias, act)
-        for producer in ("conv2d", "matmul", "dense")
+        for producer in ("conv2d", "conv2d_transpose", "matmul", "dense")
         for bias in (False, True)
         for act in (None, "relu", "clip")
     ],

@@ -19,6 +19,7 @@ from ...relax_types import tensor_dtype
 from ...relax_types import tensor_shape as _shape
 from ..verdict import ACCEPT, Verdict, first_failure, reject
 from .compute import check_layouts, check_pool, check_softmax, check_static_shapes
+from .spatial import check_conv2d_transpose
 
 ACTIVATION_DTYPES = ("int8", "uint8", "int16")
 # Lookup tables and softmax exponent tables cover 8-bit inputs only.
@@ -77,6 +78,8 @@ def _out_channels(annotated: Mapping[str, Any]) -> tuple[int, int]:
     if producer.op.name == "relax.nn.conv2d":
         axis = str(producer.attrs.kernel_layout).index("O")
         return weight[axis], axis
+    if producer.op.name == "relax.nn.conv2d_transpose":  # IOHW, O per group
+        return weight[1] * int(producer.attrs.groups), 1
     if "transpose" in annotated:  # Linear: weight stored [out, in]
         return weight[0], 0
     return weight[-1], len(weight) - 1
@@ -129,7 +132,7 @@ def _check_bias(annotated: Mapping[str, Any]) -> Verdict:
         return reject(f"bias of {bias.size} values for {channels} channels")
     out_rank = len(_shape(add))
     producer = annotated["producer"]
-    if producer.op.name == "relax.nn.conv2d":
+    if producer.op.name in _CONVOLUTIONS:
         channel_axis = str(producer.attrs.data_layout).index("C")
     else:
         channel_axis = out_rank - 1
@@ -151,6 +154,18 @@ def _check_requantization(annotated: Mapping[str, Any]) -> Verdict:
     return ACCEPT
 
 
+_CONVOLUTIONS = ("relax.nn.conv2d", "relax.nn.conv2d_transpose")
+
+
+def _check_producer(producer: relax.Call) -> Verdict:
+    """The float op's own attributes: a conv's layouts, a transposed conv's whole check."""
+    if producer.op.name == "relax.nn.conv2d":
+        return check_layouts(producer)
+    if producer.op.name == "relax.nn.conv2d_transpose":
+        return check_conv2d_transpose(producer)
+    return ACCEPT
+
+
 def check_qnn_region(annotated: Mapping[str, Any]) -> Verdict:
     """The whole QDQ chain: activation and weight dequantize, producer, bias, output quantize."""
     producer = annotated["producer"]
@@ -158,7 +173,7 @@ def check_qnn_region(annotated: Mapping[str, Any]) -> Verdict:
         check_dequantize(annotated["x_dq"]),
         check_quantize_of_region(annotated["root"]),
         check_static_shapes(producer),
-        check_layouts(producer) if producer.op.name == "relax.nn.conv2d" else ACCEPT,
+        _check_producer(producer),
         _check_weight(annotated),
         _check_bias(annotated) if "add" in annotated else ACCEPT,
         _check_requantization(annotated),

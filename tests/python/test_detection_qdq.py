@@ -1,0 +1,93 @@
+"""Detection and segmentation networks quantized by onnxruntime run in integer arithmetic on the
+NPU: the shapes of detection_models.py (random weights) through the dynamo ONNX exporter,
+``onnxruntime.quantization.quantize_static`` (QDQ, per-channel int8 weights, int8 activations,
+random calibration), ``from_onnx`` and ``partition_for_npu``. Checked: one NPU function, every
+Conv and ConvTranspose an integer ``qnn`` op (no float conv left), and every output within one
+quantization step of onnxruntime's output and of TVM's CPU build of the same QDQ graph."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+
+import detection_models
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import onnx
+import pytest
+import real_models
+import tvm
+from example_npu.partition.report import partition_with_report
+from test_onnx_qdq_models import (
+    compare_with_onnxruntime,
+    input_of,
+    npu_graph_ops,
+    output_scale,
+    quantized,
+)
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+
+MODELS = {model.name: model for model in detection_models.MODELS}
+# Ops a model may leave on the CPU, each with the reason the report must give. The VAE block's
+# InstanceNorm bias is an int32 constant under dequantize feeding a float add: no integer op
+# takes it and the NPU's dequantize reads 8- and 16-bit integers only.
+CPU_LEFT = {"vae_decoder_block": {"relax.dequantize": "input dtype int32"}}
+SAMPLES = 4
+# One step, measured on float32 outputs (a dequantized value is rounded to float32).
+ONE_STEP = 1.0 + 1e-4
+
+
+def export_quantized(name: str, directory) -> str:
+    module, data = real_models.instantiate(MODELS[name], 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exporter chatter
+        onnx_bytes = real_models.export_onnx(module, data)
+    path = f"{directory}/{name}.onnx"
+    with open(path, "wb") as file:
+        file.write(onnx_bytes)
+    return quantized(path, per_channel=True)
+
+
+def steps_from_tvm(path: str, partitioned: tvm.IRModule, mod: tvm.IRModule) -> float:
+    """The largest distance, in output steps, between the NPU and TVM's CPU build of the QDQ
+    graph on the same random inputs."""
+    name, shape = input_of(onnx.load(path))
+    step = output_scale(onnx.load(path))
+    machines = [relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu()) for m in (partitioned, mod)]
+    rng = np.random.default_rng(11)
+    worst = 0.0
+    for _ in range(SAMPLES):
+        x = tvm.runtime.tensor(rng.standard_normal(shape).astype("float32"))
+        npu, cpu = (vm["main"](x).numpy().astype(np.float64) for vm in machines)
+        worst = max(worst, float(np.abs(npu - cpu).max()) / step)
+    return worst
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_quantized_detection_model_runs_integer_on_the_npu(name, tmp_path, summary_line):
+    path = export_quantized(name, tmp_path)
+    model = onnx.load(path)
+    mod = from_onnx(model, keep_params_in_input=False)
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1, report.table()
+    left = CPU_LEFT.get(name, {})
+    assert set(report.cpu_ops) == set(left), report.table()
+    for op, reason in left.items():
+        assert reason in report.cpu_reason(op), report.table()
+    ops = npu_graph_ops(partitioned)
+    onnx_ops = Counter(node.op_type for node in model.graph.node)
+    assert ops["qnn.conv2d"] == onnx_ops["Conv"], (ops, onnx_ops)
+    assert ops["qnn.conv2d_transpose"] == onnx_ops["ConvTranspose"], (ops, onnx_ops)
+    assert not {"nn.conv2d", "nn.conv2d_transpose"} & set(ops), ops
+    distance = compare_with_onnxruntime(path, partitioned, samples=SAMPLES)
+    assert distance.max_steps <= ONE_STEP, f"{name}: {distance} from onnxruntime"
+    from_tvm = steps_from_tvm(path, partitioned, mod)
+    assert from_tvm <= ONE_STEP, f"{name}: {from_tvm} steps from TVM's CPU build"
+    summary_line(
+        f"int8 QDQ {name}: {len(report.npu_functions)} NPU function, "
+        f"{sum(report.cpu_ops.values())} CPU ops, "
+        f"{ops['qnn.conv2d'] + ops['qnn.conv2d_transpose']} integer convs, "
+        f"<= {distance.max_steps:.0f} step from onnxruntime ({distance.fraction:.3%} differ), "
+        f"<= {from_tvm:.0f} from TVM's build"
+    )
