@@ -9,6 +9,7 @@ import example_npu
 import numpy as np
 import pytest
 from example_npu import NPUConfig
+from qdq_checks import assert_one_integer_op_bit_exact, assert_one_lsb_mismatches_rare
 from qdq_models import qdq_module, requantize_reference
 from spec_models import external_symbols, npu_ops, run
 from tvm import relax
@@ -129,24 +130,14 @@ def reference(case: dict) -> np.ndarray:
 def test_qdq_chain_is_bit_exact_and_within_one_lsb_of_tvm(index):
     case = random_case(np.random.default_rng([SEED, index]), index)
     label = f"seed={SEED} case={index} {case['kind']} {case['act_dtype']} {case.get('conv')}"
-    model = build(case)
-    offloaded = example_npu.partition_for_npu(model)
-    assert len(external_symbols(offloaded)) == 1, f"{label}: not offloaded as one QNN op"
-    npu = run(offloaded, [case["x"]])
-    np.testing.assert_array_equal(npu, reference(case), err_msg=label)
-    tvm_out = run(model, [case["x"]])
-    diff = np.abs(npu.astype(np.int64) - tvm_out.astype(np.int64))
-    assert diff.max() <= 1, f"{label}: {diff.max()} LSB from TVM's float QDQ build"
-    MISMATCH_FRACTIONS.append(float((diff > 0).mean()))
+    MISMATCH_FRACTIONS.append(
+        assert_one_integer_op_bit_exact(build(case), case["x"], reference(case), label)
+    )
 
 
 def test_one_lsb_mismatches_are_rare():
     """Measured over the randomized cases above (run in the same session)."""
-    if not MISMATCH_FRACTIONS:
-        pytest.skip("run together with the randomized QDQ cases")
-    fraction = float(np.mean(MISMATCH_FRACTIONS))
-    print(f"elements 1 LSB away from TVM's float QDQ build: {fraction:.4%}")
-    assert fraction < 0.02
+    assert_one_lsb_mismatches_rare(MISMATCH_FRACTIONS, "qnn.conv2d / qnn.matmul")
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 3, 6, 9])

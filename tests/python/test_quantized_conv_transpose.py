@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from example_npu import NPUConfig
 from example_npu.partition.report import partition_with_report
+from qdq_checks import assert_one_integer_op_bit_exact, assert_one_lsb_mismatches_rare
 from qdq_models import int32_bias_values, qdq_module, requantize_reference
-from spec_models import external_symbols, npu_ops, run
+from spec_models import npu_ops, run
 
 SEED = int(os.environ.get("EXAMPLE_NPU_SEED", "20261204"))
 CASES = 24
@@ -139,25 +140,16 @@ def label(case: dict, index: int) -> str:
 @pytest.mark.parametrize("index", range(CASES))
 def test_qdq_conv2d_transpose_is_bit_exact_and_within_one_lsb_of_tvm(index):
     case = random_case(np.random.default_rng([SEED, index]), index)
-    model = build(case)
-    offloaded = example_npu.partition_for_npu(model)
-    assert len(external_symbols(offloaded)) == 1, f"{label(case, index)}: not offloaded"
-    assert npu_ops(offloaded) == ["qnn.conv2d_transpose"], label(case, index)
-    npu = run(offloaded, [case["x"]])
-    np.testing.assert_array_equal(npu, reference(case), err_msg=label(case, index))
-    tvm_out = run(model, [case["x"]])
-    diff = np.abs(npu.astype(np.int64) - tvm_out.astype(np.int64))
-    assert diff.max() <= 1, f"{label(case, index)}: {diff.max()} LSB from TVM's float QDQ build"
-    MISMATCH_FRACTIONS.append(float((diff > 0).mean()))
+    MISMATCH_FRACTIONS.append(
+        assert_one_integer_op_bit_exact(
+            build(case), case["x"], reference(case), label(case, index), "qnn.conv2d_transpose"
+        )
+    )
 
 
 def test_one_lsb_mismatches_are_rare():
     """Measured over the randomized cases above (run in the same session)."""
-    if not MISMATCH_FRACTIONS:
-        pytest.skip("run together with the randomized cases")
-    fraction = float(np.mean(MISMATCH_FRACTIONS))
-    print(f"qnn.conv2d_transpose elements 1 LSB away from TVM's float QDQ build: {fraction:.4%}")
-    assert fraction < 0.02
+    assert_one_lsb_mismatches_rare(MISMATCH_FRACTIONS, "qnn.conv2d_transpose")
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 3])

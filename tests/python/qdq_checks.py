@@ -1,0 +1,38 @@
+"""Checks shared by the randomized QDQ tests: one integer NPU op, bit-exact to the integer
+reference and within 1 LSB of TVM's CPU build of the float QDQ graph."""
+
+from __future__ import annotations
+
+import example_npu
+import numpy as np
+import pytest
+import tvm
+from spec_models import external_symbols, npu_ops, run
+
+
+def assert_one_integer_op_bit_exact(
+    model: tvm.IRModule, x: np.ndarray, expected: np.ndarray, label: str, npu_op: str | None = None
+) -> float:
+    """Partitions ``model``, which must become one NPU call (of ``npu_op`` when given), checks its
+    output equals ``expected`` (the integer reference) and is within 1 LSB of TVM's CPU build of
+    the float QDQ graph; returns the share of elements 1 LSB away, for
+    :func:`assert_one_lsb_mismatches_rare`."""
+    offloaded = example_npu.partition_for_npu(model)
+    assert len(external_symbols(offloaded)) == 1, f"{label}: not offloaded as one QNN op"
+    if npu_op is not None:
+        assert npu_ops(offloaded) == [npu_op], label
+    npu = run(offloaded, [x])
+    np.testing.assert_array_equal(npu, expected, err_msg=label)
+    diff = np.abs(npu.astype(np.int64) - run(model, [x]).astype(np.int64))
+    assert diff.max() <= 1, f"{label}: {diff.max()} LSB from TVM's float QDQ build"
+    return float((diff > 0).mean())
+
+
+def assert_one_lsb_mismatches_rare(fractions: list[float], what: str) -> None:
+    """The mean share of elements 1 LSB away, over the randomized cases that filled
+    ``fractions`` earlier in the same session, stays under 2%."""
+    if not fractions:
+        pytest.skip("run together with the randomized QDQ cases")
+    fraction = float(np.mean(fractions))
+    print(f"{what} elements 1 LSB away from TVM's float QDQ build: {fraction:.4%}")
+    assert fraction < 0.02
