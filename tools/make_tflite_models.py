@@ -21,8 +21,9 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
-``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``, ``leaky_relu_probe``: a
-16x16x1 input holds every int8 value; ``bilinear_*``: RESIZE_BILINEAR in each coordinate mode).
+``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``, ``leaky_relu_probe``,
+``sigmoid_probe``, ``tanh_probe``: a 16x16x1 input holds every int8 value; ``bilinear_*``:
+RESIZE_BILINEAR in each coordinate mode).
 ``extra`` holds larger or broader models for local validation and benchmarks: Keras'
 MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small (hard-swish, squeeze-excite), and
 ``op_mix``, a small network of the other ops int8 CNNs use (concat of differently scaled
@@ -277,6 +278,8 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "leaky_relu": leaky_relu,
     "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
     "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
+    "sigmoid_probe": _one_op_probe("sigmoid", "LOGISTIC alone (output scale 1/256, fixed)"),
+    "tanh_probe": _one_op_probe("tanh", "TANH alone (output scale 1/128, fixed)"),
     "bilinear_half_pixel": _bilinear_probe("half_pixel"),
     "bilinear_align_corners": _bilinear_probe("align_corners"),
     "bilinear_asymmetric": _bilinear_probe("asymmetric"),
@@ -293,6 +296,8 @@ SETS = {
         "leaky_relu",
         "hard_swish_probe",
         "leaky_relu_probe",
+        "sigmoid_probe",
+        "tanh_probe",
         "bilinear_half_pixel",
         "bilinear_align_corners",
         "bilinear_asymmetric",

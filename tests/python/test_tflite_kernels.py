@@ -1,7 +1,9 @@
 """TFLite integer kernel tables (example_npu.frontend.tflite_kernels): for ops TFLite defines by
 a fixed-point kernel (LEAKY_RELU, HARD_SWISH) the table of a TFLite model is LiteRT's reference
 kernel on every one of the 256 int8 inputs, at many quantization parameters (the committed
-one-op probes with their scales patched), and the NPU runs it bit for bit."""
+one-op probes with their scales patched), and the NPU runs it bit for bit. LOGISTIC and TANH need
+no entry: TFLite's int8 kernels are themselves a table of the float function (LUTPopulate,
+rounding half away from zero), and the plain QDQ table equals them on every input."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from example_npu.frontend.tflite_kernels import (
     rounding_divide_by_pot,
 )
 from tflite_models import (
+    FLOAT_TABLE_PROBES,
     ONE_OP_PROBES,
     every_int8,
     interpreter,
@@ -76,18 +79,39 @@ def test_kernel_table_is_litert_reference_on_every_input(name, tmp_path):
     assert float_differs > 0  # the parameters reach inputs where the kernel is not the float op
 
 
-@pytest.mark.parametrize("name", ONE_OP_PROBES)
+@pytest.mark.parametrize("name", ONE_OP_PROBES + FLOAT_TABLE_PROBES)
 def test_probe_runs_on_the_npu_bit_exact_on_every_input(name, tmp_path):
-    """Whole flow (load, partition, NPU) at scales where the float table would be a step off."""
-    path = with_scales(model_path(name), tmp_path / "probe.tflite", 0.03, 0.02)
+    """Whole flow (load, partition, NPU); for the kernel ops at scales where the float table
+    would be a step off."""
+    path = model_path(name)
+    if name in ONE_OP_PROBES:
+        path = with_scales(path, tmp_path / "probe.tflite", 0.03, 0.02)
     model = example_npu.load_model(path)
     partitioned, report = example_npu.partition_with_report(model.mod)
     assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
     vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
     x = every_int8(path)
     expected = run_litert(path, x)
-    assert np.any(float_op_outputs(name, path, x) != expected)
+    if name in ONE_OP_PROBES:
+        assert np.any(float_op_outputs(name, path, x) != expected)
     np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(x)).numpy(), expected)
+
+
+@pytest.mark.parametrize("name", FLOAT_TABLE_PROBES)
+def test_float_table_is_litert_reference_and_default_on_every_input(name, tmp_path):
+    """The output scale of int8 LOGISTIC / TANH is fixed (1/256, 1/128); the input's scale and
+    zero point vary. At each, the canonical table is both LiteRT kernels on all 256 inputs."""
+    x = every_int8(model_path(name))
+    rng = np.random.default_rng(len(name))
+    scales, zero_points = 10 ** rng.uniform(-3.5, 0, SCALE_PAIRS), rng.integers(-128, 128, 16)
+    for scale, zero_point in zip(scales, zero_points, strict=True):
+        path = with_scales(
+            model_path(name), tmp_path / "probe.tflite", scale, input_zero_point=zero_point
+        )
+        expected = run_litert(path, x)
+        np.testing.assert_array_equal(run_litert(path, x, reference=False), expected)
+        (table,) = tables(canonicalize(example_npu.load_model(path).mod))
+        np.testing.assert_array_equal(table[x.astype(np.uint8)], expected)
 
 
 def test_other_models_keep_the_float_table():

@@ -19,6 +19,8 @@ DATA = Path(__file__).parent / "data" / "tflite"
 MLPERF_TINY = ("kws_dscnn", "vww_mobilenet_v1", "ic_resnet8", "ad_autoencoder")
 # One activation on a 16x16x1 input: 256 pixels, so one input holds every int8 value.
 ONE_OP_PROBES = ("hard_swish_probe", "leaky_relu_probe")
+# Ops TFLite defines by a 256-entry table of the float function (LOGISTIC, TANH).
+FLOAT_TABLE_PROBES = ("sigmoid_probe", "tanh_probe")
 MODELS = (
     *MLPERF_TINY,
     "mobilenet_v2_035_96",
@@ -26,6 +28,7 @@ MODELS = (
     "swish_se",
     "leaky_relu",
     *ONE_OP_PROBES,
+    *FLOAT_TABLE_PROBES,
     "bilinear_half_pixel",
     "bilinear_align_corners",
     "bilinear_asymmetric",
@@ -50,17 +53,29 @@ def every_int8(path: Path) -> np.ndarray:
     return np.arange(-128, 128, dtype=np.int8).reshape(shape)
 
 
-def with_scales(path: Path, out: Path, input_scale: float, output_scale: float) -> Path:
+def with_scales(
+    path: Path,
+    out: Path,
+    input_scale: float,
+    output_scale: float | None = None,
+    input_zero_point: int | None = None,
+) -> Path:
     """A copy of the one-op probe ``path`` whose input and output scales are replaced (the
     float32 values patched in the flatbuffer; each occurs once), written to ``out``: the same op
-    at other quantization parameters, for exhaustive kernel tests without TensorFlow."""
+    at other quantization parameters, for exhaustive kernel tests without TensorFlow. The output
+    scale stays when ``output_scale`` is None (LOGISTIC and TANH fix it); ``input_zero_point``
+    replaces the input's zero point (an int64, also unique in a one-op probe)."""
     data = path.read_bytes()
     runner = interpreter(path)
     (model_input,), (model_output,) = runner.get_input_details(), runner.get_output_details()
-    for detail, scale in ((model_input, input_scale), (model_output, output_scale)):
-        old = np.float32(detail["quantization"][0]).tobytes()
-        assert data.count(old) == 1, f"{path.name}: scale bytes not unique"
-        data = data.replace(old, np.float32(scale).tobytes())
+    patches = [(np.float32(model_input["quantization"][0]), np.float32(input_scale))]
+    if output_scale is not None:
+        patches.append((np.float32(model_output["quantization"][0]), np.float32(output_scale)))
+    if input_zero_point is not None:
+        patches.append((np.int64(model_input["quantization"][1]), np.int64(input_zero_point)))
+    for old, new in patches:
+        assert data.count(old.tobytes()) == 1, f"{path.name}: {old} not unique in the file"
+        data = data.replace(old.tobytes(), new.tobytes())
     out.write_bytes(data)
     return out
 
