@@ -29,10 +29,6 @@ from tvm import relax
 from tvm.relax.frontend.onnx import from_onnx
 
 MODELS = {model.name: model for model in detection_models.MODELS}
-# Ops a model may leave on the CPU, each with the reason the report must give. The VAE block's
-# InstanceNorm bias is an int32 constant under dequantize feeding a float add: no integer op
-# takes it and the NPU's dequantize reads 8- and 16-bit integers only.
-CPU_LEFT = {"vae_decoder_block": {"relax.dequantize": "input dtype int32"}}
 SAMPLES = 4
 # One step, measured on float32 outputs (a dequantized value is rounded to float32).
 ONE_STEP = 1.0 + 1e-4
@@ -71,10 +67,8 @@ def test_quantized_detection_model_runs_integer_on_the_npu(name, tmp_path, summa
     mod = from_onnx(model, keep_params_in_input=False)
     partitioned, report = partition_with_report(mod)
     assert len(report.npu_functions) == 1, report.table()
-    left = CPU_LEFT.get(name, {})
-    assert set(report.cpu_ops) == set(left), report.table()
-    for op, reason in left.items():
-        assert reason in report.cpu_reason(op), report.table()
+    # The VAE block's int32 InstanceNorm bias under dequantize is folded (canonicalize_qdq).
+    assert not report.cpu_ops, report.table()
     ops = npu_graph_ops(partitioned)
     onnx_ops = Counter(node.op_type for node in model.graph.node)
     assert ops["qnn.conv2d"] == onnx_ops["Conv"], (ops, onnx_ops)

@@ -10,10 +10,12 @@ import example_npu
 import numpy as np
 import pytest
 import tvm
+from example_npu.partition.report import partition_with_report
 from qdq_models import int32_bias_values, qdq_module, requantize_reference
 from spec_models import external_symbols, npu_nodes, npu_ops, run
 from test_quantized import conv_accumulators
 from tvm import relax
+from tvm.ir.expr import Constant
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
@@ -217,3 +219,55 @@ def test_spec_flow_without_bound_constants_on_a_residual_block():
     np.testing.assert_array_equal(run(canonical, [values]), expected)
     raw = spec_flow(model, bind_constants=False)  # shared dequantize: separate ops, still right
     assert np.abs(run(raw, [values]).astype(int) - expected.astype(int)).max() <= 1
+
+
+def norm_with_quantized_parameters() -> tvm.IRModule:
+    """onnxruntime's quantized LayerNormalization and InstanceNormalization-style affine: an int8
+    scale and an int32 bias under dequantize (the bias reshaped to broadcast), beside a conv
+    whose int32 bias (reshaped) stays the qnn.conv2d's accumulator bias. The int32 values reach
+    past 2^24, where converting to float32 rounds."""
+    rng = np.random.default_rng(12)
+    x = relax.Var("x", relax.TensorType((1, 4, 6, 8), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            gamma = dq(bb, _c(rng.integers(-127, 128, 8), "int8"), 0.01, 0)
+            beta = dq(
+                bb, _c([2**24 + 1, -(2**25) - 3, 7, 2**30, -5, 1, 0, 123456789], "int32"), 3e-9, 0
+            )
+            normed = relax.op.nn.layer_norm(dq(bb, x, 0.05, 3), gamma, beta, axes=[-1])
+            y = q(bb, bb.emit(normed), 0.04, -1)
+            weight = rng.integers(-127, 128, (4, 4, 3, 3)).astype("int8")
+            w = dq(bb, _c(weight, "int8"), 0.01, 0)
+            conv_bias = dq(bb, _c(rng.integers(-2000, 2000, 4), "int32"), 0.04 * 0.01, 0)
+            conv = bb.emit(relax.op.nn.conv2d(dq(bb, y, 0.04, -1), w, padding=1))
+            conv = bb.emit(relax.op.add(conv, bb.emit(relax.op.reshape(conv_bias, (1, 4, 1, 1)))))
+            z = q(bb, conv, 0.1, 0)
+            shift = dq(bb, _c(rng.integers(-(2**28), 2**28, 4), "int32"), 1e-8, 0)
+            shifted = relax.op.add(
+                dq(bb, z, 0.1, 0), bb.emit(relax.op.reshape(shift, (1, 4, 1, 1)))
+            )
+            out = q(bb, bb.emit(shifted), 0.1, 2, output=True)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_constant_dequantize_no_integer_op_reads_folds():
+    """The int8 / int32 norm parameters and the reshaped int32 shift fold to the float constants
+    TVM computes; the conv's weight and bias stay its integer operands. Nothing is left on the
+    CPU and the result is bit-equal to TVM's CPU build of the QDQ graph."""
+    model = norm_with_quantized_parameters()
+    canonical = example_npu.canonicalize_qdq(model)
+    constant_dequantizes = [
+        str(b.value.args[0].ty.dtype)
+        for b in canonical["main"].body.blocks[0].bindings
+        if isinstance(b.value, relax.Call)
+        and b.value.op.name == "relax.dequantize"
+        and isinstance(b.value.args[0], Constant)
+    ]
+    assert sorted(constant_dequantizes) == ["int32", "int8"]  # the conv's bias and weight
+    offloaded, report = partition_with_report(model)
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    assert "qnn.conv2d" in npu_ops(offloaded)
+    values = np.random.default_rng(13).integers(-128, 128, (1, 4, 6, 8)).astype("int8")
+    np.testing.assert_array_equal(run(offloaded, [values]), run(model, [values]))

@@ -21,7 +21,13 @@ them exactly (the rewritten program computes the same integers):
    TFLite op keeps its own integer kernel, and the ops TFLite defines by a fixed-point kernel
    rather than a float function (LEAKY_RELU, HARD_SWISH) are tabulated with that kernel
    (``integer_kernels``, :mod:`.tflite_kernels`).
-4. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
+4. **Constant dequantizes fold.** ``dequantize`` of a constant that no integer op reads as its
+   operand (onnxruntime's int32 LayerNorm / InstanceNorm bias, an int8 LayerNorm scale) becomes
+   the float constant TVM computes for it (:func:`.constant_fold.fold`), and so do the shape ops
+   that then read only constants: nothing of it is left to run on the CPU. Kept are the weights
+   and int32 biases of matmul / conv / conv2d_transpose (directly or behind one reshape) and the
+   8- / 16-bit operands of the other integer chains (add, multiply, concat, pooling, ...).
+5. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
    with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
    result already lies on the output's quantization grid, so re-quantizing it changes nothing.
 
@@ -40,6 +46,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from .constant_fold import fold, foldable
+
 # Concatenations of 2 to this many quantized inputs are one qnn.concat each (the partition's
 # quantized patterns match them); longer ones are nested (exactly: the inner results are already
 # on the output's quantization grid).
@@ -50,6 +58,28 @@ _SHAPE_OPS = frozenset(
     {"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims", "relax.flatten"}
 )
 _TABLE_DTYPES = {"int8": -128, "uint8": 0}
+
+# The integer chains' producers: their weight and int32 bias stay dequantize of a constant.
+_PRODUCERS = frozenset({"relax.matmul", "relax.nn.conv2d", "relax.nn.conv2d_transpose"})
+# Ops whose 8- / 16-bit dequantized operands an integer pattern (or rule 2) may read; a constant
+# dequantize read by anything else folds.
+_QDQ_READERS = (
+    _PRODUCERS
+    | _SHAPE_OPS
+    | {
+        "relax.add",
+        "relax.multiply",
+        "relax.concat",
+        "relax.quantize",
+        "relax.nn.relu",
+        "relax.clip",
+        "relax.nn.max_pool2d",
+        "relax.nn.avg_pool2d",
+        "relax.mean",
+        "relax.nn.softmax",
+    }
+)
+_QDQ_DTYPES = frozenset({"int8", "uint8", "int16"})
 
 # (float value of a quantize, binding lookup, output (scale, zero point), dtype) -> (the 8-bit
 # input, its table) when the value is an op whose integer kernel defines its result.
@@ -243,12 +273,47 @@ class _Island:
         return _f32(table)
 
 
+def _constant_dequantize(value: Any) -> bool:
+    return _is_call(value, "relax.dequantize") and isinstance(value.args[0], Constant)
+
+
+def kept_dequantizes(func: relax.Function) -> set[relax.Var]:
+    """The variables bound to a ``dequantize`` of a constant that an integer pattern reads: a
+    producer's weight or (maybe reshaped) bias, an 8- / 16-bit operand of another chain."""
+    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+
+    def constant_dequantize(arg: Any) -> relax.Var | None:
+        return arg if _constant_dequantize(bindings.get(arg)) else None
+
+    kept: set[relax.Var] = set()
+    for value in bindings.values():
+        if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
+            continue
+        if value.op.name == "relax.add":
+            lhs, rhs = value.args
+            for arg, other in ((lhs, rhs), (rhs, lhs)):
+                if _is_call(bindings.get(other), *_PRODUCERS):
+                    reshaped = bindings.get(arg)
+                    inner = reshaped.args[0] if _is_call(reshaped, "relax.reshape") else arg
+                    kept.add(constant_dequantize(inner))
+        if value.op.name in _QDQ_READERS:
+            for arg in value.args:
+                fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
+                for field in fields:
+                    var = constant_dequantize(field)
+                    if var is not None and _dtype(bindings[var].args[0]) in _QDQ_DTYPES:
+                        kept.add(var)
+    kept.discard(None)
+    return kept
+
+
 @relax.expr_functor.mutator
 class _Canonicalizer(relax.PyExprMutator):
     def __init__(self, mod: tvm.IRModule, integer_kernels: IntegerKernels | None = None):
         super().__init__(mod)
         self._splits: dict[tuple, relax.Var] = {}
         self._integer_kernels = integer_kernels
+        self.kept: set[relax.Var] = set()  # kept_dequantizes of the function being visited
 
     def _binding(self, expr: Any) -> Any:
         """The value bound to a variable (through var-to-var aliases), else None."""
@@ -269,15 +334,25 @@ class _Canonicalizer(relax.PyExprMutator):
             params = _scalar_params(call)
             if params is not None:
                 return self._quantize(call.args[0], params, _dtype(call), call)
-        return self._own_dequantize(call)
+        call = self._own_dequantize(call)
+        if foldable(call):  # a shape op of a folded dequantize
+            folded = fold(call)
+            if folded is not None:
+                return folded
+        return call
 
     def _own_dequantize(self, call: relax.Call) -> relax.Call:
-        """Re-emits every dequantize this call reads, so no dequantize has two consumers."""
+        """Re-emits every dequantize this call reads, so no dequantize has two consumers;
+        folds a constant one no integer pattern reads (rule 4)."""
 
         def own(arg: Any) -> Any:
             if isinstance(arg, relax.Tuple):
                 return relax.Tuple([own(field) for field in arg.fields])
             value = self._binding(arg)
+            if _constant_dequantize(value) and arg not in self.kept:
+                folded = fold(value)
+                if folded is not None:
+                    return folded
             if _is_call(value, "relax.dequantize"):
                 return self.builder_.emit(relax.Call(value.op, value.args, value.attrs))
             return arg
@@ -386,6 +461,7 @@ def canonicalize_qdq(
     mutator = _Canonicalizer(mod, integer_kernels)
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
+            mutator.kept = kept_dequantizes(func)
             mutator.builder_.update_func(gvar, mutator.visit_expr(func))
     entries = [
         gvar.name_hint for gvar, func in mod.functions.items() if isinstance(func, relax.Function)
