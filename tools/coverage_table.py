@@ -312,6 +312,14 @@ def _glue_probes() -> list[Probe]:
             _single(op.take, "table", "ids", axis=0),
             param_dtype=lambda name, dtype: "int32" if name == "ids" else dtype,
         ),
+        Probe("astype", "to float32", vector, _single(op.astype, "x", dtype="float32")),
+        Probe(
+            "astype",
+            "int64 to float32 (a tokenizer mask)",
+            vector,
+            _single(op.astype, "x", dtype="float32"),
+            param_dtype=lambda name, dtype: "int64",
+        ),
         Probe(
             "broadcast_to",
             "stride-0 view",

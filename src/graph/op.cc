@@ -77,6 +77,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::kVariance, "variance"},
     {OpKind::kArgmax, "argmax"},
     {OpKind::kTake, "take"},
+    {OpKind::kCast, "astype"},
     {OpKind::kArgmin, "argmin"},
     {OpKind::kLogSoftmax, "nn.log_softmax"},
     {OpKind::kPad, "nn.pad"},
@@ -183,6 +184,10 @@ kernels::ReduceKind ReduceKindOf(OpKind kind) {
     default:
       return kernels::ReduceKind::kMean;
   }
+}
+
+bool IsCastInput(DType dtype) {
+  return IsQuantizedDType(dtype) || dtype == DType::kInt32 || dtype == DType::kInt64;
 }
 
 bool IsDataMovement(OpKind kind) {

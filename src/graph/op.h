@@ -104,11 +104,19 @@ enum class OpKind {
   kPad,
   kAdaptiveAvgPool2d,
   kTake,
+  kCast,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
 std::optional<OpKind> ParseOpKind(std::string_view name);
 const char* OpKindName(OpKind kind);
+
+/*!
+ * \brief astype (kCast): an integer tensor (int8, uint8, int16, int32, int64) converted to
+ * float32 element by element, rounded to nearest even as C++'s and LLVM's int-to-float
+ * conversions do (exact up to 2^24 in magnitude), e.g. a tokenizer's int64 attention mask.
+ */
+bool IsCastInput(DType dtype);
 /*! \brief The integer ops lowered from QDQ chains ("qnn.*"): integer in, integer out. */
 bool IsQnnOp(OpKind kind);
 

@@ -413,6 +413,8 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
     case OpKind::kArgmin:
       // Indices of a float tensor.
       return node.dtype == DType::kInt64 && (dtype == DType::kFloat32 || dtype == DType::kFloat16);
+    case OpKind::kCast:
+      return node.dtype == DType::kFloat32 && IsCastInput(dtype);
     case OpKind::kTake:
       // Rows of the node's dtype, picked by integer ids.
       return k == 0 ? dtype == node.dtype : dtype == DType::kInt32 || dtype == DType::kInt64;
@@ -767,6 +769,7 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kQnnRequantize:
     case OpKind::kQnnLut:
     case OpKind::kQnnSoftmax:
+    case OpKind::kCast:
       return *in[0];
   }
   TVM_FFI_THROW(ValueError) << Where(node) << ": no shape rule";

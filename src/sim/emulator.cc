@@ -188,7 +188,10 @@ void RunDma(const RunContext& ctx, int64_t command) {
   }
 }
 
-/*! \brief Widens a float16 / int8 / uint8 / int16 tile to float32 (exact for the integers). */
+/*!
+ * \brief Widens a float16 / integer tile to float32: exact for float16, int8, uint8, int16;
+ * int32 / int64 (astype's inputs) rounded to nearest even, as LLVM's sitofp in TVM's build.
+ */
 void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* out) {
   out->resize(size);
   switch (dtype) {
@@ -203,6 +206,13 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
       return;
     case DType::kInt16:
       std::copy_n(reinterpret_cast<const int16_t*>(base), size, out->begin());
+      return;
+    case DType::kInt32:
+      std::copy_n(reinterpret_cast<const int32_t*>(base), size, out->begin());
+      return;
+    case DType::kInt64:
+      // One conversion int64 -> float (never through double, which would round twice).
+      std::copy_n(reinterpret_cast<const int64_t*>(base), size, out->begin());
       return;
     default:
       TVM_FFI_THROW(InternalError) << "cannot widen a " << DTypeName(dtype) << " tile";
@@ -286,7 +296,8 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     if (input_from[i].view >= 0) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape,
                                   &ctx.plan.remote_strides[input_from[i].view]});
-    } else if (tile.dtype == DType::kFloat32 || tile.dtype == DType::kInt64) {
+    } else if (tile.dtype == DType::kFloat32 ||
+               (tile.dtype == DType::kInt64 && node.op != OpKind::kCast)) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
     } else {
       widened.resize(compute.inputs.size());

@@ -253,6 +253,10 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
       kernels::Dequantize(in[0].data, size, q.scale, q.zero_point, out);
       return;
     }
+    case OpKind::kCast:
+      // The emulator widened the integer tile to float32 as it loaded it (the conversion).
+      std::copy_n(in[0].data, size, out);
+      return;
     case OpKind::kQnnRequantize:
       kernels::Requantize(in[0].data, size, std::get<QnnRequantizeAttrs>(attrs).params, out);
       return;

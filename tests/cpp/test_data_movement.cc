@@ -3,11 +3,12 @@
  * \brief Views and DMA copies through the whole executor, for every dtype they accept: permute,
  * reshape of a transposed view, concat into slices, strided slices and broadcasts, checked
  * against index-by-index references; row gathers by run-time ids (take); plus mean and layer_norm
- * groups.
+ * groups; astype of integer tensors to float32.
  */
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -280,6 +281,69 @@ TEST(DataMovementTest, TakeRejectsIdsThatAreNotARankOneIntegerTensor) {
   {"op": "take", "name": "rows", "inputs": [0, 1], "shape": [2, 8], "dtype": "float32"}],
   "arg_nodes": [0, 1], "heads": [2]})";
   EXPECT_THROW(ParseGraph(matrix_ids), tvm::ffi::Error);
+}
+
+/*! \brief x (int) [3, 700] -> astype float32, reshaped to [3, 1, 700] (a mask's expand_dims). */
+std::string CastGraph(const std::string& dtype) {
+  return R"({"version": 1, "symbol": "cast", "nodes": [
+  {"op": "input", "name": "x", "shape": [3, 700], "dtype": ")" +
+         dtype + R"("},
+  {"op": "astype", "name": "f", "inputs": [0], "shape": [3, 700], "dtype": "float32"},
+  {"op": "reshape", "name": "m", "inputs": [1], "shape": [3, 1, 700], "dtype": "float32"}],
+  "arg_nodes": [0], "heads": [2]})";
+}
+
+/*! \brief The float nearest to `v`, ties to even: v is exact in long double (64-bit mantissa on
+ * x86), so its one rounding to float is the correctly rounded value. */
+template <typename T>
+float NearestFloat(T v) {
+  return static_cast<float>(static_cast<long double>(v));
+}
+
+template <typename T>
+void CheckCast(const std::string& dtype, DLDataType dl, NPUConfig config) {
+  Executor executor(ParseGraph(CastGraph(dtype)), config);
+  std::vector<T> x(2100);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>((static_cast<int64_t>(i) * 37) - 900);
+  const std::vector<int64_t> edges = {std::numeric_limits<T>::min(), std::numeric_limits<T>::max(),
+                                      0, 1, -1};
+  for (size_t i = 0; i < edges.size(); ++i) x[i] = static_cast<T>(edges[i]);
+  // Beyond float's 24-bit mantissa: rounded, ties to even.
+  if (sizeof(T) >= 4) {
+    x[10] = static_cast<T>((1 << 24) + 1);  // tie -> 2^24
+    x[11] = static_cast<T>((1 << 24) + 3);  // tie -> 2^24 + 4
+    x[12] = static_cast<T>(-(1 << 25) - 3);
+  }
+  std::vector<float> out(2100, -1.0f);
+  std::vector<int64_t> xs = {3, 700}, os = {3, 1, 700};
+  DLTensor in = View(&x, &xs, dl), result = View(&out, &os, DLDataType{kDLFloat, 32, 1});
+  executor.Run({&in}, {&result});
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(out[i], NearestFloat(x[i])) << dtype << " " << i << ": " << +x[i];
+  }
+  if (sizeof(T) >= 4) {
+    EXPECT_EQ(out[10], 16777216.0f);
+    EXPECT_EQ(out[11], 16777220.0f);
+    EXPECT_EQ(out[12], -33554436.0f);
+  }
+}
+
+TEST(DataMovementTest, AstypeConvertsIntegersToTheNearestFloat) {
+  NPUConfig small;
+  small.l1_sram_kb = 16;  // several tiles
+  CheckCast<int64_t>("int64", DLDataType{kDLInt, 64, 1}, small);
+  CheckCast<int64_t>("int64", DLDataType{kDLInt, 64, 1}, NPUConfig());
+  CheckCast<int32_t>("int32", DLDataType{kDLInt, 32, 1}, small);
+  CheckCast<int16_t>("int16", DLDataType{kDLInt, 16, 1}, small);
+  CheckCast<int8_t>("int8", DLDataType{kDLInt, 8, 1}, small);
+}
+
+TEST(DataMovementTest, AstypeTakesIntegersToFloat32Only) {
+  EXPECT_THROW(ParseGraph(CastGraph("float32")), tvm::ffi::Error);
+  std::string to_int = CastGraph("int64");
+  const std::string result = R"("shape": [3, 700], "dtype": "float32"})";
+  to_int.replace(to_int.find(result), result.size(), R"("shape": [3, 700], "dtype": "int32"})");
+  EXPECT_THROW(ParseGraph(to_int), tvm::ffi::Error);
 }
 
 }  // namespace

@@ -362,3 +362,35 @@ def test_slices_of_one_tensor_with_equal_boxes_stay_apart():
     for dtype in ("float32", "int8"):
         shape = (1, 3, 6, 6)
         offloaded_and_compared(module({"x": (shape, dtype)}, body), [data(shape, dtype)])
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8", "int8"])
+def test_astype_of_integers_to_float32_is_exact_on_the_npu(dtype):
+    """Every integer, the extremes and the roundings past 2**24 (ties to even) included, becomes
+    the float TVM's build makes of it; the cast of a tokenizer mask feeds float arithmetic."""
+    shape = (3, 700)  # several tiles
+    x = data(shape, dtype, seed=7)
+    info = np.iinfo(dtype)
+    edges = [info.min, info.max, 0, 1]
+    if info.bits >= 32:
+        edges += [2**24 + 1, 2**24 + 3, -(2**25) - 3, 2**31 - 65]
+    x.reshape(-1)[: len(edges)] = edges
+    mod = module(
+        {"x": (shape, dtype)},
+        lambda bb, v: relax.op.multiply(relax.op.astype(v["x"], "float32"), relax.const(0.5)),
+    )
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops and report.npu_ops["relax.astype"] == 1, report.table()
+    npu, cpu = run(partitioned, [x])[0], run(mod, [x])[0]
+    np.testing.assert_array_equal(npu, cpu)
+    np.testing.assert_array_equal(npu, x.astype("float32") * np.float32(0.5))
+
+
+@pytest.mark.parametrize(
+    ("source", "target"), [("float32", "float16"), ("int64", "int32"), ("float64", "float32")]
+)
+def test_other_casts_stay_on_the_cpu_with_a_reason(source, target):
+    mod = module({"x": ((4, 5), source)}, lambda bb, v: relax.op.astype(v["x"], target))
+    _, report = partition_with_report(mod)
+    assert report.cpu_ops["relax.astype"] == 1, report.table()
+    assert f"astype: {source} -> {target}" in report.cpu_reason("relax.astype")

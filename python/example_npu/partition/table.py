@@ -372,6 +372,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("strided_slice", _with_args("relax.strided_slice"), glue.check_strided_slice),
     _row("take", _with_args("relax.take"), glue.check_take),
     PatternRow("embedding", _embedding, (), region_check=glue.check_embedding),
+    _row("astype", _unary("relax.astype"), glue.check_astype),
     _row("tile", _with_args("relax.tile"), glue.check_tile),
     # Reductions and normalisation.
     *[_row(op, _unary(f"relax.{op}"), spatial.check_reduction) for op in _REDUCTIONS],

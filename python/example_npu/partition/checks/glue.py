@@ -1,4 +1,5 @@
-"""Support checks of the glue ops: data movement, layer normalisation, clip bounds.
+"""Support checks of the glue ops: data movement, integer-to-float casts, layer normalisation,
+clip bounds.
 
 Data movement (reshape, flatten, squeeze, expand_dims, permute_dims, concat, split,
 strided_slice, take, broadcast_to) never computes, so it runs for every NPU dtype (float32,
@@ -148,6 +149,20 @@ def check_embedding(annotated: Mapping[str, Any]) -> Verdict:
         if rows.size != 1 or int(rows.reshape(-1)[0]) != shape[0]:
             return reject(f"take: the ids' fix-up adds {rows.reshape(-1)[:1]}, not {shape[0]} rows")
     return check_data_movement(take, [take, table])
+
+
+# Integer dtypes astype converts to float32 on the NPU (a tokenizer's int64 attention mask).
+CAST_INPUT_DTYPES = ("int8", "uint8", "int16", "int32", "int64")
+
+
+def check_astype(call: relax.Call) -> Verdict:
+    """astype of an integer tensor to float32: each element rounded to the nearest float, ties
+    to even, as TVM's build converts (exact up to 2**24 in magnitude)."""
+    source, target = tensor_dtype(call.args[0]), tensor_dtype(call)
+    if target != "float32" or source not in CAST_INPUT_DTYPES:
+        inputs = " / ".join(CAST_INPUT_DTYPES)
+        return reject(f"astype: {source} -> {target} (the NPU converts {inputs} to float32)")
+    return check_static_shapes(call)
 
 
 def check_tile(call: relax.Call) -> Verdict:
