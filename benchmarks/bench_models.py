@@ -6,8 +6,9 @@ TVM_NUM_THREADS, torch.set_num_threads and onnxruntime's intra-op threads).
 
   int8 layers   a QDQ conv 3x3 64->64 on 56x56 (+ bias + relu) and a QDQ matmul 512^3, which the
                 NPU runs as qnn.conv2d / qnn.matmul in integer arithmetic; beside them the same
-                layer in float32 on the NPU, PyTorch's fbgemm int8 (torch.ao quantized modules)
-                and PyTorch float32.
+                layer in float32 on the NPU, PyTorch's int8 (torch.ao quantized modules) on each
+                of its x86 engines (x86, onednn, fbgemm; the torch column is the fastest) and
+                PyTorch float32.
   models        ResNet-18 and a ViT (ViT-Ti/16 sizes), random weights, 1x3x224x224, imported with
                 torch.export (fp32) or exported to ONNX and quantized by onnxruntime's
                 quantize_static (QDQ, per-channel int8), as they partition today (ops without
@@ -176,10 +177,34 @@ def qdq_layer(kind: str, x_shape, w_q: np.ndarray, w_scale: np.ndarray, bias, re
     return qmod, bb.get(), (x_scale, x_zp, y_scale, y_zp)
 
 
-def int8_rows(rng: np.random.Generator) -> list[Row]:
+TORCH_INT8_ENGINES = ("x86", "onednn", "fbgemm")  # PyTorch's x86 quantized engines
+
+
+def torch_int8_layer(kind: str, engine: str, qw, bias: np.ndarray, tx, npu_q, y_params) -> Callable:
+    """PyTorch's quantized ConvReLU2d / LinearReLU of the layer on one engine (its weights packed
+    for that engine), checked within 1 LSB of the NPU's int8 result (npu_q) before timing."""
     import torch.ao.nn.intrinsic.quantized as nniq
 
-    torch.backends.quantized.engine = "fbgemm"
+    torch.backends.quantized.engine = engine
+    qlayer = (
+        nniq.ConvReLU2d(64, 64, 3, padding=1) if kind == "conv2d" else nniq.LinearReLU(512, 512)
+    )
+    qlayer.set_weight_bias(qw, torch.from_numpy(bias))
+    ys, yzp = y_params
+    qlayer.scale, qlayer.zero_point = ys, yzp + 128
+
+    def call():
+        torch.backends.quantized.engine = engine
+        with torch.inference_mode():
+            return qlayer(tx)
+
+    got = call().int_repr().numpy().astype(int) - 128
+    diff = np.abs(got - npu_q.astype(int)).max()
+    assert diff <= 1, f"torch {engine} int8 {kind}: {diff} LSB from the NPU"
+    return call
+
+
+def int8_rows(rng: np.random.Generator) -> list[Row]:
     rows = []
     for kind, x_shape, w_shape, size in (
         ("conv2d", (1, 64, 56, 56), (64, 64, 3, 3), "1x64x56x56 -> 64, 3x3"),
@@ -198,7 +223,7 @@ def int8_rows(rng: np.random.Generator) -> list[Row]:
         npu_f, tvm_f, _ = npu_and_tvm(fmod, [x_f])
         np.testing.assert_allclose(out_numpy(npu_f()), out_numpy(tvm_f()), rtol=1e-4, atol=1e-4)
 
-        # PyTorch: fbgemm's int8 kernels take uint8 activations (zero point shifted by 128).
+        # PyTorch's int8 kernels take uint8 activations (zero point shifted by 128).
         w_f = torch.from_numpy(w_q.astype("float32"))
         scales = torch.from_numpy(w_scale.astype("float64"))
         zps = torch.zeros(out_channels, dtype=torch.long)
@@ -206,25 +231,22 @@ def int8_rows(rng: np.random.Generator) -> list[Row]:
             qw = torch.quantize_per_channel(
                 w_f * scales.view(-1, 1, 1, 1).float(), scales, zps, 0, torch.qint8
             )
-            qlayer = nniq.ConvReLU2d(64, 64, 3, padding=1)
             ref_f = nn.Conv2d(64, 64, 3, padding=1)
-            ref_f.weight.data = qw.dequantize()
         else:
             qw = torch.quantize_per_channel(
                 w_f.T * scales.view(-1, 1).float(), scales, zps, 0, torch.qint8
             )
-            qlayer = nniq.LinearReLU(512, 512)
             ref_f = nn.Linear(512, 512)
-            ref_f.weight.data = qw.dequantize()
-        qlayer.set_weight_bias(qw, torch.from_numpy(bias))
-        qlayer.scale, qlayer.zero_point = ys, yzp + 128
+        ref_f.weight.data = qw.dequantize()
         ref_f.bias.data = torch.from_numpy(bias)
         tx = torch.quantize_per_tensor(torch.from_numpy(x_f), xs, xzp + 128, torch.quint8)
         tf = torch.from_numpy(x_f)
-
-        def torch_int8(qlayer=qlayer, tx=tx):
-            with torch.inference_mode():
-                return qlayer(tx)
+        npu_out = out_numpy(npu_q())
+        engines = {
+            f"torch {engine}": torch_int8_layer(kind, engine, qw, bias, tx, npu_out, (ys, yzp))
+            for engine in TORCH_INT8_ENGINES
+            if engine in torch.backends.quantized.supported_engines
+        }
 
         def torch_fp32(ref_f=ref_f, tf=tf):
             with torch.inference_mode():
@@ -234,7 +256,7 @@ def int8_rows(rng: np.random.Generator) -> list[Row]:
             Row(
                 f"int8 {kind} (QDQ)",
                 size,
-                {"npu": npu_q, "npu fp32": npu_f, "torch": torch_int8, "torch fp32": torch_fp32},
+                {"npu": npu_q, "npu fp32": npu_f, **engines, "torch fp32": torch_fp32},
             )
         )
     return rows
@@ -401,6 +423,16 @@ def print_row(row: Row, ms: dict[str, float]) -> None:
         return f"{ms[key] / ms['npu']:{width}.2f}" if key in ms else f"{'-':>{width}}"
 
     note = row.note
+    engines = {key: ms[key] for key in ms if key.removeprefix("torch ") in TORCH_INT8_ENGINES}
+    if engines:  # int8 layers: the torch column is PyTorch's fastest quantized engine
+        fastest = min(engines, key=engines.get)
+        ms = {**ms, "torch": engines[fastest]}
+        each = ", ".join(
+            f"{key.removeprefix('torch ')} {value:.3f}" for key, value in engines.items()
+        )
+        note = f"torch = {fastest.removeprefix('torch ')} (ms: {each})" + (
+            f"; {note}" if note else ""
+        )
     if "npu fp32" in ms:
         note = f"int8 {ms['npu fp32'] / ms['npu']:.2f}x the NPU's fp32 speed" + (
             f"; {note}" if note else ""
