@@ -97,6 +97,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "fm_read_granule_bytes": (0, 1024),
     "dram_burst_bytes": (1, 65536),
     "sram_burst_bytes": (1, 65536),
+    "narrow_input_reread_channels": (0, 65536),
     "weight_record_bytes": (0, 1024),
     "l1_latency_cycles": (1, 1_000_000),
     "l2_latency_cycles": (1, 1_000_000),
@@ -197,6 +198,11 @@ class NPUConfig:
     fm_read_granule_bytes: int = 0
     dram_burst_bytes: int = 32
     sram_burst_bytes: int = 32
+    # Convolution inputs of at most fm_read_granule_bytes per position (1 to 8 int8 channels): 0
+    # (read once per tile), or the output channels of one block of the MAC array's work; the
+    # input is read again for every such block (Ethos-U reads the input feature map once per
+    # output block; docs/ethos-u.md says why the presets leave it 0).
+    narrow_input_reread_channels: int = 0
     # DRAM capacity: an NPU function's inputs, weights, outputs and intermediates must fit.
     dram_mb: int = 4096
     # Op tiles one NPU function may compile to: every op of a fused group counts once per tile

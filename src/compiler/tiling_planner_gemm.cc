@@ -379,10 +379,12 @@ class ConvRule : public GroupTiler {
             const double weight_reads = resident ? weight_bytes : weight_bytes * spatial;
             const bool stage = StageInL2(1, !resident, staged_bytes);
             // Each input-channel chunk is read once per spatial tile, and again for every
-            // output-channel block when the channels are split (the chunk cannot stay resident).
-            const double input_reads = static_cast<double>(spatial) * ic_tiles *
-                                       BusBytes(input, in_tile, Anchor().dtype) *
-                                       (ic_tiles == 1 ? 1 : oc_tiles);
+            // output-channel block when the channels are split (the chunk cannot stay resident)
+            // or the NPU re-reads a narrow input per block of output channels.
+            const double input_reads =
+                static_cast<double>(spatial) * ic_tiles * BusBytes(input, in_tile, Anchor().dtype) *
+                (ic_tiles == 1 ? config_.NarrowInputReads(channels_ * item, out_channels_)
+                               : oc_tiles);
             const double output_writes = static_cast<double>(spatial) * oc_tiles *
                                          BusBytes(output, BoxAt(t, 0, 0, 0), Anchor().dtype);
             const double dram = input_reads + (stage ? staged_bytes : weight_reads) + output_writes;

@@ -100,7 +100,7 @@ struct Field {
 
 // The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
 // NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
-const std::array<Field<int64_t>, 26> kIntFields = {{
+const std::array<Field<int64_t>, 27> kIntFields = {{
     {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
     {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
     {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
@@ -122,6 +122,7 @@ const std::array<Field<int64_t>, 26> kIntFields = {{
     {"fm_read_granule_bytes", &NPUConfig::fm_read_granule_bytes, 0, 1024},
     {"dram_burst_bytes", &NPUConfig::dram_burst_bytes, 1, 65536},
     {"sram_burst_bytes", &NPUConfig::sram_burst_bytes, 1, 65536},
+    {"narrow_input_reread_channels", &NPUConfig::narrow_input_reread_channels, 0, 65536},
     {"weight_record_bytes", &NPUConfig::weight_record_bytes, 0, 1024},
     {"l1_latency_cycles", &NPUConfig::l1_latency_cycles, 1, 1000000},
     {"l2_latency_cycles", &NPUConfig::l2_latency_cycles, 1, 1000000},
@@ -329,7 +330,15 @@ FeatureMapMemory NPUConfig::feature_map_memory_kind() const {
   return FindChoice("feature_map_memory", kFeatureMapMemories, feature_map_memory);
 }
 
-double NPUConfig::FlashBytesPerCycle() const { return flash_bandwidth_gb_per_s * 1e3 / clock_mhz(); }
+double NPUConfig::FlashBytesPerCycle() const {
+  return flash_bandwidth_gb_per_s * 1e3 / clock_mhz();
+}
+
+int64_t NPUConfig::NarrowInputReads(int64_t channel_bytes, int64_t out_channels) const {
+  const int64_t block = narrow_input_reread_channels;
+  if (block == 0 || fm_read_granule_bytes == 0 || channel_bytes > fm_read_granule_bytes) return 1;
+  return std::max<int64_t>(1, (out_channels + block - 1) / block);
+}
 
 int64_t NPUConfig::FlashLatencyCycles() const {
   return static_cast<int64_t>(std::ceil(flash_latency_ns * clock_mhz() / 1e3));

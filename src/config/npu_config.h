@@ -115,6 +115,9 @@ struct NPUConfig {
   int64_t fm_read_granule_bytes = 0;
   int64_t dram_burst_bytes = 32;
   int64_t sram_burst_bytes = 32;
+  // A convolution input of at most fm_read_granule_bytes per position is read once per block of
+  // this many output channels (0: once per tile): Ethos-U re-reads it for every output block.
+  int64_t narrow_input_reread_channels = 0;
   // Capacity of the DRAM the NPU addresses: an NPU function's inputs, weights, outputs and
   // intermediates (after reuse) must fit, checked at compile time before anything is allocated.
   int64_t dram_mb = 4096;
@@ -164,6 +167,10 @@ struct NPUConfig {
   /*! \brief Off-chip flash bytes per NPU cycle. */
   double FlashBytesPerCycle() const;
   int64_t FlashLatencyCycles() const;
+  // Reads of a convolution input of `channel_bytes` per position that feeds `out_channels`
+  // output channels: once per block of narrow_input_reread_channels when the input is narrow
+  // (at most fm_read_granule_bytes per position), else once.
+  int64_t NarrowInputReads(int64_t channel_bytes, int64_t out_channels) const;
   double BandwidthBytesPerCycle(Tier tier) const;
   int64_t LatencyCycles(Tier tier) const;
   /*! \brief Matrix-engine MACs per cycle: int8 at full rate (one MAC per cell, or the block's

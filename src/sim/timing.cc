@@ -170,7 +170,7 @@ Remote RemoteOf(const Program& program, const ArenaPlacement& arena, const DmaCo
   switch (program.placements[dma.view.tensor].kind) {
     case TensorPlacement::Kind::kConst:
       return program.config.weight_memory_kind() == WeightMemory::kFlash ? Remote::kFlash
-                                                                          : Remote::kDram;
+                                                                         : Remote::kDram;
     case TensorPlacement::Kind::kScratch:
       return !arena.intermediate.empty() && arena.intermediate[dma.view.tensor] ? Remote::kSram
                                                                                 : Remote::kDram;
@@ -236,7 +236,69 @@ int64_t RecordBytes(const Program& program, const std::vector<RecordAxis>& recor
   return program.config.weight_record_bytes * channels;
 }
 
-Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote, int64_t record_bytes) {
+/*! \brief Whether `dma` loads a feature map of at most NPUConfig.fm_read_granule_bytes per
+ * position (the whole tensor's channels, not the tile's) from DRAM or the SRAM arena. */
+bool LoadsNarrowFeatureMap(const Program& program, const DmaCommand& dma, Remote remote) {
+  const NPUConfig& config = program.config;
+  if (dma.store || dma.gather || (remote != Remote::kDram && remote != Remote::kSram)) return false;
+  if (program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst) return false;
+  if (dma.view.shape.empty() || dma.view.strides.empty() || dma.view.strides.back() != 1) {
+    return false;
+  }
+  return dma.view.shape.back() * DTypeBytes(dma.tile.dtype) <= config.fm_read_granule_bytes;
+}
+
+/*! \brief Whether `compute` is a (non-transposed) convolution or matmul on the MAC array. */
+bool IsArrayConvolution(const Program& program, const ComputeCommand& compute) {
+  if (compute.engine != Engine::kMatrix || compute.inputs.empty()) return false;
+  const OpKind op = program.graph.nodes[compute.node].op;
+  return op != OpKind::kConv2dTranspose && op != OpKind::kQnnConv2dTranspose;
+}
+
+/*!
+ * \brief Per command, how many times a load crosses the bus (1 but for the rule below): on an NPU
+ * that re-reads a narrow convolution input for every block of
+ * NPUConfig.narrow_input_reread_channels output channels (Ethos-U reads the input feature map
+ * once per output block; Vela's blocks for a 1- to 8-channel input are 16 channels deep), a load
+ * of such an input is read once per block of the output channels the MAC array computes from it
+ * before the tile is overwritten.
+ */
+std::vector<int64_t> LoadReads(const Program& program, const ArenaPlacement& arena) {
+  std::vector<int64_t> reads(program.commands.size(), 1);
+  if (program.config.narrow_input_reread_channels == 0) return reads;
+  std::map<std::pair<Tier, int64_t>, int64_t> narrow_load;  // on-chip tile -> the load filling it
+  std::vector<int64_t> channels(program.commands.size(), 0);
+  for (const Command& command : program.commands) {
+    if (command.is_dma) {
+      const DmaCommand& dma = command.dma;
+      if (dma.store) continue;
+      const std::pair<Tier, int64_t> tile{dma.tile.tier, dma.tile.offset};
+      if (LoadsNarrowFeatureMap(program, dma, RemoteOf(program, arena, dma))) {
+        narrow_load[tile] = command.id;
+      } else {
+        narrow_load.erase(tile);
+      }
+      continue;
+    }
+    const ComputeCommand& compute = command.compute;
+    if (IsArrayConvolution(program, compute) && !compute.output.shape.empty()) {
+      const auto it = narrow_load.find({compute.inputs[0].tier, compute.inputs[0].offset});
+      if (it != narrow_load.end()) channels[it->second] += compute.output.shape.back();
+    }
+    narrow_load.erase({compute.output.tier, compute.output.offset});
+  }
+  for (size_t id = 0; id < reads.size(); ++id) {
+    if (channels[id] > 0) {
+      const DmaCommand& dma = program.commands[id].dma;
+      reads[id] = program.config.NarrowInputReads(
+          dma.view.shape.back() * DTypeBytes(dma.tile.dtype), channels[id]);
+    }
+  }
+  return reads;
+}
+
+Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote, int64_t record_bytes,
+             int64_t reads) {
   const NPUConfig& config = program.config;
   Cost cost;
   double remote_bandwidth = 0;
@@ -258,23 +320,24 @@ Cost DmaCost(const Program& program, const DmaCommand& dma, Remote remote, int64
       cost.latency = config.LatencyCycles(Tier::kL2);
       break;
   }
-  const double bandwidth =
-      std::min(remote_bandwidth, config.BandwidthBytesPerCycle(dma.tile.tier));
+  const double bandwidth = std::min(remote_bandwidth, config.BandwidthBytesPerCycle(dma.tile.tier));
   // Encoded weights are stored in the order tiles read them: one contiguous run, no burst waste.
   const bool encoded_weights =
       program.placements[dma.view.tensor].kind == TensorPlacement::Kind::kConst &&
       config.weight_layout_kind() == WeightLayout::kEncoded;
   const int64_t narrow_run_bytes = NarrowRunBusBytes(program, dma, remote);
-  const int64_t bus_bytes = record_bytes + (encoded_weights    ? TileBytes(dma.tile)
-                                            : narrow_run_bytes ? narrow_run_bytes
-                                                               : dma.bus_bytes);
+  const int64_t bus_bytes = record_bytes + checked::Mul(reads,
+                                                        encoded_weights    ? TileBytes(dma.tile)
+                                                        : narrow_run_bytes ? narrow_run_bytes
+                                                                           : dma.bus_bytes,
+                                                        "DMA bytes");
   cost.cycles = kIssueCycles + checked::ToInt64(std::ceil(bus_bytes / bandwidth), "DMA cycles");
   const Tier remote_tier = TierOf(remote);
   cost.bytes[TierIndex(remote_tier)] += bus_bytes;
   cost.bytes[TierIndex(dma.tile.tier)] += TileBytes(dma.tile);
   cost.energy_pj =
       bus_bytes * (remote_tier == Tier::kDram ? config.energy_dram_pj_per_byte
-                                                  : config.energy_l2_pj_per_byte) +
+                                              : config.energy_l2_pj_per_byte) +
       TileBytes(dma.tile) * (dma.tile.tier == Tier::kL2 ? config.energy_l2_pj_per_byte
                                                         : config.energy_l1_pj_per_byte);
   return cost;
@@ -304,8 +367,7 @@ Engine TimelineOf(const NPUConfig& config, const ComputeCommand& compute) {
   if (IsDepthwise(compute) && config.depthwise_work_engine() == WorkEngine::kMatrix) {
     return Engine::kMatrix;
   }
-  return config.elementwise_work_engine() == WorkEngine::kMatrix ? Engine::kMatrix
-                                                                 : compute.engine;
+  return config.elementwise_work_engine() == WorkEngine::kMatrix ? Engine::kMatrix : compute.engine;
 }
 
 /*! \brief Cycles of `work` elements on the MAC array's elementwise path: 8-bit elements at
@@ -331,7 +393,7 @@ MatrixWork MatrixWorkOf(const ComputeCommand& compute) {
   if (compute.inputs.size() > 1 && compute.inputs[1].shape.size() == 4) {
     const Shape& weight = compute.inputs[1].shape;
     work.taps = conv->kernel_layout == kernels::KernelLayout::kHWIO ? weight[0] * weight[1]
-                                                                     : weight[2] * weight[3];
+                                                                    : weight[2] * weight[3];
   }
   return work;
 }
@@ -494,6 +556,7 @@ Profile Simulate(const Program& program) {
   std::array<Timeline, kNumRemotes> ports;
   const ArenaPlacement arena = PlaceFeatureMaps(program);
   const std::vector<RecordAxis> record_axes = RecordAxes(program);
+  const std::vector<int64_t> load_reads = LoadReads(program, arena);
   std::array<Timeline, kNumEngines> engines;
   std::vector<int64_t> end(program.commands.size(), 0);
   for (const GroupInfo& info : program.groups) {
@@ -522,7 +585,8 @@ Profile Simulate(const Program& program) {
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
     const Remote remote = command.is_dma ? RemoteOf(program, arena, command.dma) : Remote::kDram;
     Cost cost = command.is_dma ? DmaCost(program, command.dma, remote,
-                                         RecordBytes(program, record_axes, command.dma, remote))
+                                         RecordBytes(program, record_axes, command.dma, remote),
+                                         load_reads[command.id])
                                : ComputeCost(program, command.compute);
     if (!command.is_dma && !set_up[command.group]) {
       cost.cycles = checked::Add(cost.cycles, config.op_setup_cycles, "cycle count");
@@ -578,8 +642,8 @@ Profile Simulate(const Program& program) {
     const double energy = cost.energy_pj * config.EnergyScale();
     group.energy_pj += energy;
     profile.energy_pj += energy;
-    profile.events.push_back(
-        TraceEvent{command.id, TrackName(config, command, channel), start, end[command.id] - start});
+    profile.events.push_back(TraceEvent{command.id, TrackName(config, command, channel), start,
+                                        end[command.id] - start});
   }
   profile.total_cycles = finished;
   profile.l1_used_bytes = PeakOnChipBytes(program.groups, profile.groups, Tier::kL1);
