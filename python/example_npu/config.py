@@ -98,6 +98,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "dram_burst_bytes": (1, 65536),
     "sram_burst_bytes": (1, 65536),
     "narrow_input_reread_channels": (0, 65536),
+    "cascade_stripe_rows": (0, 65536),
     "weight_record_bytes": (0, 1024),
     "l1_latency_cycles": (1, 1_000_000),
     "l2_latency_cycles": (1, 1_000_000),
@@ -191,6 +192,11 @@ class NPUConfig:
     sram_arena_kb: int = 0
     sram_bandwidth_bytes_per_cycle: float = 16.0
     sram_latency_cycles: int = 32
+    # Intermediates only the next fused group reads: 0 (the arena holds them whole or not at
+    # all), or the rows (per image) of one the arena holds at a time while the two groups run
+    # as a cascade, the consumer reading each stripe as the producer writes it (Vela cascades
+    # such layers through SRAM when their maps do not fit it).
+    cascade_stripe_rows: int = 0
     # Feature-map reads: 0 (the DMA reads contiguous runs), or the bytes of one position's
     # channels the NPU fetches at a time; a feature map whose innermost run is shorter (a 1- or
     # 3-channel image) is read element by element, each element costing the memory's burst over
@@ -201,7 +207,7 @@ class NPUConfig:
     # Convolution inputs of at most fm_read_granule_bytes per position (1 to 8 int8 channels): 0
     # (read once per tile), or the output channels of one block of the MAC array's work; the
     # input is read again for every such block (Ethos-U reads the input feature map once per
-    # output block; docs/ethos-u.md says why the presets leave it 0).
+    # output block, as deep as Vela's blocks: docs/ethos-u.md).
     narrow_input_reread_channels: int = 0
     # DRAM capacity: an NPU function's inputs, weights, outputs and intermediates must fit.
     dram_mb: int = 4096
@@ -316,6 +322,7 @@ def _ethos_u(macs: int, system: dict[str, object]) -> dict[str, object]:
         "weight_record_bytes": 10,  # 40-bit bias, 32-bit scale, 6-bit shift per output channel
         "weight_staging": "always",  # Vela buffers each layer's weights in SRAM ahead of it
         "fm_read_granule_bytes": 8,  # a position's 8 channels (one brick) per feature-map access
+        "cascade_stripe_rows": 16,  # Vela cascades layers through SRAM in stripes of 3-19 rows
         "activation_unit_lanes": macs // 8,  # the output stage: one micro-block per cycle
         "l1_sram_kb": 48 * max(1, macs // 256),  # SHRAM: 48 banks of 1 KB per 256-MAC core
         "l1_bandwidth_bytes_per_cycle": 64.0,
@@ -335,6 +342,7 @@ _U55_HIGH_END_EMBEDDED: dict[str, object] = {
     "sram_bandwidth_bytes_per_cycle": 8.0,
     "sram_latency_cycles": 32,
     "sram_burst_bytes": 32,
+    "narrow_input_reread_channels": 32,  # Vela's U55 blocks on first layers: 32 channels deep
     "l2_cmx_kb": 64,
     "l2_bandwidth_bytes_per_cycle": 8.0,
     "l2_latency_cycles": 32,
@@ -354,6 +362,7 @@ _U65_CLIENT_SERVER: dict[str, object] = {
     "sram_latency_cycles": 32,
     "sram_burst_bytes": 32,
     "dram_burst_bytes": 128,
+    "narrow_input_reread_channels": 16,  # Vela's U65 blocks on first layers: 16 channels deep
     "l2_cmx_kb": 64,
     "l2_bandwidth_bytes_per_cycle": 16.0,
     "l2_latency_cycles": 32,

@@ -100,7 +100,7 @@ struct Field {
 
 // The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
 // NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
-const std::array<Field<int64_t>, 27> kIntFields = {{
+const std::array<Field<int64_t>, 28> kIntFields = {{
     {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
     {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
     {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
@@ -123,6 +123,7 @@ const std::array<Field<int64_t>, 27> kIntFields = {{
     {"dram_burst_bytes", &NPUConfig::dram_burst_bytes, 1, 65536},
     {"sram_burst_bytes", &NPUConfig::sram_burst_bytes, 1, 65536},
     {"narrow_input_reread_channels", &NPUConfig::narrow_input_reread_channels, 0, 65536},
+    {"cascade_stripe_rows", &NPUConfig::cascade_stripe_rows, 0, 65536},
     {"weight_record_bytes", &NPUConfig::weight_record_bytes, 0, 1024},
     {"l1_latency_cycles", &NPUConfig::l1_latency_cycles, 1, 1000000},
     {"l2_latency_cycles", &NPUConfig::l2_latency_cycles, 1, 1000000},

@@ -118,6 +118,9 @@ struct NPUConfig {
   // A convolution input of at most fm_read_granule_bytes per position is read once per block of
   // this many output channels (0: once per tile): Ethos-U re-reads it for every output block.
   int64_t narrow_input_reread_channels = 0;
+  // An intermediate only the next fused group reads takes this many rows (per image) of the SRAM
+  // arena, not its whole size (0: whole): the two groups run as a cascade through a stripe.
+  int64_t cascade_stripe_rows = 0;
   // Capacity of the DRAM the NPU addresses: an NPU function's inputs, weights, outputs and
   // intermediates (after reuse) must fit, checked at compile time before anything is allocated.
   int64_t dram_mb = 4096;

@@ -104,6 +104,17 @@ int64_t TensorBytes(const Program& program, int64_t tensor) {
   return kernels::NumElements(node.shape) * DTypeBytes(node.dtype);
 }
 
+/*! \brief Arena bytes of an intermediate that only the group after its producer reads: a
+ * stripe of NPUConfig.cascade_stripe_rows rows of each image (a 4-D NHWC map) when the two
+ * groups run as a cascade, else the whole tensor. */
+int64_t CascadeBytes(const Program& program, int64_t tensor) {
+  const int64_t rows = program.config.cascade_stripe_rows;
+  const Shape& shape = program.graph.nodes[tensor].shape;
+  const int64_t whole = TensorBytes(program, tensor);
+  if (rows == 0 || shape.size() != 4 || shape[1] <= rows) return whole;
+  return whole / shape[1] * rows;
+}
+
 /*! \brief The intermediates an arena of `arena` bytes holds. Each lives from the first group
  * that moves it to the last; taken in the order they are first written, one stays in the arena
  * when, at every group of its life, it fits beside those already kept, and goes to DRAM
@@ -128,7 +139,8 @@ std::vector<bool> KeepIntermediates(const Program& program, int64_t arena) {
   std::vector<int64_t> used(program.groups.size() + 1, 0);
   std::vector<bool> keep(count, false);
   for (int64_t tensor : order) {
-    const int64_t bytes = TensorBytes(program, tensor);
+    const int64_t bytes = last[tensor] == first[tensor] + 1 ? CascadeBytes(program, tensor)
+                                                            : TensorBytes(program, tensor);
     const auto begin = used.begin() + first[tensor], end = used.begin() + last[tensor] + 1;
     if (checked::Add(*std::max_element(begin, end), bytes, "arena bytes") > arena) continue;
     for (auto it = begin; it != end; ++it) *it += bytes;

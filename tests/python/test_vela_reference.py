@@ -26,13 +26,12 @@ TABLE = json.loads(DATA.read_text())
 ROWS = [row for row in TABLE["rows"] if row["accelerator"] in PRESETS]
 # Ours / Vela, total cycles and off-chip bytes, that every row stays within (see the docstring):
 # every model runs as one int8 NPU program. The issue's presets meet its cycle goal (within 20%:
-# 0.82x-1.06x today) and its off-chip goal (25%) but on U65-256's KWS (0.58x: Vela re-reads its
-# 1-channel input per block of output channels: docs/ethos-u.md); the other two presets are
-# looser (cycles 0.83x-1.27x, off-chip bytes 0.48x-0.98x).
+# 0.83x-1.06x today) and its off-chip goal (within 25%: 0.88x-1.19x); the other two presets are
+# looser on cycles (0.83x-1.27x) and meet the off-chip goal too (0.80x-1.00x).
 CYCLE_RATIO = {"ethos-u55-256": (0.8, 1.2), "ethos-u65-256": (0.8, 1.2)}
 OTHER_CYCLE_RATIO = (0.75, 1.35)
-OFF_CHIP_RATIO = {"ethos-u55-256": (0.75, 1.25), "ethos-u65-256": (0.55, 1.25)}
-OTHER_OFF_CHIP_RATIO = (0.45, 1.25)
+OFF_CHIP_RATIO = {"ethos-u55-256": (0.75, 1.25), "ethos-u65-256": (0.75, 1.25)}
+OTHER_OFF_CHIP_RATIO = (0.75, 1.25)
 
 
 @dataclass(frozen=True)
@@ -146,11 +145,11 @@ def test_per_channel_records_are_read_with_the_weights():
 def test_an_arena_too_small_for_every_intermediate_still_holds_some():
     """Intermediates that fit beside those already kept over their whole life stay in SRAM, the
     rest go to DRAM: a smaller arena moves more bytes off chip, never fewer than a larger one,
-    but fewer than no arena at all."""
+    but fewer than no arena at all (whole intermediates: no cascades)."""
     module = _module("mobilenet_v2_035_96")
 
     def off_chip(**changes) -> int:
-        config = NPUConfig.preset("ethos-u65-256", **changes)
+        config = NPUConfig.preset("ethos-u65-256", cascade_stripe_rows=0, **changes)
         return example_npu.estimate(module, config).bytes_moved["DRAM"]
 
     all_in_sram, some_in_sram = off_chip(), off_chip(sram_arena_kb=64)
@@ -193,23 +192,43 @@ def test_staged_weights_load_while_the_previous_layer_computes():
     assert abs(staged / row["cycles"] - 1) <= 0.2 < abs(reused / row["cycles"] - 1)
 
 
-def test_a_narrow_input_can_be_read_once_per_block_of_output_channels():
-    """With narrow_input_reread_channels=16 a convolution input of at most 8 int8 channels is read
-    once per 16 output channels, as Vela reads it when it picks 16-deep output blocks (one-conv
-    probes on U65-256, 32x32 maps of 1, 3 or 8 channels, 16 to 128 output channels: DRAM bytes
-    grow by one input read per 16 channels). KWS's first convolution (1-channel 49x10 input, 64
-    output channels) then reads its input 4 times instead of once, and U65-256's off-chip bytes
-    come within 25% of Vela's (0.58x without it). The presets leave it 0: docs/ethos-u.md."""
+def test_a_narrow_input_is_read_once_per_block_of_output_channels():
+    """With narrow_input_reread_channels=16 (U65's preset) a convolution input of at most 8 int8
+    channels is read once per 16 output channels, as Vela reads it when it picks 16-deep output
+    blocks (one-conv probes on U65-256, 32x32 maps of 1, 3 or 8 channels, 16 to 128 output
+    channels: DRAM bytes grow by one input read per 16 channels). KWS's first convolution
+    (1-channel 49x10 input, 64 output channels) then reads its input 4 times instead of once, and
+    U65-256's off-chip bytes come within 25% of Vela's (0.58x without it)."""
     module = _module("kws_dscnn")
 
     def off_chip(**changes) -> int:
         config = NPUConfig.preset("ethos-u65-256", **changes)
         return example_npu.estimate(module, config).bytes_moved["DRAM"]
 
-    once = off_chip()
-    blocks_of_16 = off_chip(narrow_input_reread_channels=16)
+    once = off_chip(narrow_input_reread_channels=0)
+    blocks_of_16 = off_chip()
     blocks_of_32 = off_chip(narrow_input_reread_channels=32)
     assert blocks_of_16 - once == 3 * (blocks_of_32 - once) > 0
     assert off_chip(narrow_input_reread_channels=64) == once
     (row,) = [r for r in ROWS if (r["model"], r["accelerator"]) == ("kws_dscnn", "ethos-u65-256")]
     assert once / row["off_chip_bytes"] < 0.75 <= blocks_of_16 / row["off_chip_bytes"] <= 1.25
+
+
+def test_layers_cascaded_through_sram_keep_their_intermediates_on_chip():
+    """With cascade_stripe_rows an intermediate that only the next layer reads takes a stripe of
+    rows of the SRAM arena, not its whole size (Vela cascades such layers, e.g. MobileNetV2's
+    expansion, depthwise and projection, through SRAM in stripes of 3 to 19 rows): in an arena
+    too small for MobileNetV2-0.35's 48x48 maps fewer bytes go off chip than without cascades,
+    as many as with no arena only when every stripe is a whole map; with the preset's 384 KB
+    arena everything fits whole, so cascades change nothing."""
+    module = _module("mobilenet_v2_035_96")
+
+    def off_chip(**changes) -> int:
+        config = NPUConfig.preset("ethos-u65-256", **changes)
+        return example_npu.estimate(module, config).bytes_moved["DRAM"]
+
+    small = {"sram_arena_kb": 48}
+    whole = off_chip(cascade_stripe_rows=0, **small)
+    striped = [off_chip(cascade_stripe_rows=rows, **small) for rows in (4, 16, 48)]
+    assert striped[0] <= striped[1] < whole == striped[2]
+    assert off_chip() == off_chip(cascade_stripe_rows=0)
