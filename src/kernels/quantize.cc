@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -97,25 +98,95 @@ void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p
   }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-/*! \brief RequantizePeriods with TFLite's double rounding, eight outputs to a vector. */
+#if defined(__AVX512F__)
+// All sixteen int32 lanes, for the maskz forms (GCC 12 warns about the plain intrinsics).
+constexpr __mmask16 kAll16 = 0xffff;
+
+/*!
+ * \brief The int32 lanes of MultiplyByQuantizedMultiplierInRange: TFLite computes in int32, so
+ * only the low 32 bits of acc + bias matter (as the scalar form's shift shows), and sixteen
+ * outputs share a vector. The 32 x 32 -> 64-bit products are taken on the even and the odd lanes.
+ */
+inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
+                                               __m512i right) {
+  const __m512i shifted = _mm512_maskz_sllv_epi32(kAll16, value, left);
+  // Lanes 2k and 2k + 1: the doubling high multiply of their products, round_half_up(p / 2^31),
+  // which is floor((p + 2^30) / 2^31) for either sign (TFLite's sign-dependent nudge followed by
+  // a division toward zero comes to the same).
+  auto high = [](__m512i product) {
+    return _mm512_maskz_srai_epi64(
+        tflite::kAllLanes, _mm512_add_epi64(product, _mm512_set1_epi64(int64_t{1} << 30)), 31);
+  };
+  const __m512i even = high(_mm512_maskz_mul_epi32(tflite::kAllLanes, shifted, m0));
+  const __m512i odd = high(_mm512_maskz_mul_epi32(
+      tflite::kAllLanes, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32),
+      _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32)));
+  // |high| < 2^31: its low 32 bits are the int32 result of each lane.
+  const __m512i joined =
+      _mm512_mask_blend_epi32(0xaaaa, even, _mm512_maskz_slli_epi64(tflite::kAllLanes, odd, 32));
+  // joined / 2^right rounded half away from zero.
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i mask = _mm512_sub_epi32(_mm512_maskz_sllv_epi32(kAll16, one, right), one);
+  const __m512i half = _mm512_maskz_srai_epi32(kAll16, mask, 1);
+  const __mmask16 negative = _mm512_cmplt_epi32_mask(joined, _mm512_setzero_si512());
+  const __m512i threshold = _mm512_mask_add_epi32(half, negative, half, one);
+  const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(joined, mask), threshold);
+  const __m512i quotient = _mm512_maskz_srav_epi32(kAll16, joined, right);
+  return _mm512_mask_add_epi32(quotient, up, quotient, one);
+}
+
+/*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
+inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
+  const __m256i low =
+      _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, _mm512_maskz_loadu_epi64(lanes & 0xff, acc));
+  const __m256i high =
+      _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, _mm512_maskz_loadu_epi64(lanes >> 8, acc + 8));
+  return _mm512_maskz_inserti64x4(tflite::kAllLanes, _mm512_castsi256_si512(low), high, 1);
+}
+
+/*! \brief Whether the output range and zero point keep every step of the int32 lanes exact. */
+bool FitsInt32Lanes(const Requantization& r) {
+  auto fits = [](int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; };
+  return fits(r.min) && fits(r.max) && fits(r.output_zero_point) &&
+         fits(r.min - r.output_zero_point) && fits(r.max - r.output_zero_point);
+}
+
+/*! \brief RequantizePeriods with TFLite's double rounding, sixteen outputs to a vector. */
 void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
                              const Requantization& r, float* out) {
-  const __m512i zero_point = _mm512_set1_epi64(r.output_zero_point);
-  const __m512i lo = _mm512_set1_epi64(r.min), hi = _mm512_set1_epi64(r.max);
+  // The period's parameters as int32 lanes: bias cut to its low 32 bits (TFLite's int32 sum),
+  // m0 < 2^31, and the left / right shifts of the multiplier's exponent.
+  thread_local std::vector<int32_t> storage;
+  storage.resize(static_cast<size_t>(4 * p.period));
+  int32_t* bias = storage.data();
+  int32_t* m0 = bias + p.period;
+  int32_t* left = m0 + p.period;
+  int32_t* right = left + p.period;
+  for (int64_t i = 0; i < p.period; ++i) {
+    bias[i] = static_cast<int32_t>(static_cast<uint32_t>(p.bias[i]));
+    m0[i] = static_cast<int32_t>(p.m0[i]);
+    left[i] = static_cast<int32_t>(std::max<int64_t>(31 - p.shift[i], 0));
+    right[i] = static_cast<int32_t>(std::max<int64_t>(p.shift[i] - 31, 0));
+  }
+  // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
+  const int64_t zp = r.output_zero_point;
+  const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));
+  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
+  const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
   for (int64_t start = 0; start < size; start += p.period) {
     const int64_t n = std::min(p.period, size - start);
-    for (int64_t i = 0; i < n; i += 8) {
-      const __mmask8 lanes = n - i >= 8 ? 0xff : static_cast<__mmask8>((1u << (n - i)) - 1);
-      const __m512i value = _mm512_add_epi64(_mm512_maskz_loadu_epi64(lanes, acc + start + i),
-                                             _mm512_maskz_loadu_epi64(lanes, p.bias + i));
-      const __m512i scaled =
-          tflite::MultiplyByQuantizedMultiplier8(value, _mm512_maskz_loadu_epi64(lanes, p.m0 + i),
-                                                 _mm512_maskz_loadu_epi64(lanes, p.shift + i));
-      const __m512i clamped = _mm512_maskz_min_epi64(
-          tflite::kAllLanes,
-          _mm512_maskz_max_epi64(tflite::kAllLanes, _mm512_add_epi64(zero_point, scaled), lo), hi);
-      _mm256_mask_storeu_ps(out + start + i, lanes, _mm512_cvtepi64_ps(clamped));
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 lanes = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512i value = _mm512_add_epi32(LowHalves16(acc + start + i, lanes),
+                                             _mm512_maskz_loadu_epi32(lanes, bias + i));
+      const __m512i scaled = MultiplyByQuantizedMultiplier16(
+          value, _mm512_maskz_loadu_epi32(lanes, m0 + i), _mm512_maskz_loadu_epi32(lanes, left + i),
+          _mm512_maskz_loadu_epi32(lanes, right + i));
+      const __m512i clamped =
+          _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
+      _mm512_mask_storeu_ps(
+          out + start + i, lanes,
+          _mm512_maskz_cvtepi32_ps(kAll16, _mm512_add_epi32(clamped, zero_point)));
     }
   }
 }
@@ -124,7 +195,7 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicPar
 }  // namespace
 
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
-                const Requantization& r, float* out) {
+                const Requantization& r, float* out, bool portable) {
   if (size <= 0) return;
   const PeriodicParams p = MakePeriodicParams(size, channels, channel_offset, r);
   // One rounding of the 64-bit product: exact while |value| < 2^31 (|value * m0| < 2^62).
@@ -135,16 +206,18 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
     if (r.single_rounding) {
       RequantizePeriods(acc, size, p, r, single, out);
     } else {
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-      RequantizeTflitePeriods(acc, size, p, r, out);
-#else
+#if defined(__AVX512F__)
+      if (!portable && FitsInt32Lanes(r)) {
+        RequantizeTflitePeriods(acc, size, p, r, out);
+        return;
+      }
+#endif
       RequantizePeriods(
           acc, size, p, r,
           [](int64_t value, int64_t m0, int64_t shift, int64_t) {
             return tflite::MultiplyByQuantizedMultiplierInRange(value, m0, shift);
           },
           out);
-#endif
     }
     return;
   }

@@ -98,6 +98,52 @@ TEST(TfliteArithmeticTest, AccumulatorRequantizationRoundsTwicePerChannel) {
   }
 }
 
+TEST(TfliteArithmeticTest, RequantizeLanesEqualTheElementwiseLoop) {
+  // Requantize's sixteen int32 lanes against its portable element-wise loop (the scalar
+  // MultiplyByQuantizedMultiplierInRange): accumulators beyond 32 bits (only their low 32 bits
+  // count, as in TFLite's int32 arithmetic), multipliers above 1 (left shifts, whose int32
+  // product wraps) and far below, the int32 extremes, every tile width around 16 lanes.
+  std::mt19937_64 rng(21);
+  std::uniform_int_distribution<int64_t> wide(-(int64_t{1} << 40), int64_t{1} << 40);
+  std::uniform_int_distribution<int64_t> narrow(-(int64_t{1} << 20), int64_t{1} << 20);
+  std::uniform_real_distribution<double> exponent(-30.0, 20.0);
+  const int64_t extremes[] = {0,
+                              1,
+                              -1,
+                              std::numeric_limits<int32_t>::min(),
+                              std::numeric_limits<int32_t>::max(),
+                              int64_t{1} << 31,
+                              -(int64_t{1} << 31) - 1};
+  for (const int64_t channels : {1, 3, 8, 15, 16, 17, 33, 64, 100}) {
+    for (const int64_t rows : {1, 2, 7}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        Requantization r;
+        r.rounding = Rounding::kTflite;
+        const int64_t offset = variant % 2 ? 5 : 0;
+        for (int64_t c = 0; c < (variant == 2 ? 1 : offset + channels); ++c) {
+          r.multipliers.push_back(QuantizeMultiplier(std::exp2(exponent(rng))));
+        }
+        for (int64_t c = 0; c < offset + channels; ++c) r.bias.push_back(wide(rng));
+        r.output_zero_point = variant == 3 ? 100 : -7;
+        r.min = variant == 3 ? std::numeric_limits<int32_t>::min() : -128;
+        r.max = variant == 3 ? std::numeric_limits<int32_t>::max() - 100 : 127;
+        std::vector<int64_t> acc(static_cast<size_t>(rows * channels));
+        for (size_t i = 0; i < acc.size(); ++i) {
+          acc[i] = i % 5 == 4 ? extremes[i / 5 % 7] : (i % 2 ? wide(rng) : narrow(rng));
+        }
+        std::vector<float> lanes(acc.size()), loop(acc.size());
+        const auto size = static_cast<int64_t>(acc.size());
+        Requantize(acc.data(), size, channels, offset, r, lanes.data());
+        Requantize(acc.data(), size, channels, offset, r, loop.data(), /*portable=*/true);
+        for (size_t i = 0; i < acc.size(); ++i) {
+          ASSERT_EQ(lanes[i], loop[i]) << channels << " channels, variant " << variant << ", at "
+                                       << i << " (acc " << acc[i] << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST(TfliteArithmeticTest, PrimitivesMatchTheirDefinitions) {
   EXPECT_EQ(tflite::SaturatingRoundingDoublingHighMul(std::numeric_limits<int32_t>::min(),
                                                       std::numeric_limits<int32_t>::min()),
