@@ -39,9 +39,11 @@ def _attention(torch, q, k, v, heads: int, bias=None):
     return (probs @ split(v)).permute(0, 2, 1, 3).reshape(batch, length, dim)
 
 
-def _causal_bias(torch, ids, dtype):
+def _causal_bias(torch, ids, dtype, attention_mask=None):
     """transformers' causal mask at a fixed length: position ids from ``arange``, a packed-
-    sequence check (``(diff(pos) != 1).cumsum(-1)``, a bool cumsum) and ``where`` to a bias."""
+    sequence check (``(diff(pos) != 1).cumsum(-1)``, a bool cumsum) and ``where`` to a bias; with
+    a tokenizer mask, transformers 5's padding mask ``mask.bool()[batch, None, None, kv]``
+    (an ``index_tensor`` by ``arange``s) and-ed in at run time."""
     length = ids.shape[1]
     positions = torch.arange(length).unsqueeze(0)
     previous = torch.cat([positions[:, :1] - 1, positions[:, :-1]], dim=-1)
@@ -49,6 +51,10 @@ def _causal_bias(torch, ids, dtype):
     same_sequence = packed[:, :, None] == packed[:, None, :]
     causal = positions[:, None, :] <= positions[:, :, None]
     allowed = (causal & same_sequence)[:, None, :, :]
+    if attention_mask is not None:
+        batch = torch.arange(ids.shape[0])[:, None, None, None]
+        kv = torch.arange(length)[None, None, None, :]
+        allowed = allowed & attention_mask.bool()[batch, kv]
     zero = torch.zeros((), dtype=dtype)
     return torch.where(allowed, zero, torch.finfo(dtype).min)
 
@@ -127,10 +133,10 @@ def gpt2_decoder(vocab: int = 40, dim: int = 32, heads: int = 2, layers: int = 2
             self.blocks = nn.ModuleList(Block() for _ in range(layers))
             self.norm = nn.LayerNorm(dim)
 
-        def forward(self, input_ids):
+        def forward(self, input_ids, attention_mask):
             length = input_ids.shape[1]
             x = self.words(input_ids) + self.positions(torch.arange(length).unsqueeze(0))
-            bias = _causal_bias(torch, input_ids, x.dtype)
+            bias = _causal_bias(torch, input_ids, x.dtype, attention_mask)
             for block in self.blocks:
                 x = block(x, bias)
             return self.norm(x) @ self.words.weight.T
@@ -263,7 +269,9 @@ MODELS: tuple[TransformerModel, ...] = (
     TransformerModel(
         "bert", bert_encoder, (("input_ids", (1, 16), "ids"), ("attention_mask", (1, 16), "mask"))
     ),
-    TransformerModel("gpt2", gpt2_decoder, (("input_ids", (1, 16), "ids"),)),
+    TransformerModel(
+        "gpt2", gpt2_decoder, (("input_ids", (1, 16), "ids"), ("attention_mask", (1, 16), "mask"))
+    ),
     TransformerModel("llama", llama_block, (("x", (1, 16, 32), "float"),)),
     TransformerModel("swin", swin_block, (("x", (1, 64, 16), "float"),)),
 )

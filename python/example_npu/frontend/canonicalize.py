@@ -24,6 +24,10 @@ the original computes, including NaN and infinities.
   before the rewrite. Its result, and every value computed from it, gets its static shape back
   (without it TVM cannot even build the module: ``concat`` of unknown shapes).
 * ``broadcast_to`` onto the operand's own shape is the operand itself.
+* Run-time attention masks become float arithmetic (:mod:`.masks`): ``bool`` chains from a
+  tokenizer's ``attention_mask`` as 0.0 / 1.0 floats, ``where`` of constants as exact products
+  and sums, integer casts before data movement, ``index_tensor`` / ``gather_nd`` with constant
+  indices as a ``take``.
 * ``topk`` with k = 1 (torch.export's ``max(dim)``) is ``max`` / ``min`` with ``keepdims`` for
   its values and ``argmax`` / ``argmin`` for its indices: the first extreme element, as TVM's
   sort picks it. The one exception to bit-exactness: on NaN, TVM's sort-based ``topk`` and its
@@ -53,6 +57,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
+from .masks import MaskRewriter, gather_as_take
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
 from .tflite_kernels import kernel_table
@@ -187,6 +192,8 @@ class _Canonicalizer(PyExprMutator):
         # Variables bound to argmax / argmin with keepdims (int64 data movement stays on the CPU,
         # so squeezing the kept axis is folded into the reduction).
         self.kept_arg_reductions: dict[relax.Var, relax.Call] = {}
+        # Run-time masks are rewritten along their chains of (canonicalized) bindings.
+        self.masks = MaskRewriter(self.builder_.emit, self.builder_.lookup_binding)
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:  # noqa: D102
         value = self.visit_expr(binding.value)
@@ -261,6 +268,13 @@ class _Canonicalizer(PyExprMutator):
             static = _static_slice(call)
             if static is not None:
                 return self.builder_.normalize(static)
+        if name in ("relax.index_tensor", "relax.gather_nd"):
+            gather = gather_as_take(call)
+            if gather is not None:
+                return self.builder_.normalize(gather)
+        mask = self.masks.rewrite(call)
+        if mask is not None:
+            return self.builder_.normalize(mask)
         legal = legalize_bool_arithmetic(call)
         if foldable(call):
             folded = fold(call if legal is None else legal)
