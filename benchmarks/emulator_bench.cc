@@ -119,9 +119,10 @@ int Main(int argc, char** argv) {
     const GroupInfo& info = executor.program().groups[i];
     std::string tile;
     for (int64_t e : info.tile_shape) tile += (tile.empty() ? "" : "x") + std::to_string(e);
-    std::printf("  group %s: %s, %ld tiles of %s, commands [%ld, %ld)\n", info.name.c_str(),
-                schedules[i].concurrent ? "concurrent" : "in order", static_cast<long>(info.tiles),
-                tile.c_str(), static_cast<long>(schedules[i].begin),
+    std::printf("  group %s: %s%s, %ld tiles of %s, commands [%ld, %ld)\n", info.name.c_str(),
+                schedules[i].concurrent ? "concurrent" : "in order",
+                schedules[i].tile_order.empty() ? "" : " (tiles by operand)",
+                static_cast<long>(info.tiles), tile.c_str(), static_cast<long>(schedules[i].begin),
                 static_cast<long>(schedules[i].end));
   }
   std::printf("  %ld of the DMA commands forwarded\n",

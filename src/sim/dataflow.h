@@ -7,6 +7,8 @@
  * and nothing for forwarded transfers. Groups are separated by a barrier (each group lays out L1
  * afresh). A group whose dependency graph has little parallelism (one long chain of partial
  * sums, say) runs in stream order instead, so its kernels can use the host threads themselves.
+ * A concurrent group of independent tiles may run them grouped by a large operand they read in
+ * place (a weight's column tiles), so each of its tiles comes from memory once.
  */
 #ifndef EXAMPLE_NPU_SIM_DATAFLOW_H_
 #define EXAMPLE_NPU_SIM_DATAFLOW_H_
@@ -31,10 +33,18 @@ struct GroupSchedule {
    * so the tile stays in that core's cache.
    */
   std::vector<int64_t> tile_starts;
+  /*!
+   * \brief The order the threads claim tiles in (indices into tile_starts), or empty for stream
+   * order. Set only when no tile reads another tile's results (nor overwrites them outside L1),
+   * so any order computes the same bits; `deps` then follow this order (see TileOrder in
+   * dataflow.cc). Host execution only: the cycle model reads the command stream.
+   */
+  std::vector<int64_t> tile_order;
 };
 
 struct Dataflow {
-  /*! \brief Per command: every earlier command of its group it must wait for, sorted. */
+  /*! \brief Per command: every command of its group it must wait for (earlier in the order the
+   * group runs: stream order, or its tile_order), sorted. */
   std::vector<std::vector<int64_t>> deps;
   std::vector<GroupSchedule> groups;
 };
