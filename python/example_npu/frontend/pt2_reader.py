@@ -24,6 +24,7 @@ from .reader_common import (
     require_module,
     resolve_shapes,
 )
+from .torch_export import from_exported_program
 
 
 @contextmanager
@@ -44,8 +45,6 @@ def read_exported_program(
         "install PyTorch (CPU build: pip install torch --index-url "
         "https://download.pytorch.org/whl/cpu)",
     )
-    from tvm.relax.frontend.torch import from_exported_program
-
     source = str(path) if trust_model_file else checked_archive(path)
     try:
         with _quiet_torch():

@@ -1,0 +1,80 @@
+"""torch.export programs with transformers' key / value cache: the empty 1-D tensor the cache
+starts from, concatenated with each step's keys, is what PyTorch's cat skips and TVM's importer
+refuses; our from_exported_program (and load_model for .pt2 files) drops it."""
+
+from __future__ import annotations
+
+import warnings
+
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import pytest
+import tvm
+from example_npu.frontend import from_exported_program, load_model
+from example_npu.partition.report import partition_with_report
+from tvm import relax
+
+torch = pytest.importorskip("torch")
+
+LENGTH, HEADS, HEAD = 6, 2, 8
+
+
+class CachedAttention(torch.nn.Module):
+    """One attention step appending its keys and values to a cache started as transformers'
+    DynamicLayer starts it (``torch.tensor([])``); returns the output and the cached keys."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(HEADS * HEAD, 3 * HEADS * HEAD)
+
+    def forward(self, x):
+        keys = torch.tensor([], dtype=x.dtype)
+        values = torch.tensor([], dtype=x.dtype)
+        q, k, v = self.qkv(x).reshape(1, LENGTH, 3, HEADS, HEAD).permute(2, 0, 3, 1, 4)
+        keys = torch.cat([keys, k], dim=-2)
+        values = torch.cat([values, v], dim=-2)
+        probs = torch.softmax(q @ keys.transpose(-1, -2) / HEAD**0.5, dim=-1)
+        return probs @ values, keys
+
+
+def _exported(x: np.ndarray):
+    torch.manual_seed(0)
+    module = CachedAttention().eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = [t.numpy() for t in module(torch.from_numpy(x))]
+        program = torch.export.export(module, (torch.from_numpy(x),))
+    return program, reference
+
+
+def _run(mod: tvm.IRModule, x: np.ndarray) -> list[np.ndarray]:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    return [t.numpy() for t in vm["main"](tvm.runtime.tensor(x))]
+
+
+def _input() -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((1, LENGTH, HEADS * HEAD)).astype("float32")
+
+
+def test_tvm_refuses_the_empty_cache_and_ours_drops_it():
+    x = _input()
+    program, reference = _exported(x)
+    from tvm.relax.frontend.torch import from_exported_program as tvm_import
+
+    with pytest.raises(Exception, match="Concat expects all input tensors to have same ndim"):
+        tvm_import(program)
+    mod = from_exported_program(program)
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    for actual, expected in zip(_run(partitioned, x), reference, strict=True):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_pt2_file_with_the_empty_cache_loads(tmp_path):
+    x = _input()
+    program, reference = _exported(x)
+    path = tmp_path / "cached_attention.pt2"
+    torch.export.save(program, path)
+    loaded = load_model(path)
+    outputs = _run(loaded.mod, x)
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-6)
