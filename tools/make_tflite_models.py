@@ -21,15 +21,16 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
-``swish_se``, ``leaky_relu``) and one-op probes (``hard_swish_probe``, ``leaky_relu_probe``,
-``sigmoid_probe``, ``tanh_probe``: a 16x16x1 input holds every int8 value; ``bilinear_*``:
-RESIZE_BILINEAR in each coordinate mode).
+``swish_se``, ``leaky_relu``, ``data_movement``) and one-op probes (``hard_swish_probe``,
+``leaky_relu_probe``, ``sigmoid_probe``, ``tanh_probe``: a 16x16x1 input holds every int8
+value; ``bilinear_*``: RESIZE_BILINEAR in each coordinate mode).
 ``extra`` holds larger or broader models for local validation and benchmarks: Keras'
-MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small (hard-swish, squeeze-excite), and
-``op_mix``, a small network of the other ops int8 CNNs use (concat of differently scaled
-branches, pad, bilinear and nearest resize, logistic, tanh, hard-swish, leaky ReLU, softmax,
-mean, mul, sub, max pooling). A model of your own: add a
-builder to ``MODELS`` (a function of ``keras`` and the batch size returning a Keras model).
+MobileNetV2 and EfficientNetB0 at full size, MobileNetV3-Small and -Large (hard-swish,
+squeeze-excite; -Large also minimalistic: ReLU, no squeeze-excite), and ``op_mix``, a small
+network of the other ops int8 CNNs use (concat of differently scaled branches, pad, bilinear and
+nearest resize, logistic, tanh, hard-swish, leaky ReLU, softmax, mean, mul, sub, max pooling).
+A model of your own: add a builder to ``MODELS`` (a function of ``keras`` and the batch size
+returning a Keras model).
 """
 
 from __future__ import annotations
@@ -222,6 +223,38 @@ def leaky_relu(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="leaky_relu")
 
 
+def data_movement(keras: Any, batch: int | None) -> Any:
+    """Quantized ops that move int8 values without computing: TRANSPOSE, SPLIT, SPLIT_V, TILE,
+    STRIDED_SLICE, SLICE, GATHER (constant indices), PACK and UNPACK (a row flip), between int8
+    convs; and a Dense on a 4-D tensor (with an open batch, its RESHAPE target is computed by
+    SHAPE -> GATHER -> REDUCE_PROD -> PACK)."""
+    import tensorflow as tf
+
+    layers = keras.layers
+
+    def op(function: Callable[..., Any]) -> Callable[..., Any]:
+        return layers.Lambda(function)
+
+    inputs = keras.Input((8, 8, 4), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 6, 3)
+    low, high = op(lambda t: tf.split(t, 2, axis=-1))(x)
+    narrow, wide = op(lambda t: tf.split(t, [2, 4], axis=-1))(x)
+    branches = [
+        op(lambda t: tf.transpose(t, [0, 2, 1, 3]))(x),
+        op(lambda t: tf.tile(t, [1, 1, 2, 1]))(low)[:, :, :8, :],  # TILE, then a slice back
+        op(lambda t: tf.gather(t, [5, 0, 2, 2], axis=-1))(x),
+        layers.Reshape((8, 8, 6))(op(lambda ts: tf.stack(ts, axis=3))([high, low])),
+        op(lambda t: tf.stack(tf.unstack(t, axis=1)[::-1], axis=1))(narrow),
+        layers.Dense(3)(x),  # on a 4-D tensor: with an open batch its reshape is computed
+        layers.ZeroPadding2D(((1, 1), (0, 0)))(
+            op(lambda t: tf.slice(t, [0, 1, 0, 0], [-1, 6, 8, 4]))(wide)
+        ),
+    ]
+    # The output keeps every position: a misplaced element shows.
+    outputs = layers.Conv2D(8, 3, padding="same")(layers.Concatenate()(branches))
+    return keras.Model(inputs, outputs, name="data_movement")
+
+
 def _one_op_probe(activation: str, description: str) -> Callable[..., Any]:
     """A model of one activation on a 16x16x1 int8 input: its 256 pixels can hold every int8
     value, so a test compares the op's integer kernel exhaustively."""
@@ -272,10 +305,17 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "mobilenet_v3_small": _application(
         "MobileNetV3Small", (224, 224, 3), include_preprocessing=False
     ),
+    "mobilenet_v3_large": _application(
+        "MobileNetV3Large", (224, 224, 3), include_preprocessing=False
+    ),
+    "mobilenet_v3_large_minimalistic": _application(
+        "MobileNetV3Large", (224, 224, 3), include_preprocessing=False, minimalistic=True
+    ),
     "op_mix": op_mix,
     "pad_resize": pad_resize,
     "swish_se": swish_se,
     "leaky_relu": leaky_relu,
+    "data_movement": data_movement,
     "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
     "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
     "sigmoid_probe": _one_op_probe("sigmoid", "LOGISTIC alone (output scale 1/256, fixed)"),
@@ -294,6 +334,7 @@ SETS = {
         "pad_resize",
         "swish_se",
         "leaky_relu",
+        "data_movement",
         "hard_swish_probe",
         "leaky_relu_probe",
         "sigmoid_probe",
@@ -302,7 +343,14 @@ SETS = {
         "bilinear_align_corners",
         "bilinear_asymmetric",
     ],
-    "extra": ["mobilenet_v2", "efficientnet_b0", "mobilenet_v3_small", "op_mix"],
+    "extra": [
+        "mobilenet_v2",
+        "efficientnet_b0",
+        "mobilenet_v3_small",
+        "mobilenet_v3_large",
+        "mobilenet_v3_large_minimalistic",
+        "op_mix",
+    ],
 }
 
 

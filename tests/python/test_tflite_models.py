@@ -22,8 +22,9 @@ def test_committed_model_is_full_integer_with_its_batch(name, open_batch):
     (model_output,) = runner.get_output_details()
     assert [int(d) for d in model_input["shape_signature"]] == manifest["input_shape"]
     assert model_input["dtype"] == np.int8 and model_output["dtype"] == np.int8
-    # Every tensor an op computes is int8 (int32 only for biases and shape arithmetic).
-    dtypes = {detail["dtype"] for detail in runner.get_tensor_details()}
+    # Every tensor an op computes is int8 (int32 only for shape arithmetic).
+    dtype = {detail["index"]: detail["dtype"] for detail in runner.get_tensor_details()}
+    dtypes = {dtype[i] for op in runner._get_ops_details() for i in op["outputs"]}
     assert dtypes <= {np.int8, np.int32}, dtypes
 
 

@@ -84,3 +84,33 @@ def test_reading_tflite_without_the_parser_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "tflite", None)  # as if tflite were not installed
     with pytest.raises(ModelFileError, match=r"pip install 'example-npu\[tflite\]'"):
         example_npu.load_model(Path(model_path("kws_dscnn")))
+
+
+@pytest.mark.parametrize("index", [6, -1, 1 << 20])
+def test_a_gather_index_out_of_bounds_is_a_model_file_error(index, tmp_path):
+    """data_movement's GATHER takes channels [5, 0, 2, 2] of 6. TVM lowers GATHER to a take
+    that reads out of bounds for a bad index (and its own check lets index 6 through): the
+    reader refuses the file instead."""
+    data = model_path("data_movement").read_bytes()
+    good = np.array([5, 0, 2, 2], "int32").tobytes()
+    assert data.count(good) == 1
+    path = tmp_path / "model.tflite"
+    path.write_bytes(data.replace(good, np.array([5, 0, index, 2], "int32").tobytes()))
+    with pytest.raises(ModelFileError, match="GATHER .* out of bounds"):
+        example_npu.load_model(path)
+
+
+def test_a_reshape_target_computed_from_shapes_becomes_constant():
+    """With an open batch, Keras' Dense on a 4-D tensor reshapes to a target computed by
+    SHAPE -> GATHER -> REDUCE_PROD -> PACK (two open dimensions in the file): the reader
+    computes it from the static shapes, so the program has only constant reshapes."""
+    model = example_npu.load_model(model_path("data_movement", open_batch=True))
+    targets = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.reshape":
+            targets.append(expr.args[1])
+
+    relax.analysis.post_order_visit(model.mod["main"], visit)
+    assert targets and all(isinstance(t, relax.ShapeExpr) for t in targets)
+    assert any(list(map(int, t.values)) == [64, 6] for t in targets)

@@ -140,13 +140,13 @@ def fold(call: relax.Call) -> Constant | None:
     for seen, value in _FOLDED.get(key, []):
         if tvm_ffi.structural_equal(seen, call):
             return value
-    result = _evaluate(call)
+    result = evaluate(call)
     if result is not None:
         _FOLDED.setdefault(key, []).append((call, result))
     return result
 
 
-def _evaluate(expr: relax.Expr) -> Constant | None:
+def evaluate(expr: relax.Expr) -> Constant | None:
     """``expr`` (constants only) by TVM's FoldConstant or, for what it leaves (``arange`` has no
     tensor arguments), by TVM's CPU build; None if TVM cannot."""
     bb = relax.BlockBuilder()

@@ -1,16 +1,21 @@
 """TFLite flatbuffers (``.tflite``) -> Relax through TVM's TFLite frontend.
 
 The file is parsed by the ``tflite`` package (flatbuffer accessors only: nothing in the file is
-executed, and only the file itself is read). Two gaps of TVM 0.27's importer are closed here, by
-a subclass of its operator converter, so the imported program computes what TFLite computes:
+executed, and only the file itself is read). Gaps of TVM 0.27's importer are closed here, by a
+subclass of its operator converter, so the imported program computes what TFLite computes:
 
 * ``FULLY_CONNECTED`` with ``keep_num_dims=False`` flattens its input to 2-D, so its output is
   ``(rows, units)``; TVM's converter keeps the input's rank (``(1, 1, 1, 12)`` for ``(1, 12)``).
 * An open batch dimension (Keras' default, ``shape_signature`` -1) makes the converter emit
   ``SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE`` to rebuild ``(batch, -1)``, and TVM refuses
   ``SHAPE`` of a quantized tensor. Here the batch is set to 1 unless ``--input`` gives it (as
-  Arm's Vela does); ``SHAPE`` only reads that static shape, and a ``RESHAPE`` whose target is
-  computed at run time takes the output's declared signature, its one open dimension inferred.
+  Arm's Vela does); ``SHAPE`` becomes that static shape, a constant, and a ``RESHAPE`` whose
+  target is computed from it (Keras' ``Dense`` on a 3-D tensor: ``SHAPE -> GATHER ->
+  REDUCE_PROD -> PACK``) takes the value TVM computes for that target; a target that still
+  depends on run-time values takes the output's declared signature, its one open dimension
+  inferred.
+* Quantized ops whose lowering already copies the integers as TFLite does are let through
+  (``_MOVES_INTEGERS``); ``GATHER``'s indices are checked (see ``convert_gather``).
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tvm import relax
 
+from ..relax_types import static_shape
 from .canonicalize import ROUNDING_ATTR
+from .constant_fold import evaluate
 from .reader_common import (
     Dims,
     LoadedModel,
@@ -40,8 +48,26 @@ _IDENTIFIER = b"TFL3"
 # Quantized ops TVM's converter refuses although its lowering is already TFLite's: SHAPE reads a
 # tensor's (static) shape, never its values; PAD fills with the input's zero point (TFLite
 # requires the output's quantization to be the input's, and the converter checks it);
-# RESIZE_NEAREST_NEIGHBOR copies integers, as TFLite's int8 kernel does.
-_MOVES_INTEGERS = frozenset({"SHAPE", "PAD", "PADV2", "RESIZE_NEAREST_NEIGHBOR"})
+# RESIZE_NEAREST_NEIGHBOR and the data movement ops copy integers, as TFLite's int8 kernels do
+# (each output reinterpreted with its own quantization by whatever reads it; PACK's converter
+# checks that the parameters agree, as TFLite's kernel requires).
+_MOVES_INTEGERS = frozenset(
+    {
+        "SHAPE",
+        "PAD",
+        "PADV2",
+        "RESIZE_NEAREST_NEIGHBOR",
+        "TRANSPOSE",
+        "TILE",
+        "SLICE",
+        "STRIDED_SLICE",
+        "SPLIT",
+        "SPLIT_V",
+        "PACK",
+        "UNPACK",
+        "GATHER",
+    }
+)
 
 
 def _converter_class() -> type:
@@ -66,21 +92,93 @@ def _converter_class() -> type:
                 return out
             return relax.op.reshape(out, [math.prod(shape) // depth, units])
 
+        def convert_gather(self, op: Any) -> relax.Expr:
+            """TFLite's GATHER with its indices checked here: TVM's converter lowers it to
+            ``take(mode="fast")``, which reads out of bounds for a bad index, and its check of
+            constant indices lets ``index == dim`` through (and loops over every output
+            element); it ignores ``batch_dims``."""
+            from tflite.GatherOptions import GatherOptions
+
+            data, indices = self.get_input_tensors(op)
+            options = GatherOptions()
+            table = op.BuiltinOptions()
+            options.Init(table.Bytes, table.Pos)
+            name = _tensor_name(self.get_output_tensors(op)[0])
+            if options.BatchDims() != 0:
+                raise ModelFileError(f"GATHER {name!r}: batch_dims is not supported")
+            if self.has_expr(indices.tensor_idx):
+                if data.qnn_params:
+                    raise ModelFileError(
+                        f"GATHER {name!r}: run-time indices into a quantized tensor are not "
+                        "supported"
+                    )
+                return super().convert_gather(op)
+            data_expr = self.get_tensor_expr(data)
+            dims = static_shape(self.bb.normalize(data_expr).ty) or []
+            axis = options.Axis() + len(dims) if options.Axis() < 0 else options.Axis()
+            values = np.asarray(self.get_tensor_value(indices))
+            if not 0 <= axis < len(dims) or np.any((values < 0) | (values >= dims[axis])):
+                raise ModelFileError(f"GATHER {name!r}: axis or indices out of bounds")
+            indices_expr = relax.const(values, str(values.dtype))
+            return relax.op.take(data_expr, indices_expr, axis, mode="fast")
+
+        def convert_shape(self, op: Any) -> relax.Expr:
+            from tflite.ShapeOptions import ShapeOptions
+            from tflite.TensorType import TensorType
+
+            (tensor,) = self.get_input_tensors(op)
+            shape = static_shape(self.bb.normalize(self.get_tensor_expr(tensor)).ty)
+            if shape is None:
+                return super().convert_shape(op)
+            options = ShapeOptions()
+            table = op.BuiltinOptions()
+            options.Init(table.Bytes, table.Pos)
+            dtype = "int32" if options.OutType() == TensorType.INT32 else "int64"
+            return relax.const(np.array(shape, dtype), dtype)
+
         def convert_reshape(self, op: Any) -> relax.Expr:
             tensors = self.get_input_tensors(op)
             if len(tensors) != 2 or not self.has_expr(tensors[1].tensor_idx):
                 return super().convert_reshape(op)
+            data = self.get_tensor_expr(tensors[0])
+            target = self._from_constants(self.get_expr(tensors[1].tensor_idx))
+            value = None if target is None else evaluate(target)
+            if value is not None:  # computed from constants (static shapes) alone
+                return relax.op.reshape(data, [int(d) for d in value.value.numpy()])
             # The target shape is computed at run time: use the declared output signature.
             (output,) = self.get_output_tensors(op)
             dims = [int(d) for d in _signature(output.tensor)]
             if dims.count(-1) > 1:
                 raise ModelFileError(
-                    f"RESHAPE to {output.tensor.Name().decode(errors='replace')!r} has more "
-                    "than one open dimension"
+                    f"RESHAPE to {_tensor_name(output)!r} has more than one open dimension"
                 )
-            return relax.op.reshape(self.get_tensor_expr(tensors[0]), dims)
+            return relax.op.reshape(data, dims)
+
+        def _from_constants(self, expr: relax.Expr) -> relax.Expr | None:
+            """``expr`` with the converter's bound variables replaced by their values, or
+            None when it reads a model input (a run-time value)."""
+            if isinstance(expr, relax.Var):
+                value = self.bb.lookup_binding(expr)
+                return None if value is None else self._from_constants(value)
+            if isinstance(expr, relax.Tuple):
+                fields = [self._from_constants(field) for field in expr.fields]
+                return None if any(f is None for f in fields) else relax.Tuple(fields)
+            if isinstance(expr, relax.TupleGetItem):
+                whole = self._from_constants(expr.tuple_value)
+                return None if whole is None else relax.TupleGetItem(whole, expr.index)
+            if isinstance(expr, relax.Call):
+                args = [self._from_constants(arg) for arg in expr.args]
+                if any(arg is None for arg in args):
+                    return None
+                return relax.Call(expr.op, args, expr.attrs, expr.ty_args)
+            return expr
 
     return StaticShapeConverter
+
+
+def _tensor_name(tensor: Any) -> str:
+    """The name of a converter's TensorWrapper, as the file spells it."""
+    return tensor.tensor.Name().decode(errors="replace")
 
 
 def _signature(tensor: Any) -> list[int]:
