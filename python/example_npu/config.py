@@ -87,6 +87,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "activation_unit_lanes": (1, 65536),
     "pooling_unit_lanes": (1, 65536),
     "dma_channels": (1, 64),
+    "weight_dma_channels": (0, 64),
     "mac_block_pixels": (1, 1024),
     "mac_block_channels": (1, 1024),
     "mac_block_depth": (1, 1024),
@@ -148,6 +149,9 @@ class NPUConfig:
     activation_unit_lanes: int = 16
     pooling_unit_lanes: int = 16
     dma_channels: int = 2
+    # Off-chip weight reads: 0 (on the dma_channels, beside feature maps), or on this many
+    # channels of their own (Ethos-U's DMA streams weights while its core moves feature maps).
+    weight_dma_channels: int = 0
     dataflow: str = "output_stationary"
     # The "block" dataflow's block: output pixels x output channels per cycle, each reduced over
     # mac_block_depth products.
@@ -343,6 +347,7 @@ _U55_HIGH_END_EMBEDDED: dict[str, object] = {
     "sram_latency_cycles": 32,
     "sram_burst_bytes": 32,
     "narrow_input_reread_channels": 32,  # Vela's U55 blocks on first layers: 32 channels deep
+    "weight_dma_channels": 1,  # flash is on its own AXI port: weights stream beside feature maps
     "l2_cmx_kb": 64,
     "l2_bandwidth_bytes_per_cycle": 8.0,
     "l2_latency_cycles": 32,

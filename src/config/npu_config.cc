@@ -100,7 +100,7 @@ struct Field {
 
 // The ranges keep every derived quantity (cycles, bytes, energy) far from overflow and cover any
 // NPU worth modelling: on-chip memories up to 1 GB, engines up to 65536 lanes, DRAM up to 1 TB.
-const std::array<Field<int64_t>, 28> kIntFields = {{
+const std::array<Field<int64_t>, 29> kIntFields = {{
     {"l0_register_kb", &NPUConfig::l0_register_kb, 1, 1024},
     {"l1_sram_kb", &NPUConfig::l1_sram_kb, 1, 1 << 20},
     {"l2_cmx_kb", &NPUConfig::l2_cmx_kb, 1, 1 << 20},
@@ -112,6 +112,7 @@ const std::array<Field<int64_t>, 28> kIntFields = {{
     {"activation_unit_lanes", &NPUConfig::activation_unit_lanes, 1, 65536},
     {"pooling_unit_lanes", &NPUConfig::pooling_unit_lanes, 1, 65536},
     {"dma_channels", &NPUConfig::dma_channels, 1, 64},
+    {"weight_dma_channels", &NPUConfig::weight_dma_channels, 0, 64},
     {"mac_block_pixels", &NPUConfig::mac_block_pixels, 1, 1024},
     {"mac_block_channels", &NPUConfig::mac_block_channels, 1, 1024},
     {"mac_block_depth", &NPUConfig::mac_block_depth, 1, 1024},

@@ -66,6 +66,8 @@ struct NPUConfig {
   int64_t activation_unit_lanes = 16;
   int64_t pooling_unit_lanes = 16;
   int64_t dma_channels = 2;
+  // Channels of their own for off-chip weight reads (0: they share dma_channels).
+  int64_t weight_dma_channels = 0;
   /*! \brief "output_stationary", "weight_stationary" or "block" (see MatrixDataflow). */
   std::string dataflow = "output_stationary";
   // The block dataflow's block: each cycle the MAC array computes this many output pixels x

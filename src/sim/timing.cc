@@ -564,7 +564,9 @@ Profile Simulate(const Program& program) {
   profile.power_mode = config.power_mode;
   profile.clock_mhz = config.clock_mhz();
   profile.dram_scratch_bytes = program.dram_scratch_bytes;
-  std::vector<Timeline> channels(config.dma_channels);
+  // Feature-map channels first, then those of off-chip weight reads
+  // (NPUConfig::weight_dma_channels).
+  std::vector<Timeline> channels(config.dma_channels + config.weight_dma_channels);
   std::array<Timeline, kNumRemotes> ports;
   const ArenaPlacement arena = PlaceFeatureMaps(program);
   const std::vector<RecordAxis> record_axes = RecordAxes(program);
@@ -610,7 +612,14 @@ Profile Simulate(const Program& program) {
       Timeline& port = ports[static_cast<int>(remote)];
       // Earliest time both a channel and the port are free, over all channels.
       int64_t best = INT64_MAX;
-      for (size_t c = 0; c < channels.size(); ++c) {
+      const bool weight_stream =
+          config.weight_dma_channels > 0 && !command.dma.store &&
+          (remote == Remote::kDram || remote == Remote::kFlash) &&
+          program.placements[command.dma.view.tensor].kind == TensorPlacement::Kind::kConst;
+      const size_t first_channel = weight_stream ? config.dma_channels : 0;
+      const size_t end_channel =
+          weight_stream ? channels.size() : static_cast<size_t>(config.dma_channels);
+      for (size_t c = first_channel; c < end_channel; ++c) {
         // Alternate between the two timelines until both have the same free interval; each
         // step moves t forward past a busy interval, so this terminates.
         int64_t t = ready;

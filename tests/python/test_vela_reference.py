@@ -26,8 +26,8 @@ TABLE = json.loads(DATA.read_text())
 ROWS = [row for row in TABLE["rows"] if row["accelerator"] in PRESETS]
 # Ours / Vela, total cycles and off-chip bytes, that every row stays within (see the docstring):
 # every model runs as one int8 NPU program. The issue's presets meet its cycle goal (within 20%:
-# 0.83x-1.06x today) and its off-chip goal (within 25%: 0.88x-1.19x); the other two presets are
-# looser on cycles (0.83x-1.27x) and meet the off-chip goal too (0.80x-1.00x).
+# 0.81x-1.01x today) and its off-chip goal (within 25%: 0.88x-1.19x); the other two presets are
+# looser on cycles (0.77x-1.27x) and meet the off-chip goal too (0.80x-1.00x).
 CYCLE_RATIO = {"ethos-u55-256": (0.8, 1.2), "ethos-u65-256": (0.8, 1.2)}
 OTHER_CYCLE_RATIO = (0.75, 1.35)
 OFF_CHIP_RATIO = {"ethos-u55-256": (0.75, 1.25), "ethos-u65-256": (0.75, 1.25)}
@@ -232,3 +232,23 @@ def test_layers_cascaded_through_sram_keep_their_intermediates_on_chip():
     striped = [off_chip(cascade_stripe_rows=rows, **small) for rows in (4, 16, 48)]
     assert striped[0] <= striped[1] < whole == striped[2]
     assert off_chip() == off_chip(cascade_stripe_rows=0)
+
+
+def test_weights_from_flash_stream_beside_the_feature_maps():
+    """On U55 the weights come from flash over an AXI port of their own (Vela's system
+    configuration), so the presets give off-chip weight reads a DMA channel of their own: a long
+    weight transfer no longer holds a channel that feature maps need. VWW's cycles drop and come
+    closer to Vela's; its bytes do not change."""
+    module = _module("vww_mobilenet_v1")
+    (row,) = [
+        r for r in ROWS if (r["model"], r["accelerator"]) == ("vww_mobilenet_v1", "ethos-u55-256")
+    ]
+
+    def profile(channels: int):
+        config = NPUConfig.preset("ethos-u55-256", weight_dma_channels=channels)
+        return example_npu.estimate(module, config)
+
+    shared, own = profile(0), profile(1)
+    assert own.total_cycles < shared.total_cycles
+    assert own.bytes_moved == shared.bytes_moved
+    assert abs(own.total_cycles / row["cycles"] - 1) < abs(shared.total_cycles / row["cycles"] - 1)
