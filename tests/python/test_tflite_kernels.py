@@ -14,6 +14,7 @@ import tvm
 from example_npu.frontend.canonicalize import canonicalize
 from example_npu.frontend.qdq import canonicalize_qdq, quantize_values
 from example_npu.frontend.tflite_kernels import (
+    hard_swish,
     input_grid,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
@@ -132,6 +133,13 @@ def test_other_models_keep_the_float_table():
     real = np.float32(0.03912) * (grid - 2).astype(np.float32)
     expected = quantize_values(FLOAT_OPS["hard_swish_probe"](real), 0.001266, -59, "int8")
     np.testing.assert_array_equal(table, expected)
+    # The named switch gives TFLite's kernel instead, which differs here.
+    (tflite_table,) = tables(canonicalize_qdq(bb.get(), semantics="tflite"))
+    kernel = np.clip(hard_swish((0.03912, 2), (0.001266, -59), "int8"), -128, 127)
+    np.testing.assert_array_equal(tflite_table, kernel)
+    assert np.any(tflite_table != table)
+    with pytest.raises(ValueError, match="semantics"):
+        canonicalize_qdq(bb.get(), semantics="onnx")
 
 
 def test_fixed_point_primitives_match_naive_integer_arithmetic():

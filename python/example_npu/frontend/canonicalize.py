@@ -60,7 +60,6 @@ from .constant_fold import fold, foldable, identity_operand, legalize_bool_arith
 from .masks import MaskRewriter, gather_as_take
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
-from .tflite_kernels import kernel_table
 from .tir_pad import pad_of_call_tir
 
 # The module attribute naming the integer arithmetic of its quantized ops, and its values.
@@ -347,4 +346,4 @@ def canonicalize(mod: tvm.IRModule, rounding: str | None = None) -> tvm.IRModule
     tflite = model_rounding(mod, rounding) == "tflite"
     mod = canonicalize_tflite(mod, tflite_semantics=tflite)
     # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
-    return canonicalize_qdq(mod, integer_kernels=kernel_table if tflite else None)
+    return canonicalize_qdq(mod, semantics="tflite" if tflite else "tvm")

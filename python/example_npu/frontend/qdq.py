@@ -20,7 +20,7 @@ them exactly (the rewritten program computes the same integers):
    from float64). For TFLite models an island ends at an inner quantize or table, so each
    TFLite op keeps its own integer kernel, and the ops TFLite defines by a fixed-point kernel
    rather than a float function (LEAKY_RELU, HARD_SWISH) are tabulated with that kernel
-   (``integer_kernels``, :mod:`.tflite_kernels`).
+   (``semantics="tflite"``, :mod:`.tflite_kernels`).
 4. **Constant dequantizes fold.** ``dequantize`` of a constant that no integer op reads as its
    operand (onnxruntime's int32 LayerNorm / InstanceNorm bias, an int8 LayerNorm scale) becomes
    the float constant TVM computes for it (:func:`.constant_fold.fold`), and so do the shape ops
@@ -47,6 +47,7 @@ from tvm import relax
 from tvm.ir.expr import Constant
 
 from .constant_fold import fold, foldable
+from .tflite_kernels import kernel_table
 
 # Concatenations of 2 to this many quantized inputs are one qnn.concat each (the partition's
 # quantized patterns match them); longer ones are nested (exactly: the inner results are already
@@ -81,9 +82,9 @@ _QDQ_READERS = (
 )
 _QDQ_DTYPES = frozenset({"int8", "uint8", "int16"})
 
-# (float value of a quantize, binding lookup, output (scale, zero point), dtype) -> (the 8-bit
-# input, its table) when the value is an op whose integer kernel defines its result.
-IntegerKernels = Callable[[relax.Call, Callable[[Any], Any], tuple[float, int], str], Any]
+# Whose integer semantics the tables follow: "tvm" (TVM's float QDQ functions, islands spanning
+# inner quantizes) or "tflite" (each TFLite op its own table, with TFLite's integer kernels).
+TABLE_SEMANTICS = ("tvm", "tflite")
 
 
 def _f32(value: Any) -> np.ndarray:
@@ -309,10 +310,10 @@ def kept_dequantizes(func: relax.Function) -> set[relax.Var]:
 
 @relax.expr_functor.mutator
 class _Canonicalizer(relax.PyExprMutator):
-    def __init__(self, mod: tvm.IRModule, integer_kernels: IntegerKernels | None = None):
+    def __init__(self, mod: tvm.IRModule, semantics: str = "tvm"):
         super().__init__(mod)
         self._splits: dict[tuple, relax.Var] = {}
-        self._integer_kernels = integer_kernels
+        self._tflite = semantics == "tflite"
         self.kept: set[relax.Var] = set()  # kept_dequantizes of the function being visited
 
     def _binding(self, expr: Any) -> Any:
@@ -433,12 +434,12 @@ class _Canonicalizer(relax.PyExprMutator):
             self._binding(value.args[0]), "relax.dequantize"
         ):
             return None  # a rescale with a clamp: qnn.requantize
-        if self._integer_kernels is not None and isinstance(value, relax.Call):
-            found = self._integer_kernels(value, self._binding, params, dtype)
+        if self._tflite and isinstance(value, relax.Call):
+            found = kernel_table(value, self._binding, params, dtype)
             if found is not None:
                 source, table = found
                 return relax.op.take(relax.const(table), source, axis=0, mode="wrap")
-        island = _Island(self._binding, one_op=self._integer_kernels is not None)
+        island = _Island(self._binding, one_op=self._tflite)
         values = island.evaluate(data)
         if values is None or island.source is None or not np.all(np.isfinite(values)):
             return None
@@ -448,17 +449,17 @@ class _Canonicalizer(relax.PyExprMutator):
         return relax.op.take(relax.const(table), island.source, axis=0, mode="wrap")
 
 
-def canonicalize_qdq(
-    mod: tvm.IRModule, integer_kernels: IntegerKernels | None = None
-) -> tvm.IRModule:
+def canonicalize_qdq(mod: tvm.IRModule, semantics: str = "tvm") -> tvm.IRModule:
     """Rewrites every Relax function of ``mod`` as described in the module docstring, then
-    removes the bindings the rewrites left unused. ``integer_kernels`` (TFLite models:
-    :func:`.tflite_kernels.kernel_table`) gives the tables of ops defined by their own integer
-    kernel, and keeps each quantized op its own: an island ends at an inner quantize or table,
-    so ``x * sigmoid(x)`` stays TFLite's integer MUL of the two int8 tensors instead of one
-    float table."""
+    removes the bindings the rewrites left unused. ``semantics="tflite"`` (TFLite models) keeps
+    each quantized op its own, so ``x * sigmoid(x)`` stays TFLite's integer MUL of the two int8
+    tensors instead of one float table (an island ends at an inner quantize or table), and
+    tabulates the ops TFLite defines by their own integer kernel with that kernel
+    (:func:`.tflite_kernels.kernel_table`)."""
+    if semantics not in TABLE_SEMANTICS:
+        raise ValueError(f"semantics must be one of {TABLE_SEMANTICS}, not {semantics!r}")
     mod = relax.transform.CanonicalizeBindings()(mod)  # no var-to-var aliases between ops
-    mutator = _Canonicalizer(mod, integer_kernels)
+    mutator = _Canonicalizer(mod, semantics)
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
             mutator.kept = kept_dequantizes(func)
