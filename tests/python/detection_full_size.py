@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from detection_models import PATHS, _nn
+from detection_models import PATHS, _nn, yolo_neck
 from zoo_models import ZooModel, _conv_norm_act, mobilenet_v2
 
 
@@ -112,7 +112,7 @@ def yolov8n(classes: int = 80, reg_max: int = 16, strides: tuple[int, ...] = (8,
             self.b2 = nn.Sequential(Conv(64, 128, 3, 2), C2f(128, 128, 2, True))
             self.b3 = nn.Sequential(Conv(128, 256, 3, 2), C2f(256, 256, 1, True), SPPF(256, 256))
             self.up = nn.Upsample(scale_factor=2, mode="nearest")
-            self.top4, self.top3 = C2f(384, 128), C2f(192, 64)
+            self.fpn4, self.fpn3 = C2f(384, 128), C2f(192, 64)
             self.down3, self.pan4 = Conv(64, 64, 3, 2), C2f(192, 128)
             self.down4, self.pan5 = Conv(128, 128, 3, 2), C2f(384, 256)
             self.detect = Detect((64, 128, 256))
@@ -120,12 +120,7 @@ def yolov8n(classes: int = 80, reg_max: int = 16, strides: tuple[int, ...] = (8,
         def forward(self, x):
             p3 = self.b1(self.b0(x))
             p4 = self.b2(p3)
-            p5 = self.b3(p4)
-            t4 = self.top4(torch.cat([self.up(p5), p4], 1))
-            n3 = self.top3(torch.cat([self.up(t4), p3], 1))
-            n4 = self.pan4(torch.cat([self.down3(n3), t4], 1))
-            n5 = self.pan5(torch.cat([self.down4(n4), p5], 1))
-            return self.detect([n3, n4, n5])
+            return self.detect(list(yolo_neck(torch, self, p3, p4, self.b3(p4))))
 
     return YoloV8n()
 

@@ -25,6 +25,18 @@ def _conv_bn(nn, c_in: int, c_out: int, kernel: int = 3, stride: int = 1, dilati
     ]
 
 
+def yolo_neck(torch, model, p3, p4, p5):
+    """The YOLOv8 neck both YOLO models here share: an FPN (nearest 2x upsample of the coarser
+    level, concat, C2f; top-down) then a PAN (stride-2 conv, concat, C2f; bottom-up) over the
+    backbone's levels ``p3``, ``p4``, ``p5``. ``model`` has ``up``, ``fpn4``, ``fpn3``,
+    ``down3``, ``pan4``, ``down4`` and ``pan5``; returns the head's inputs ``n3, n4, n5``."""
+    n4 = model.fpn4(torch.cat([model.up(p5), p4], 1))
+    n3 = model.fpn3(torch.cat([model.up(n4), p3], 1))
+    n4 = model.pan4(torch.cat([model.down3(n3), n4], 1))
+    n5 = model.pan5(torch.cat([model.down4(n4), p5], 1))
+    return n3, n4, n5
+
+
 def yolo(width: int = 8, classes: int = 3):
     """YOLOv8-style: Conv = conv + BN + SiLU, C2f blocks (split, bottlenecks, concat), SPPF, an
     FPN (nearest 2x upsample + concat) and PAN (strided conv + concat) neck, and a decoupled
@@ -79,14 +91,10 @@ def yolo(width: int = 8, classes: int = 3):
         def forward(self, x):
             p3 = self.stem(x)
             p4 = self.p4(p3)
-            p5 = self.p5(p4)
-            n4 = self.fpn4(torch.cat([self.up(p5), p4], 1))
-            n3 = self.fpn3(torch.cat([self.up(n4), p3], 1))
-            n4 = self.pan4(torch.cat([self.down3(n3), n4], 1))
-            n5 = self.pan5(torch.cat([self.down4(n4), p5], 1))
+            levels = yolo_neck(torch, self, p3, p4, self.p5(p4))
             outs = [
                 torch.cat([box(f), cls(f).sigmoid()], 1).flatten(2)
-                for f, box, cls in zip((n3, n4, n5), self.box, self.cls, strict=True)
+                for f, box, cls in zip(levels, self.box, self.cls, strict=True)
             ]
             return torch.cat(outs, 2)
 
