@@ -55,8 +55,8 @@ def test_onnx_pad_runs_on_the_npu_exactly(mode, pads):
     np.testing.assert_array_equal(run(partitioned, x), reference)
 
 
-def _call_tir_module(compute, name: str = "pad") -> tvm.IRModule:
-    x = relax.Var("x", relax.TensorType(SHAPE, "float32"))
+def _call_tir_module(compute, name: str = "pad", shape: tuple[int, ...] = SHAPE) -> tvm.IRModule:
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
@@ -84,6 +84,18 @@ def test_the_split_of_each_axis_is_recovered():
     assert found == ("replicate", [0, 1, 2, 0, 0, 3, 1, 1])
 
 
+def test_a_wide_pad_is_read_in_one_pass():
+    """The split comes from the store's index expressions, not from trying the 41 x 41 splits
+    (which used to leave such a pad as a call_tir)."""
+    mod = _call_tir_module(lambda x: topi.nn.replicate_pad(x, [0, 0, 20, 19], [0, 0, 20, 21]))
+    found = pad_of_call_tir(_prim_func(mod), SHAPE, "float32", [1, 3, 45, 46])
+    assert found == ("replicate", [0, 0, 0, 0, 20, 20, 19, 21])
+
+
 def test_a_pad_with_too_many_splits_to_try_is_left_alone():
-    mod = _call_tir_module(lambda x: topi.nn.replicate_pad(x, [0, 0, 20, 20], [0, 0, 20, 20]))
-    assert pad_of_call_tir(_prim_func(mod), SHAPE, "float32", [1, 3, 45, 46]) is None
+    """Extent-1 axes read index 0 everywhere, so each keeps every split as a candidate."""
+    shape = (1, 1, 1, 1)
+    mod = _call_tir_module(
+        lambda x: topi.nn.replicate_pad(x, [3, 3, 3, 3], [3, 3, 3, 3]), shape=shape
+    )
+    assert pad_of_call_tir(_prim_func(mod), shape, "float32", [7, 7, 7, 7]) is None

@@ -2,12 +2,17 @@
 ``topi.nn.replicate_pad`` (edge) or ``topi.nn.circular_pad`` (wrap) becomes ``relax.nn.pad``
 with that mode, which the NPU pattern matches.
 
-The PrimFunc does not name its widths, only the total per axis (output minus input extent). The
-split into before / after is found by building the topi function for each split (balanced
-splits first, as models pad symmetrically) and keeping the one structurally equal
-(``tvm_ffi.structural_equal``) to the callee: the rewrite is exact by construction. Reflect pads
-narrower than their axis and circular pads no wider than it, where every mode reads only input
-elements and TVM's ``nn.pad`` legalization computes the same copy.
+The PrimFunc does not name its widths, only the total per axis (output minus input extent), but
+its one store reads the input at an index per axis that is a function of that axis's output
+position alone, and every mode copies the interior: input index ``i`` lands at output position
+``before + i``. Evaluating those index expressions at the output positions ``0 .. total + 1``
+(one pass, no build) gives ``before``: the position that reads index 0 and is followed by index
+1. An axis of extent 1 reads index 0 everywhere and keeps every split as a candidate (as does a
+wrap as wide as its axis, which reads index 0 twice). The split read is then confirmed by
+building the topi function with it and comparing structurally (``tvm_ffi.structural_equal``) to
+the callee: the rewrite is exact by construction. Reflect pads narrower than their axis and
+circular pads no wider than it, where every mode reads only input elements and TVM's ``nn.pad``
+legalization computes the same copy.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from functools import lru_cache
 import tvm
 import tvm_ffi
 from tvm import relax, topi
+from tvm.sym import Analyzer
 
-# Candidate splits tried per call at most (a wide pad on several axes would try many).
+# Candidate splits confirmed per call at most (only extent-1 axes leave more than one).
 MAX_SPLITS = 256
 
 _TOPI_PADS: dict[str, Callable] = {
@@ -45,14 +51,51 @@ def _topi_pad(
     return next(f for gv, f in bb.get().functions.items() if gv.name_hint != "main")
 
 
-def _splits(totals: list[int]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """(before, after) for every split of ``totals``, the most balanced first."""
-    per_axis = [range(total + 1) for total in totals]
-    befores = sorted(
-        itertools.product(*per_axis),
-        key=lambda b: sum(abs(2 * v - t) for v, t in zip(b, totals, strict=True)),
-    )
-    return [(b, tuple(t - v for v, t in zip(b, totals, strict=True))) for b in befores]
+def _store_indices(prim_func: tvm.tirx.PrimFunc) -> tuple[list, list] | None:
+    """The output indices (block variables) of ``prim_func``'s one store and the input indices
+    of the load it stores, when its body is loops and blocks around that one store (the shape of
+    topi's padding functions)."""
+    node = prim_func.body
+    while not isinstance(node, tvm.tirx.BufferStore):
+        if hasattr(node, "block"):  # a block realize
+            node = node.block.body
+        elif isinstance(node, tvm.tirx.For):
+            node = node.body
+        else:
+            return None
+    load = node.value
+    if not isinstance(load, tvm.ir.expr.TensorLoad) or len(load.indices) != len(node.indices):
+        return None
+    if not all(isinstance(var, tvm.tirx.Var) for var in node.indices):
+        return None
+    return list(node.indices), list(load.indices)
+
+
+def _befores(
+    prim_func: tvm.tirx.PrimFunc, shape: tuple[int, ...], totals: list[int]
+) -> list[list[int]] | None:
+    """Per axis, the ``before`` widths the store's index expressions allow (see the module
+    docstring), the most balanced first; None when the body is not one store of a load."""
+    indices = _store_indices(prim_func)
+    if indices is None:
+        return None
+    out_vars, in_indices = indices
+    candidates = []
+    for axis, (extent, total) in enumerate(zip(shape, totals, strict=True)):
+
+        def source(position: int, axis: int = axis) -> int | None:
+            analyzer = Analyzer()
+            for other, var in enumerate(out_vars):
+                analyzer.bind(var, tvm.tirx.const(position if other == axis else 0, "int64"))
+            value = analyzer.simplify(in_indices[axis])
+            return int(value) if isinstance(value, tvm.tirx.IntImm) else None
+
+        reads = [source(position) for position in range(total + 2)]
+        befores = [
+            b for b in range(total + 1) if reads[b] == 0 and (extent == 1 or reads[b + 1] == 1)
+        ]
+        candidates.append(sorted(befores, key=lambda b, t=total: abs(2 * b - t)))
+    return candidates
 
 
 def _mode_allows(
@@ -76,11 +119,12 @@ def pad_of_call_tir(
     totals = [o - s for o, s in zip(out_shape, shape, strict=True)]
     if any(t < 0 for t in totals) or not any(totals):
         return None
-    if math.prod(t + 1 for t in totals) > MAX_SPLITS:
+    befores = _befores(prim_func, shape, totals)
+    if befores is None or math.prod(len(b) for b in befores) > MAX_SPLITS:
         return None
-    splits = _splits(totals)
     for mode in _TOPI_PADS:
-        for before, after in splits:
+        for before in itertools.product(*befores):
+            after = tuple(t - b for b, t in zip(before, totals, strict=True))
             if not _mode_allows(mode, shape, before, after):
                 continue
             reference = _topi_pad(mode, shape, dtype, before, after)
