@@ -127,12 +127,11 @@ void Conv2dTranspose(const float* input, const Shape& in_shape, const float* wei
   Transpose(out_nhwc.data(), out_nhwc_shape, {0, 3, 1, 2}, out);
 }
 
-namespace {
-
 template <typename In>
-void QuantizedTransposed(const In* input, const Shape& in_shape, int64_t input_zero_point,
-                         const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                         const Shape& out_shape, const ConvTransposeParams& p, bool accumulate) {
+void QuantizedConv2dTranspose(const In* input, const Shape& in_shape, int64_t input_zero_point,
+                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
+                              const Shape& out_shape, const ConvTransposeParams& p,
+                              bool accumulate) {
   TVM_FFI_ICHECK(in_shape.size() == 4 && weight_shape.size() == 4 && out_shape.size() == 4 &&
                  p.data_layout == DataLayout::kNHWC &&
                  p.kernel_layout == TransposedKernelLayout::kHWIO)
@@ -141,31 +140,16 @@ void QuantizedTransposed(const In* input, const Shape& in_shape, int64_t input_z
                  accumulate);
 }
 
-}  // namespace
-
-void QuantizedConv2dTranspose(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                              const Shape& out_shape, const ConvTransposeParams& params,
-                              bool accumulate) {
-  QuantizedTransposed(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape,
-                      params, accumulate);
-}
-
-void QuantizedConv2dTranspose(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                              const Shape& out_shape, const ConvTransposeParams& params,
-                              bool accumulate) {
-  QuantizedTransposed(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape,
-                      params, accumulate);
-}
-
-void QuantizedConv2dTranspose(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
-                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                              const Shape& out_shape, const ConvTransposeParams& params,
-                              bool accumulate) {
-  QuantizedTransposed(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape,
-                      params, accumulate);
-}
+// The activation dtypes of quantized tiles.
+template void QuantizedConv2dTranspose(const int8_t*, const Shape&, int64_t, const int8_t*,
+                                       const Shape&, int64_t*, const Shape&,
+                                       const ConvTransposeParams&, bool);
+template void QuantizedConv2dTranspose(const uint8_t*, const Shape&, int64_t, const int8_t*,
+                                       const Shape&, int64_t*, const Shape&,
+                                       const ConvTransposeParams&, bool);
+template void QuantizedConv2dTranspose(const int16_t*, const Shape&, int64_t, const int8_t*,
+                                       const Shape&, int64_t*, const Shape&,
+                                       const ConvTransposeParams&, bool);
 
 IndexSpan TransposedSourceSpan(int64_t out_first, int64_t out_end, int64_t origin, int64_t stride,
                                int64_t dilation, int64_t kernel) {

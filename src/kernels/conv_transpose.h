@@ -52,16 +52,11 @@ void Conv2dTranspose(const float* input, const Shape& in_shape, const float* wei
  * \brief The quantized op on NHWC input / HWIO int8 weight tiles: acc (+)= the exact integer sums
  * of (input - input_zero_point) x weight over each output pixel's taps (accumulators in int64, so
  * no sum of int8 x int8 products can overflow); outputs no input pixel reaches get 0 (+ nothing).
+ * In is int8_t, uint8_t or int16_t (instantiated in conv_transpose.cc); the emulator's quantized
+ * step picks it from the tile's dtype.
  */
-void QuantizedConv2dTranspose(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                              const Shape& out_shape, const ConvTransposeParams& params,
-                              bool accumulate);
-void QuantizedConv2dTranspose(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                              const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                              const Shape& out_shape, const ConvTransposeParams& params,
-                              bool accumulate);
-void QuantizedConv2dTranspose(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
+template <typename In>
+void QuantizedConv2dTranspose(const In* input, const Shape& in_shape, int64_t input_zero_point,
                               const int8_t* weight, const Shape& weight_shape, int64_t* acc,
                               const Shape& out_shape, const ConvTransposeParams& params,
                               bool accumulate);
