@@ -1,0 +1,130 @@
+"""Prints the Hugging Face table of docs/supported-models.md: models of the ``transformers``
+library (5.x, not a dependency of the package or of CI: install it to run this) built from
+their config classes with random weights, batch 1, exported with ``torch.export`` (with
+transformers' cache pytrees registered, so decoders export with their key / value cache),
+imported with :func:`example_npu.frontend.from_exported_program`, partitioned for the NPU and
+compared with PyTorch on the first output (the last hidden state).
+
+    .venv/bin/python benchmarks/hf_transformers_table.py [--only NAME ...]
+
+Text models get 128 tokens, the last 20 of them padding in the tokenizer mask. MobileViT gets
+PyTorch's default initialisation (see ``mobilevit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from collections.abc import Callable
+
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import tvm
+from example_npu.frontend import from_exported_program
+from example_npu.partition.report import partition_with_report
+from tvm import relax
+
+HEADER = (
+    "| model | input | NPU functions | ops on the CPU | max rel diff |\n"
+    "| --- | --- | --- | --- | --- |"
+)
+TOKENS, PADDING = 128, 20
+
+
+def _text(vocab: int) -> tuple[tuple, dict, str]:
+    import torch
+
+    ids = torch.randint(0, vocab, (1, TOKENS))
+    mask = torch.ones(1, TOKENS, dtype=torch.long)
+    mask[:, TOKENS - PADDING :] = 0
+    return (ids,), {"attention_mask": mask}, f"{TOKENS} tokens, {PADDING} padded"
+
+
+def _image(size: int, channels: int = 3) -> tuple[tuple, dict, str]:
+    import torch
+
+    return (torch.randn(1, channels, size, size),), {}, f"1x{channels}x{size}x{size}"
+
+
+def _models() -> dict[str, Callable[[], tuple]]:
+    import torch
+    import transformers as hf
+
+    def llama():
+        config = hf.LlamaConfig(
+            hidden_size=256,
+            intermediate_size=688,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            vocab_size=1000,
+        )
+        return hf.LlamaModel(config), *_text(1000)
+
+    def mobilevit():
+        # transformers initialises its convolutions with std 0.02, which shrinks MobileViT's
+        # output to ~1e-40 (float32 denormals: PyTorch's own float32 result is 12% off its
+        # float64 one); PyTorch's default initialisation keeps it at ~0.07 (8e-7 from float64).
+        model = hf.MobileViTModel(hf.MobileViTConfig())
+        for module in model.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+        return model, *_image(256)
+
+    def whisper_encoder():
+        encoder = hf.WhisperModel(hf.WhisperConfig()).encoder  # whisper-tiny's sizes
+        return encoder, (torch.randn(1, 80, 3000),), {}, "80 mel x 3000 frames"
+
+    return {
+        "BERT-base": lambda: (hf.BertModel(hf.BertConfig()), *_text(30522)),
+        "DistilBERT": lambda: (hf.DistilBertModel(hf.DistilBertConfig()), *_text(30522)),
+        "GPT-2 small": lambda: (hf.GPT2Model(hf.GPT2Config()), *_text(50257)),
+        "Llama (2 layers, hidden 256)": llama,
+        "ViT-B/16": lambda: (hf.ViTModel(hf.ViTConfig()), *_image(224)),
+        "Whisper-tiny encoder": whisper_encoder,
+        "Swin-tiny": lambda: (hf.SwinModel(hf.SwinConfig()), *_image(224)),
+        "ConvNeXt-tiny": lambda: (hf.ConvNextModel(hf.ConvNextConfig()), *_image(224)),
+        "MobileViT-small": mobilevit,
+    }
+
+
+def _first(output) -> np.ndarray:
+    while not hasattr(output, "numpy"):
+        output = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+    return output.numpy()
+
+
+def measure(name: str, build: Callable[[], tuple]) -> str:
+    import torch
+    from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+
+    torch.manual_seed(0)
+    model, args, kwargs, shape = build()
+    model.eval()
+    register_cache_pytrees_for_model(model)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = _first(model(*args, **kwargs))
+        program = torch.export.export(model, args, kwargs)
+    partitioned, report = partition_with_report(from_exported_program(program))
+    vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    inputs = [tvm.runtime.tensor(t.numpy()) for t in (*args, *kwargs.values())]
+    out = _first(vm["main"](*inputs))
+    relative = float(np.max(np.abs(out - reference)) / np.max(np.abs(reference)))
+    cpu = sum(report.cpu_ops.values())
+    cpu_text = str(cpu) + (f" ({', '.join(sorted(report.cpu_ops))})" if cpu else "")
+    return f"| {name} | {shape} | {len(report.npu_functions)} | {cpu_text} | {relative:.2g} |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="model names (default: all)")
+    options = parser.parse_args()
+    print(HEADER)
+    for name, build in _models().items():
+        if not options.only or name in options.only:
+            print(measure(name, build), flush=True)
+
+
+if __name__ == "__main__":
+    main()
