@@ -543,6 +543,14 @@ def _island_probes() -> list[Probe]:
         Probe("QDQ requantize + clip", "clip(x, 0, 6)", image, _island(_relu6)),
         Probe("QDQ sigmoid", "256-entry table (take)", image, _island(relax.op.sigmoid)),
         Probe(
+            "QDQ float tail",
+            "tanh(dequantize(x)), a float result: float32 table (take)",
+            image,
+            lambda bb, v, dtype: relax.op.tanh(
+                bb.emit(relax.op.dequantize(v["x"], _const(0.05, "float32"), _const(2, dtype)))
+            ),
+        ),
+        Probe(
             "QDQ hardswish",
             "x * clip(x + 3, 0, 6) / 6 (ONNX import)",
             image,
@@ -566,6 +574,14 @@ def _island_probes() -> list[Probe]:
         ),
         Probe("QDQ softmax", "axis=1", image, _island(lambda x: relax.op.nn.softmax(x, axis=1))),
     ]
+    rows.append(
+        Probe(
+            "QDQ matmul",
+            "two run-time tensors (attention), batched",
+            (("x", (1, 2, 8, 16)), ("y", (1, 2, 16, 8))),
+            _island(relax.op.matmul, 2),
+        )
+    )
     for name in ("add", "multiply"):
         op = getattr(relax.op, name)
         rows.append(

@@ -284,6 +284,7 @@ struct QnnAttrs {
   double input_scale = 1.0;
   int64_t input_zero_point = 0;
   std::vector<double> weight_scales;  // one, or one per output channel
+  int64_t weight_zero_point = 0;      // qnn.matmul of a run-time int8 weight only
   double output_scale = 1.0;
   std::vector<double> bias;  // empty, or one per output channel (float, from the model)
   kernels::Requantization requant;

@@ -183,22 +183,29 @@ QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const s
   return result;
 }
 
-/*! \brief table is indexed as Relax's take(table, x, mode="wrap") indexes it: by x mod 256. */
+/*!
+ * \brief table is indexed as Relax's take(table, x, mode="wrap") indexes it: by x mod 256. Its
+ * entries are values of the output dtype: integers of an 8- / 16-bit one, or finite float32
+ * values (a float function of one 8-bit tensor, such as a model's tanh after its last dequantize).
+ */
 QnnLutAttrs ParseQnnLutAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
-  auto [lo, hi] = IntegerRange(dtype, where);
-  QnnLutAttrs result;
-  result.table.index_offset = ZeroPoint(attrs, "index_offset");
-  const std::vector<int64_t> table = attrs.Ints("table");
+  const bool floats = dtype == DType::kFloat32;
+  const std::vector<double> table = attrs.Numbers("table");
   const int64_t size = static_cast<int64_t>(table.size());
   if (size != 256) {
     TVM_FFI_THROW(ValueError) << attrs.Field("table") << " has " << size
                               << " entries (an 8-bit table has 256)";
   }
+  auto [lo, hi] = floats ? std::pair<int64_t, int64_t>{0, 0} : IntegerRange(dtype, where);
+  QnnLutAttrs result;
+  result.table.index_offset = ZeroPoint(attrs, "index_offset");
   for (int64_t i = 0; i < size; ++i) {
-    const int64_t value = table[((result.table.index_offset + i) % size + size) % size];
-    if (value < lo || value > hi) {
+    const double value = table[((result.table.index_offset + i) % size + size) % size];
+    const bool valid = floats ? std::isfinite(value) && static_cast<float>(value) == value
+                              : value == std::nearbyint(value) && value >= lo && value <= hi;
+    if (!valid) {
       TVM_FFI_THROW(ValueError) << attrs.Field("table") << ": entry " << value << " is not a "
-                                << DTypeName(dtype) << " value";
+                                << (floats ? "finite float32" : DTypeName(dtype)) << " value";
     }
     result.table.values.push_back(static_cast<float>(value));
   }
@@ -239,12 +246,24 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   q.weight_scales = attrs.Numbers("weight_scales");
   q.output_scale = PositiveScale(attrs, "output_scale");
   if (attrs.Has("bias")) q.bias = attrs.Numbers("bias");
+  const bool weight_zero_point = attrs.Has("weight_zero_point");
+  if (weight_zero_point) {
+    if (kind != OpKind::kQnnMatmul) {
+      TVM_FFI_THROW(ValueError) << where << ": weight_zero_point is qnn.matmul's only";
+    }
+    q.weight_zero_point = ZeroPoint(attrs, "weight_zero_point");
+    if (q.weight_zero_point < -128 || q.weight_zero_point > 127) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("weight_zero_point") << " " << q.weight_zero_point
+                                << " is not an int8 zero point";
+    }
+  }
   if (q.weight_scales.empty())
     TVM_FFI_THROW(ValueError) << attrs.Field("weight_scales") << " is empty";
   kernels::Requantization& r = q.requant;
   r.rounding = ParseRounding(attrs, dtype, where);
   // A quantized matmul with constant weights is TFLite's FULLY_CONNECTED, which rounds once.
-  r.single_rounding = r.rounding == kernels::Rounding::kTflite && kind == OpKind::kQnnMatmul;
+  r.single_rounding =
+      r.rounding == kernels::Rounding::kTflite && kind == OpKind::kQnnMatmul && !weight_zero_point;
   double output_scale = 1;
   const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
   r.output_zero_point = out.zero_point;

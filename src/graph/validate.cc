@@ -419,8 +419,10 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
       // Rows of the node's dtype, picked by integer ids.
       return k == 0 ? dtype == node.dtype : dtype == DType::kInt32 || dtype == DType::kInt64;
     case OpKind::kQnnLut:
+      // Tables cover 8-bit inputs only; a lookup table may hold float32 values.
+      return (IsQuantizedDType(node.dtype) || node.dtype == DType::kFloat32) &&
+             DTypeBytes(dtype) == 1;
     case OpKind::kQnnSoftmax:
-      // Tables cover 8-bit inputs only.
       return IsQuantizedDType(node.dtype) && DTypeBytes(dtype) == 1;
     default:
       if (IsQnnOp(node.op)) return IsQuantizedDType(node.dtype) && IsQuantizedDType(dtype);

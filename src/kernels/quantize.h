@@ -93,6 +93,22 @@ void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* r
                      int64_t k, int64_t n, int64_t* acc, bool accumulate);
 
 /*!
+ * \brief acc[m, n] -= rhs_zero_point * sum_k (lhs[m, k] - lhs_zero_point): after
+ * QuantizedMatmul, the sums against (rhs - rhs_zero_point), exactly (a run-time int8 operand,
+ * such as attention's k or v, keeps its own zero point). Linear in k, so each k-tile of an
+ * accumulated matmul subtracts its own part.
+ */
+template <typename T>
+void SubtractRhsZeroPoint(const T* lhs, int64_t lhs_zero_point, int64_t rhs_zero_point, int64_t m,
+                          int64_t k, int64_t n, int64_t* acc) {
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < k; ++j) row += static_cast<int64_t>(lhs[i * k + j]) - lhs_zero_point;
+    for (int64_t j = 0; j < n; ++j) acc[i * n + j] -= rhs_zero_point * row;
+  }
+}
+
+/*!
  * \brief NHWC input, HWIO weight, NHWC accumulators (+)= the exact integer convolution of
  * (input - input_zero_point) with the weight. Padding contributes zero (it stands for the real
  * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul.

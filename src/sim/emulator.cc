@@ -251,9 +251,13 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
                                         out_shape, attrs.transposed.params, compute.accumulate);
     } else {
-      kernels::QuantizedMatmul(data, attrs.input_zero_point, weight,
-                               size / std::max<int64_t>(1, channels), x.shape.back(), channels, acc,
-                               compute.accumulate);
+      const int64_t rows = size / std::max<int64_t>(1, channels);
+      kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, x.shape.back(), channels,
+                               acc, compute.accumulate);
+      if (attrs.weight_zero_point != 0) {
+        kernels::SubtractRhsZeroPoint(data, attrs.input_zero_point, attrs.weight_zero_point, rows,
+                                      x.shape.back(), channels, acc);
+      }
     }
   };
   switch (x.dtype) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <utility>
@@ -258,6 +259,55 @@ TEST(RuntimeParamsTest, QuantizationParametersBindAtRunTime) {
       EXPECT_EQ(y[i], expected) << "scale " << scale << " element " << i;
     }
   }
+}
+
+/*! \brief A 1 KB L1 with 8 x 8 tiles: every op splits into many tiles. */
+NPUConfig TinyL1() {
+  NPUConfig tiny;
+  tiny.l1_sram_kb = 1;
+  tiny.tile_height = 8;
+  tiny.tile_width = 8;
+  return tiny;
+}
+
+/*! \brief qnn.lut from int8 to float32 (canonicalize_qdq's float tables, such as a model's
+ * output tanh): each output is the table entry of its input, float32 bits as given (values with
+ * no short decimal form included), tiled or not; a table entry float32 cannot hold is refused. */
+TEST(QuantizedGraphTest, FloatTableLooksUpExactFloat32Values) {
+  std::vector<float> table(256);
+  std::string entries;
+  for (int v = 0; v < 256; ++v) {
+    table[v] = std::tanh(static_cast<float>(v) / 37.0f) + std::ldexp(1.0f, -23) * (v % 3);
+    char text[40];
+    std::snprintf(text, sizeof(text), "%s%.9g", v ? "," : "", table[v]);
+    entries += text;
+  }
+  const std::string graph = R"({"version": 1, "symbol": "float_lut", "nodes": [
+  {"op": "input", "name": "x", "shape": [3, 40], "dtype": "int8"},
+  {"op": "qnn.lut", "name": "t", "inputs": [0], "shape": [3, 40], "dtype": "float32",
+   "attrs": {"index_offset": -128, "table": [)" +
+                            entries + R"(]}}],
+  "arg_nodes": [0], "heads": [1]})";
+  std::vector<int8_t> x(120);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int8_t>(i * 37 - 128);
+  for (const NPUConfig& config : {NPUConfig(), TinyL1()}) {
+    Executor executor(ParseGraph(graph), config);
+    std::vector<int64_t> shape = {3, 40};
+    std::vector<float> out(120);
+    DLTensor in{x.data(), DLDevice{kDLCPU, 0}, 2, DLDataType{kDLInt, 8, 1}, shape.data()};
+    DLTensor result{out.data(), DLDevice{kDLCPU, 0}, 2, DLDataType{kDLFloat, 32, 1}, shape.data()};
+    executor.Run({&in}, {&result});
+    for (size_t i = 0; i < x.size(); ++i) {
+      // take(table, x, mode="wrap"): index x mod 256, entries given from index 0.
+      EXPECT_EQ(out[i], table[(x[i] + 256) % 256]) << i << " " << config.l1_sram_kb;
+    }
+  }
+  // 0.1 is a double that no float32 equals (a float32 table entry is exact or refused).
+  std::string rounded = graph;
+  const std::string first = R"("table": [0,)";
+  ASSERT_NE(rounded.find(first), std::string::npos);
+  rounded.replace(rounded.find(first), first.size(), R"("table": [0.1,)");
+  EXPECT_THROW(ParseGraph(rounded), tvm::ffi::Error);
 }
 
 }  // namespace

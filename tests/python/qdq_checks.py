@@ -12,19 +12,24 @@ from spec_models import external_symbols, npu_ops, run
 
 
 def assert_one_integer_op_bit_exact(
-    model: tvm.IRModule, x: np.ndarray, expected: np.ndarray, label: str, npu_op: str | None = None
+    model: tvm.IRModule,
+    x: np.ndarray | list[np.ndarray],
+    expected: np.ndarray,
+    label: str,
+    npu_op: str | None = None,
 ) -> float:
     """Partitions ``model``, which must become one NPU call (of ``npu_op`` when given), checks its
-    output equals ``expected`` (the integer reference) and is within 1 LSB of TVM's CPU build of
-    the float QDQ graph; returns the share of elements 1 LSB away, for
-    :func:`assert_one_lsb_mismatches_rare`."""
+    output on ``x`` (one input, or a list of them) equals ``expected`` (the integer reference)
+    and is within 1 LSB of TVM's CPU build of the float QDQ graph; returns the share of elements
+    1 LSB away, for :func:`assert_one_lsb_mismatches_rare`."""
+    inputs = x if isinstance(x, list) else [x]
     offloaded = example_npu.partition_for_npu(model)
     assert len(external_symbols(offloaded)) == 1, f"{label}: not offloaded as one QNN op"
     if npu_op is not None:
         assert npu_ops(offloaded) == [npu_op], label
-    npu = run(offloaded, [x])
+    npu = run(offloaded, inputs)
     np.testing.assert_array_equal(npu, expected, err_msg=label)
-    diff = np.abs(npu.astype(np.int64) - run(model, [x]).astype(np.int64))
+    diff = np.abs(npu.astype(np.int64) - run(model, inputs).astype(np.int64))
     assert diff.max() <= 1, f"{label}: {diff.max()} LSB from TVM's float QDQ build"
     return float((diff > 0).mean())
 

@@ -5,6 +5,7 @@ and the quantization parameters that keep falling back to the CPU with a reason.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 import example_npu
 import numpy as np
@@ -271,3 +272,39 @@ def test_constant_dequantize_no_integer_op_reads_folds():
     assert "qnn.conv2d" in npu_ops(offloaded)
     values = np.random.default_rng(13).integers(-128, 128, (1, 4, 6, 8)).astype("int8")
     np.testing.assert_array_equal(run(offloaded, [values]), run(model, [values]))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_float_tail_of_one_8bit_tensor_is_tvms_float_table(dtype):
+    """Elementwise float chains of one 8-bit tensor that end in float (a model's output tanh, a
+    scaled GELU, a clipped sigmoid) become float32 tables computed by TVM's build: on every input
+    value the NPU's qnn.lut gives exactly what TVM's CPU build of the original gives (the NPU's
+    own float tanh would differ by an ulp). A chain read by a quantize stays an integer table."""
+    x = relax.Var("x", relax.TensorType((2, 128), dtype))
+    zero = -7 if dtype == "int8" else 131
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            tanh = bb.emit(relax.op.tanh(dq(bb, x, 0.0213, zero, dtype)))
+            gelu = bb.emit(relax.op.nn.gelu(dq(bb, x, 0.0213, zero, dtype)))
+            scaled = bb.emit(relax.op.multiply(gelu, _c(1.7, "float32")))
+            sigmoid = bb.emit(relax.op.sigmoid(dq(bb, x, 0.0213, zero, dtype)))
+            clipped = bb.emit(relax.op.clip(sigmoid, 0.1, 0.8))
+            gate = bb.emit(relax.op.sigmoid(dq(bb, x, 0.0213, zero, dtype)))
+            requantized = dq(bb, q(bb, gate, 1 / 256, 0, "uint8"), 1 / 256, 0, "uint8")
+            out = bb.emit_output(relax.Tuple([tanh, scaled, clipped, requantized]))
+        bb.emit_func_output(out)
+    model = bb.get()
+    canonical = example_npu.canonicalize_qdq(model)
+    tables = [
+        str(b.value.args[0].ty.dtype)
+        for b in canonical["main"].body.blocks[0].bindings
+        if isinstance(b.value, relax.Call) and b.value.op.name == "relax.take"
+    ]
+    assert sorted(tables) == ["float32", "float32", "float32", "uint8"]
+    offloaded, report = partition_with_report(model)
+    assert not report.cpu_ops, report.table()
+    assert Counter(npu_ops(offloaded))["qnn.lut"] == 4
+    grid = np.arange(256).astype(dtype).reshape(2, 128)  # every 8-bit value
+    for npu, cpu in zip(run(offloaded, [grid]), run(model, [grid]), strict=True):
+        np.testing.assert_array_equal(npu, cpu)

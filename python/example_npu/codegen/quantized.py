@@ -202,9 +202,11 @@ def _node(
 
 
 def _lookup_table(builder: Any, take: relax.Call, env: dict[Any, Any]) -> dict:
-    """The table as take indexes it (x mod 256) and the input dtype's minimum."""
+    """The table as take indexes it (x mod 256) and the input dtype's minimum; its entries are
+    integers, or float32 values for a float table."""
     offset = -128 if str(take.args[1].ty.dtype) == "int8" else 0
-    return {"table": _ints(builder, take.args[0], env), "index_offset": offset}
+    values = _floats if str(take.ty.dtype) == "float32" else _ints
+    return {"table": values(builder, take.args[0], env), "index_offset": offset}
 
 
 def _lower_island(
@@ -243,6 +245,11 @@ def _lower_island(
     if op_name in ("add", "multiply"):
         attrs.update(_quant_params(builder, operands[0], env, "lhs"))
         attrs.update(_quant_params(builder, operands[1], env, "rhs"))
+    elif op_name == "activation_matmul":  # b, a run-time int8 tensor, is the matmul's weight
+        op_name = "matmul"
+        attrs.update(_quant_params(builder, operands[0], env, "input"))
+        attrs["weight_scales"] = _floats(builder, operands[1].args[1], env)
+        attrs["weight_zero_point"] = _scalar_int(builder, operands[1].args[2], env)
     elif op_name == "concat":
         attrs["axis"] = int(glue.attrs.axis)
         attrs["input_scales"] = [_scalar(builder, d.args[1], env) for d in operands]

@@ -27,7 +27,11 @@ them exactly (the rewritten program computes the same integers):
    that then read only constants: nothing of it is left to run on the CPU. Kept are the weights
    and int32 biases of matmul / conv / conv2d_transpose (directly or behind one reshape) and the
    8- / 16-bit operands of the other integer chains (add, multiply, concat, pooling, ...).
-5. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
+5. **Float tails become float tables.** An elementwise float chain of one 8-bit tensor that no
+   quantize or elementwise op reads (a model's ``tanh(dequantize(x))`` output, a GELU feeding a
+   float op) is ``take(table, x, axis=0, mode="wrap")`` with a 256-entry float32 table computed
+   by TVM's own build of that chain: bit for bit what TVM's CPU build of the model gives.
+6. **Long concatenations nest.** ``quantize(concat(dequantize(x_1), ..., dequantize(x_n)))``
    with more inputs than one qnn.concat takes becomes a concat of quantized groups: each group's
    result already lies on the output's quantization grid, so re-quantizing it changes nothing.
 
@@ -274,6 +278,26 @@ class _Island:
         return _f32(table)
 
 
+_ELEMENTWISE = frozenset(_UNARY) | frozenset(_BINARY) | {"relax.clip", "relax.nn.leakyrelu"}
+
+
+def float_chain_ends(func: relax.Function) -> set[relax.Call]:
+    """The elementwise float calls that no quantize or elementwise op reads (rule 5)."""
+    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    read = {
+        arg
+        for value in bindings.values()
+        if _is_call(value, "relax.quantize", *_ELEMENTWISE)
+        for arg in value.args
+        if isinstance(arg, relax.Var)
+    }
+    return {
+        value
+        for var, value in bindings.items()
+        if _is_call(value, *_ELEMENTWISE) and _dtype(value) == "float32" and var not in read
+    }
+
+
 def _constant_dequantize(value: Any) -> bool:
     return _is_call(value, "relax.dequantize") and isinstance(value.args[0], Constant)
 
@@ -315,6 +339,7 @@ class _Canonicalizer(relax.PyExprMutator):
         self._splits: dict[tuple, relax.Var] = {}
         self._tflite = semantics == "tflite"
         self.kept: set[relax.Var] = set()  # kept_dequantizes of the function being visited
+        self.chain_ends: set[relax.Call] = set()  # its float_chain_ends
 
     def _binding(self, expr: Any) -> Any:
         """The value bound to a variable (through var-to-var aliases), else None."""
@@ -328,9 +353,14 @@ class _Canonicalizer(relax.PyExprMutator):
         return expr if isinstance(expr, relax.Var) else self.builder_.emit(expr)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
+        chain_end = call in self.chain_ends
         call = super().visit_call_(call)
         if not isinstance(call.op, tvm.ir.Op):
             return call
+        if chain_end:
+            table = self._float_table(call)
+            if table is not None:
+                return table
         if call.op.name == "relax.quantize":
             params = _scalar_params(call)
             if params is not None:
@@ -448,6 +478,62 @@ class _Canonicalizer(relax.PyExprMutator):
         table = quantize_values(np.broadcast_to(values, (256,)), *params, dtype).astype(dtype)
         return relax.op.take(relax.const(table), island.source, axis=0, mode="wrap")
 
+    def _float_table(self, call: relax.Call) -> relax.Call | None:
+        """take(table, x) with TVM's float32 values of call, an elementwise chain of one 8-bit x
+        (rule 5); None if call is not such a chain."""
+        island = _Island(self._binding, one_op=self._tflite)
+        if island.evaluate(call) is None or island.source is None:
+            return None
+        if _shape(call) != _shape(island.source):
+            return None  # a constant broadcast the result to another shape
+        values = _tvm_values(call, island.source, island.grid, self._binding)
+        if values is None or not np.all(np.isfinite(values)):
+            return None
+        return relax.op.take(relax.const(values), island.source, axis=0, mode="wrap")
+
+
+def _tvm_values(
+    expr: relax.Expr, source: relax.Var, grid: np.ndarray, lookup: Callable[[Any], Any]
+) -> np.ndarray | None:
+    """expr, a function of source alone, on each value of grid, by TVM's CPU build of the same
+    ops (so the values are bit for bit what TVM's build of the model computes)."""
+    # The source's rank (attributes such as dequantize's axis refer to it), its values on the
+    # last axis.
+    shape = (1,) * (max(1, len(_shape(source) or ())) - 1) + (grid.size,)
+    param = relax.Var("x", relax.TensorType(shape, _dtype(source)))
+    memo: dict[Any, Any] = {}
+
+    def rebuild(node: Any) -> Any:
+        if isinstance(node, relax.Var):
+            if node.same_as(source):
+                return param
+            if node not in memo:
+                value = lookup(node)
+                memo[node] = None if value is None else rebuild(value)
+            return memo[node]
+        if isinstance(node, relax.Call):
+            args = [rebuild(arg) for arg in node.args]
+            if any(arg is None for arg in args):
+                return None
+            return relax.Call(node.op, args, node.attrs, node.ty_args)
+        return node  # constants, prim values, shapes
+
+    rebuilt = rebuild(expr)
+    if rebuilt is None:
+        return None
+    bb = relax.BlockBuilder()
+    with bb.function("main", [param]):
+        with bb.dataflow():
+            out = bb.emit_output(rebuilt)
+        bb.emit_func_output(out)
+    try:
+        vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
+        grid = grid.astype(_dtype(source)).reshape(shape)
+        values = vm["main"](tvm.runtime.tensor(grid)).numpy()
+    except (RuntimeError, ValueError, TypeError):
+        return None
+    return values.reshape(-1) if values.size == grid.size and values.dtype == np.float32 else None
+
 
 def canonicalize_qdq(mod: tvm.IRModule, semantics: str = "tvm") -> tvm.IRModule:
     """Rewrites every Relax function of ``mod`` as described in the module docstring, then
@@ -463,6 +549,7 @@ def canonicalize_qdq(mod: tvm.IRModule, semantics: str = "tvm") -> tvm.IRModule:
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
             mutator.kept = kept_dequantizes(func)
+            mutator.chain_ends = float_chain_ends(func)
             mutator.builder_.update_func(gvar, mutator.visit_expr(func))
     entries = [
         gvar.name_hint for gvar, func in mod.functions.items() if isinstance(func, relax.Function)

@@ -348,6 +348,11 @@ _QNN_GLUE_ROWS: tuple[PatternRow, ...] = (
         for name in ("add", "multiply")
         for act in (None, "relu", "clip")
     ],
+    _island_row(
+        "qnn_activation_matmul",
+        quantized_patterns.binary("relax.matmul", None),
+        quantized.check_activation_matmul_region,
+    ),
     *[
         _island_row(
             f"qnn_{op}", quantized_patterns.unary(f"relax.nn.{op}"), quantized.check_pool_region

@@ -18,12 +18,19 @@ from tvm.ir.expr import Constant
 from ...relax_types import tensor_dtype
 from ...relax_types import tensor_shape as _shape
 from ..verdict import ACCEPT, Verdict, first_failure, reject
-from .compute import check_layouts, check_pool, check_softmax, check_static_shapes
+from .compute import (
+    check_layouts,
+    check_out_dtype,
+    check_pool,
+    check_softmax,
+    check_static_shapes,
+)
 from .spatial import check_conv2d_transpose
 
 ACTIVATION_DTYPES = ("int8", "uint8", "int16")
 # Lookup tables and softmax exponent tables cover 8-bit inputs only.
 TABLE_DTYPES = ("int8", "uint8")
+_LUT_DTYPES = (*TABLE_DTYPES, "float32")
 
 
 def _const_values(expr: Any) -> np.ndarray | None:
@@ -271,6 +278,31 @@ def check_binary_region(annotated: Mapping[str, Any]) -> Verdict:
     return _rescales_fit(name, lhs * rhs / out)
 
 
+def check_activation_matmul_region(annotated: Mapping[str, Any]) -> Verdict:
+    """quantize(matmul(dequantize(a), dequantize(b))) of two run-time tensors (attention's q.k^T
+    and p.v): one integer matmul, b (int8, any zero point) as its weight."""
+    op, rhs = annotated["op"], annotated["rhs_dq"]
+    if isinstance(rhs.args[0], Constant):
+        return reject("matmul: a constant weight is the qnn_matmul chain's")
+    verdict = first_failure(
+        (
+            _island_boundaries(annotated, ["lhs_dq", "rhs_dq"]),
+            check_static_shapes(op),
+            check_out_dtype(op),
+        )
+    )
+    if not verdict:
+        return verdict
+    if tensor_dtype(rhs.args[0]) != "int8":
+        return reject(
+            f"matmul: {tensor_dtype(rhs.args[0])} right operand (the integer matmul reads int8)"
+        )
+    if min(len(_shape(annotated["lhs_dq"])), len(_shape(rhs))) < 2:
+        return reject("matmul: the integer matmul takes operands of rank >= 2")
+    lhs, rhs_scale, out = (_scale(annotated[n]) for n in ("lhs_dq", "rhs_dq", "root"))
+    return _rescales_fit("matmul", lhs * rhs_scale / out)
+
+
 def check_pool_region(annotated: Mapping[str, Any]) -> Verdict:
     """quantize(max_pool2d | avg_pool2d(dequantize(x))): the float op's own checks, then scales."""
     op = annotated["op"]
@@ -332,14 +364,18 @@ def check_concat_region(annotated: Mapping[str, Any]) -> Verdict:
 
 
 def check_lookup_table(call: relax.Call) -> Verdict:
-    """take(table, x, axis=0) with a 256-entry table of x's 8-bit dtype."""
+    """take(table, x, axis=0) with a 256-entry table of 8-bit integers (int8 x may map to uint8
+    results and back), or of finite float32 values (a float function of x, canonicalize_qdq's
+    rule 5)."""
     table = _const_values(call.args[0])
     data = call.args[1]
     dtype = tensor_dtype(data)
     if dtype not in TABLE_DTYPES:
         return reject(f"take: {dtype} indices (an 8-bit table lookup needs int8 / uint8)")
-    if table is None or table.shape != (256,) or str(table.dtype) != dtype:
-        return reject(f"take: the table must be a 256-entry {dtype} constant")
+    if table is None or table.shape != (256,) or str(table.dtype) not in _LUT_DTYPES:
+        return reject("take: the table must be a 256-entry int8, uint8 or float32 constant")
+    if str(table.dtype) == "float32" and not np.all(np.isfinite(table)):
+        return reject("take: a float32 table must be finite")
     if call.attrs.axis is None or int(call.attrs.axis) != 0:
         return reject("take: a table lookup takes axis 0")
     if dtype == "int8" and str(call.attrs.mode) != "wrap":
