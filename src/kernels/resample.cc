@@ -95,11 +95,19 @@ LinearTap LinearTapOf(const Resize2dParams& p, int axis, int64_t x) {
   return LinearTap{Clamp(base, in), Clamp(base + 1, in), c - floor_c};
 }
 
-/*! \brief TFLite's integer bilinear taps of output `x` (ComputeInterpolationValuesInteger): the
- * source coordinate in 1/1024ths, the two input indices and the second one's weight in 1/1024ths
- * (negative or above 1024 where the coordinate lies outside [first, second]). TFLite reads the
- * truncated indices as they are; they are clamped here so a tile never reads outside the input. */
-LinearTap TfliteIntegerTapOf(const Resize2dParams& p, int axis, int64_t x) {
+/*! \brief TFLite's integer bilinear taps of one output index: two clamped input indices and the
+ * second one's weight in 1/1024ths (negative or above 1024 where the coordinate lies outside
+ * [first, second]). */
+struct IntegerTap {
+  int64_t first;
+  int64_t second;
+  int64_t weight_1024;
+};
+
+/*! \brief The IntegerTap of output `x` (ComputeInterpolationValuesInteger): the source
+ * coordinate in 1/1024ths, truncated to the two indices. TFLite reads the truncated indices as
+ * they are; they are clamped here so a tile never reads outside the input. */
+IntegerTap TfliteIntegerTapOf(const Resize2dParams& p, int axis, int64_t x) {
   const int64_t in = p.in_size[axis], out = p.out_size[axis];
   int64_t scale = ((int64_t{1} << 10) * in + out / 2) / out;
   if (p.mode == CoordinateMode::kAlignCorners && out > 1) {
@@ -109,14 +117,13 @@ LinearTap TfliteIntegerTapOf(const Resize2dParams& p, int axis, int64_t x) {
   if (p.mode == CoordinateMode::kHalfPixel) source += scale / 2 - (1 << 9);
   const int64_t first = std::max<int64_t>(source / 1024, 0);  // C division: toward zero
   const int64_t second = std::min<int64_t>((source + 1023) / 1024, in - 1);
-  return LinearTap{Clamp(first, in), Clamp(second, in), static_cast<float>(source - 1024 * first)};
+  return IntegerTap{Clamp(first, in), Clamp(second, in), source - 1024 * first};
 }
 
 /*! \brief TFLite's int8 bilinear of four integer taps with 10-bit weights: the 20-bit weighted
  * sum rounded once, half away from zero (exact in int64). */
 inline float TfliteBilinear(float top_left, float top_right, float bottom_left, float bottom_right,
-                            float wx, float wy) {
-  const int64_t dx = static_cast<int64_t>(wx), dy = static_cast<int64_t>(wy);
+                            int64_t dx, int64_t dy) {
   const int64_t sum = static_cast<int64_t>(top_left) * (1024 - dy) * (1024 - dx) +
                       static_cast<int64_t>(bottom_left) * dy * (1024 - dx) +
                       static_cast<int64_t>(top_right) * (1024 - dy) * dx +
@@ -131,7 +138,8 @@ inline float Lerp(float a, float b, float t) { return a * (1.0f - t) + b * t; }
 struct AxisTaps {
   std::vector<int64_t> first;  // relative to the tile's input box
   std::vector<int64_t> second;
-  std::vector<float> weight;
+  std::vector<float> weight;         // TVM's bilinear
+  std::vector<int64_t> weight_1024;  // TFLite's integer bilinear
 };
 
 AxisTaps TapsOfAxis(const Resize2dParams& p, int axis, int64_t out_extent, int64_t in_extent) {
@@ -140,16 +148,23 @@ AxisTaps TapsOfAxis(const Resize2dParams& p, int axis, int64_t out_extent, int64
   for (int64_t i = 0; i < out_extent; ++i) {
     const int64_t x = p.out_begin[axis] + i;
     LinearTap tap{0, 0, 0.0f};
+    int64_t weight_1024 = 0;
     if (p.method == ResizeMethod::kNearest) {
       tap.first = tap.second = NearestIndex(p, axis, x);
+    } else if (p.tflite_integer) {
+      const IntegerTap integer = TfliteIntegerTapOf(p, axis, x);
+      tap.first = integer.first;
+      tap.second = integer.second;
+      weight_1024 = integer.weight_1024;
     } else {
-      tap = p.tflite_integer ? TfliteIntegerTapOf(p, axis, x) : LinearTapOf(p, axis, x);
+      tap = LinearTapOf(p, axis, x);
     }
     TVM_FFI_ICHECK(tap.first >= base && tap.second < base + in_extent)
         << "Resize2d: the input tile does not hold the source of output " << x;
     taps.first.push_back(tap.first - base);
     taps.second.push_back(tap.second - base);
     taps.weight.push_back(tap.weight);
+    taps.weight_1024.push_back(weight_1024);
   }
   return taps;
 }
@@ -161,8 +176,11 @@ Range ResizeSourceRange(const Resize2dParams& p, int axis, int64_t out_first, in
   if (p.method == ResizeMethod::kNearest) {
     return Range{NearestIndex(p, axis, out_first), NearestIndex(p, axis, out_end - 1) + 1};
   }
-  const auto tap = p.tflite_integer ? TfliteIntegerTapOf : LinearTapOf;
-  return Range{tap(p, axis, out_first).first, tap(p, axis, out_end - 1).second + 1};
+  if (p.tflite_integer) {
+    return Range{TfliteIntegerTapOf(p, axis, out_first).first,
+                 TfliteIntegerTapOf(p, axis, out_end - 1).second + 1};
+  }
+  return Range{LinearTapOf(p, axis, out_first).first, LinearTapOf(p, axis, out_end - 1).second + 1};
 }
 
 void Resize2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
@@ -195,8 +213,8 @@ void Resize2d(const float* input, const Shape& in_shape, float* out, const Shape
                       const int64_t b = xs.second[x] * in_x + c * in_c;
                       float value = top[a];
                       if (linear && p.tflite_integer) {
-                        value = TfliteBilinear(top[a], top[b], bottom[a], bottom[b], xs.weight[x],
-                                               ys.weight[y]);
+                        value = TfliteBilinear(top[a], top[b], bottom[a], bottom[b],
+                                               xs.weight_1024[x], ys.weight_1024[y]);
                       } else if (linear) {
                         const float upper = Lerp(top[a], top[b], xs.weight[x]);
                         const float lower = Lerp(bottom[a], bottom[b], xs.weight[x]);
