@@ -279,7 +279,9 @@ TEST(QuantizedGraphTest, FloatTableLooksUpExactFloat32Values) {
   for (int v = 0; v < 256; ++v) {
     table[v] = std::tanh(static_cast<float>(v) / 37.0f) + std::ldexp(1.0f, -23) * (v % 3);
     char text[40];
-    std::snprintf(text, sizeof(text), "%s%.9g", v ? "," : "", table[v]);
+    // %.17g of the float widened to double writes the float32 value exactly, as the Python
+    // codegen does; fewer digits name a nearby double, which the parser refuses.
+    std::snprintf(text, sizeof(text), "%s%.17g", v ? "," : "", static_cast<double>(table[v]));
     entries += text;
   }
   const std::string graph = R"({"version": 1, "symbol": "float_lut", "nodes": [
