@@ -30,6 +30,9 @@ Identities that would split an NPU region without computing anything are removed
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import tvm
 import tvm_ffi
@@ -212,3 +215,46 @@ def identity_operand(call: relax.Call) -> relax.Expr | None:
         if [int(a) % rank for a in axes] != list(range(rank)):
             return None
     return data
+
+
+def evaluate_on_grid(
+    expr: relax.Expr, source: relax.Var, grid: np.ndarray, lookup: Callable[[Any], Any]
+) -> np.ndarray | None:
+    """expr, a function of source alone, on each value of grid, by TVM's CPU build of the same
+    ops (so the values are bit for bit what TVM's build of the model computes)."""
+    # The source's rank (attributes such as dequantize's axis refer to it), its values on the
+    # last axis.
+    shape = (1,) * (max(1, len(static_shape(source.ty) or ())) - 1) + (grid.size,)
+    param = relax.Var("x", relax.TensorType(shape, str(source.ty.dtype)))
+    memo: dict[Any, Any] = {}
+
+    def rebuild(node: Any) -> Any:
+        if isinstance(node, relax.Var):
+            if node.same_as(source):
+                return param
+            if node not in memo:
+                value = lookup(node)
+                memo[node] = None if value is None else rebuild(value)
+            return memo[node]
+        if isinstance(node, relax.Call):
+            args = [rebuild(arg) for arg in node.args]
+            if any(arg is None for arg in args):
+                return None
+            return relax.Call(node.op, args, node.attrs, node.ty_args)
+        return node  # constants, prim values, shapes
+
+    rebuilt = rebuild(expr)
+    if rebuilt is None:
+        return None
+    bb = relax.BlockBuilder()
+    with bb.function("main", [param]):
+        with bb.dataflow():
+            out = bb.emit_output(rebuilt)
+        bb.emit_func_output(out)
+    try:
+        vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
+        grid = grid.astype(str(source.ty.dtype)).reshape(shape)
+        values = vm["main"](tvm.runtime.tensor(grid)).numpy()
+    except (RuntimeError, ValueError, TypeError):
+        return None
+    return values.reshape(-1) if values.size == grid.size and values.dtype == np.float32 else None

@@ -41,7 +41,6 @@ it themselves. Everything else is left as it is.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +49,10 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .constant_fold import fold, foldable
+from .constant_fold import evaluate_on_grid, fold, foldable
+from .float_functions import BINARY as _BINARY
+from .float_functions import UNARY as _UNARY
+from .float_functions import f32 as _f32
 from .tflite_kernels import kernel_table
 
 # Concatenations of 2 to this many quantized inputs are one qnn.concat each (the partition's
@@ -89,47 +91,6 @@ _QDQ_DTYPES = frozenset({"int8", "uint8", "int16"})
 # Whose integer semantics the tables follow: "tvm" (TVM's float QDQ functions, islands spanning
 # inner quantizes) or "tflite" (each TFLite op its own table, with TFLite's integer kernels).
 TABLE_SEMANTICS = ("tvm", "tflite")
-
-
-def _f32(value: Any) -> np.ndarray:
-    return np.asarray(value, dtype=np.float32)
-
-
-def _from_f64(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-    """A transcendental function evaluated in float64 and rounded once to float32."""
-    return lambda x: _f32(fn(x.astype(np.float64)))
-
-
-_ERF = np.vectorize(math.erf)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-# Elementwise ops of one or two float operands, as float32 functions.
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "relax.nn.relu": lambda x: np.maximum(x, np.float32(0)),
-    "relax.negative": np.negative,
-    "relax.abs": np.abs,
-    "relax.sigmoid": _from_f64(_sigmoid),
-    "relax.tanh": _from_f64(np.tanh),
-    "relax.exp": _from_f64(np.exp),
-    "relax.erf": _from_f64(_ERF),
-    "relax.nn.silu": _from_f64(lambda x: x * _sigmoid(x)),
-    "relax.nn.gelu": _from_f64(lambda x: 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)))),
-    "relax.nn.gelu_tanh": _from_f64(
-        lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-    ),
-}
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "relax.add": np.add,
-    "relax.subtract": np.subtract,
-    "relax.multiply": np.multiply,
-    "relax.divide": np.divide,
-    "relax.maximum": np.maximum,
-    "relax.minimum": np.minimum,
-}
 
 
 def _constant(expr: Any) -> np.ndarray | None:
@@ -486,53 +447,10 @@ class _Canonicalizer(relax.PyExprMutator):
             return None
         if _shape(call) != _shape(island.source):
             return None  # a constant broadcast the result to another shape
-        values = _tvm_values(call, island.source, island.grid, self._binding)
+        values = evaluate_on_grid(call, island.source, island.grid, self._binding)
         if values is None or not np.all(np.isfinite(values)):
             return None
         return relax.op.take(relax.const(values), island.source, axis=0, mode="wrap")
-
-
-def _tvm_values(
-    expr: relax.Expr, source: relax.Var, grid: np.ndarray, lookup: Callable[[Any], Any]
-) -> np.ndarray | None:
-    """expr, a function of source alone, on each value of grid, by TVM's CPU build of the same
-    ops (so the values are bit for bit what TVM's build of the model computes)."""
-    # The source's rank (attributes such as dequantize's axis refer to it), its values on the
-    # last axis.
-    shape = (1,) * (max(1, len(_shape(source) or ())) - 1) + (grid.size,)
-    param = relax.Var("x", relax.TensorType(shape, _dtype(source)))
-    memo: dict[Any, Any] = {}
-
-    def rebuild(node: Any) -> Any:
-        if isinstance(node, relax.Var):
-            if node.same_as(source):
-                return param
-            if node not in memo:
-                value = lookup(node)
-                memo[node] = None if value is None else rebuild(value)
-            return memo[node]
-        if isinstance(node, relax.Call):
-            args = [rebuild(arg) for arg in node.args]
-            if any(arg is None for arg in args):
-                return None
-            return relax.Call(node.op, args, node.attrs, node.ty_args)
-        return node  # constants, prim values, shapes
-
-    rebuilt = rebuild(expr)
-    if rebuilt is None:
-        return None
-    bb = relax.BlockBuilder()
-    with bb.function("main", [param]):
-        with bb.dataflow():
-            out = bb.emit_output(rebuilt)
-        bb.emit_func_output(out)
-    try:
-        vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
-        grid = grid.astype(_dtype(source)).reshape(shape)
-        values = vm["main"](tvm.runtime.tensor(grid)).numpy()
-    except (RuntimeError, ValueError, TypeError):
-        return None
-    return values.reshape(-1) if values.size == grid.size and values.dtype == np.float32 else None
 
 
 def canonicalize_qdq(mod: tvm.IRModule, semantics: str = "tvm") -> tvm.IRModule:

@@ -310,9 +310,8 @@ def _guarded_softmax_row(
     return PatternRow(name, build, (("softmax", compute.check_softmax),), region_check=region_check)
 
 
-# Elementwise math of the vector / activation units, as the C library computes it (TVM's build
-# calls the same sqrtf, expf, logf, erff): decomposed layer norms (power, sqrt), erf GELUs,
-# ELU / Mish (exp, log), RMSNorm (rsqrt) of imported models.
+# Vector-unit math as the C library computes it (TVM's build calls the same sqrtf, expf, logf,
+# erff): decomposed layer norms, erf GELUs, ELU / Mish (exp, log), RMSNorm (rsqrt).
 _UNARY_MATH = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
 
 # Reductions of the pooling engine besides mean (TVM's identities and combiners).
