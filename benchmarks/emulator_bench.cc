@@ -3,16 +3,17 @@
  * \brief Times Executor::Run on one NPU graph JSON without Python or TVM in the process, so a
  * profiler (perf, callgrind) sees only the emulator.
  *
- *     emulator_bench GRAPH.json [RUNS]
+ *     emulator_bench GRAPH.json [RUNS]   (RUNS >= 1 timed runs after one warm-up; default 50)
  *
  * Graph JSON files come from `python benchmarks/dump_graphs.py DIR`. Inputs and constants are
- * filled with seeded values in [-1, 1) (integer tensors with small integers); prints the compile
- * time and the median run time in milliseconds.
+ * filled with seeded values in [-1, 1) (integer tensors with small integers, so ids are in range);
+ * prints the compile time and the median run time in milliseconds.
  */
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -35,6 +36,13 @@ class HostTensor {
     if (node.dtype == DType::kFloat32) {
       float* data = reinterpret_cast<float*>(storage_.data());
       for (int64_t i = 0; i < kernels::NumElements(node.shape); ++i) data[i] = uniform(*rng);
+    } else if (node.dtype == DType::kInt64 || node.dtype == DType::kInt32) {
+      // Whole elements 0 or 1: the ids a gather (an embedding lookup) reads must be in range.
+      for (int64_t i = 0; i < kernels::NumElements(node.shape); ++i) {
+        const int64_t value = (*rng)() % 2;
+        std::memcpy(reinterpret_cast<uint8_t*>(storage_.data()) + i * DTypeBytes(node.dtype),
+                    &value, DTypeBytes(node.dtype));  // little-endian: the low bytes
+      }
     } else {
       uint8_t* data = reinterpret_cast<uint8_t*>(storage_.data());
       for (int64_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>((*rng)() % 7);
@@ -69,7 +77,7 @@ int Main(int argc, char** argv) {
   std::ifstream file(argv[1]);
   std::stringstream text;
   text << file.rdbuf();
-  const int runs = argc > 2 ? std::atoi(argv[2]) : 50;
+  const int runs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 50;
 
   auto start = std::chrono::steady_clock::now();
   Graph graph = ParseGraph(text.str());
