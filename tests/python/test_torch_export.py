@@ -78,3 +78,18 @@ def test_a_pt2_file_with_the_empty_cache_loads(tmp_path):
     loaded = load_model(path)
     outputs = _run(loaded.mod, x)
     np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_users_program_is_left_as_it_was():
+    x = _input()
+    program, reference = _exported(x)
+    code_before = program.graph_module.code
+    from_exported_program(program)
+    assert program.graph_module.code == code_before
+    from tvm.relax.frontend.torch import from_exported_program as tvm_import
+
+    with pytest.raises(Exception, match="Concat expects all input tensors to have same ndim"):
+        tvm_import(program)  # still the program PyTorch exported, empty cache operand and all
+    outputs = program.module()(torch.from_numpy(x))
+    for actual, expected in zip(outputs, reference, strict=True):
+        np.testing.assert_allclose(actual.detach().numpy(), expected, rtol=1e-6, atol=1e-7)

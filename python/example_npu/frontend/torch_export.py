@@ -7,13 +7,15 @@ tensor, ``torch.tensor([])``, and appends each step's keys with
 refuses that (``Concat expects all input tensors to have same ndim. However, the input contains
 tensors with ndim 1 and 4``), and every GPT-2 / Llama-style model exported with its cache (the
 default ``use_cache=True`` with transformers' cache pytrees registered) fails to import.
-:func:`drop_skipped_cat_operands` removes those operands from the program's ``aten.cat`` calls,
-which is exactly what PyTorch computes; :func:`from_exported_program` does that, then calls TVM's
-importer.
+:func:`skipped_cat_operands_dropped` removes those operands from the program's ``aten.cat`` calls
+(exactly what PyTorch computes) while TVM's importer reads it, then puts them back:
+:func:`from_exported_program` leaves the user's program as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -24,32 +26,44 @@ def _skipped_by_cat(node: Any) -> bool:
     return shape is not None and len(shape) == 1 and shape[0] == 0
 
 
-def drop_skipped_cat_operands(program: Any) -> int:
-    """Removes the empty 1-D operands PyTorch's ``cat`` skips from every ``aten.cat`` of
-    ``program`` (a ``torch.export.ExportedProgram``, edited in place: it computes the same);
-    returns how many were removed. A ``cat`` of nothing but such operands is left as it is."""
+@contextlib.contextmanager
+def skipped_cat_operands_dropped(program: Any) -> Iterator[int]:
+    """Within the ``with`` block, every ``aten.cat`` of ``program`` (a
+    ``torch.export.ExportedProgram``) is without the empty 1-D operands PyTorch's ``cat`` skips
+    (it computes the same); yields how many were removed and gives the user's program back as it
+    was on exit. A ``cat`` of nothing but such operands is left as it is. The graph is edited and
+    restored rather than copied: a copy would duplicate the model's weights."""
     import torch
 
-    removed = 0
     cats = (torch.ops.aten.cat.default, torch.ops.aten.concat.default)
+    edited: list[tuple[Any, tuple[Any, ...]]] = []
+    removed = 0
     for node in program.graph.nodes:
         if node.op != "call_function" or node.target not in cats:
             continue
         operands = list(node.args[0])
         kept = [operand for operand in operands if not _skipped_by_cat(operand)]
         if kept and len(kept) < len(operands):
+            edited.append((node, node.args))
             node.args = (kept, *node.args[1:])
             removed += len(operands) - len(kept)
-    if removed:
+    if edited:
         program.graph.lint()
         program.graph_module.recompile()
-    return removed
+    try:
+        yield removed
+    finally:
+        for node, args in edited:
+            node.args = args
+        if edited:
+            program.graph_module.recompile()
 
 
 def from_exported_program(program: Any, **kwargs: Any):
-    """TVM's ``from_exported_program`` of ``program`` after :func:`drop_skipped_cat_operands`;
-    ``kwargs`` go to TVM's importer."""
+    """TVM's ``from_exported_program`` of ``program`` with the skipped ``cat`` operands dropped
+    (:func:`skipped_cat_operands_dropped`; ``program`` itself is left unchanged); ``kwargs`` go
+    to TVM's importer."""
     from tvm.relax.frontend.torch import from_exported_program as tvm_from_exported_program
 
-    drop_skipped_cat_operands(program)
-    return tvm_from_exported_program(program, **kwargs)
+    with skipped_cat_operands_dropped(program):
+        return tvm_from_exported_program(program, **kwargs)
