@@ -195,7 +195,19 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicPar
 }  // namespace
 
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
-                const Requantization& r, float* out, bool portable) {
+                const Requantization& r, float* out) {
+#if defined(__AVX512F__)
+  if (size > 0 && r.rounding == Rounding::kTflite && !r.single_rounding && FitsInt32Lanes(r)) {
+    RequantizeTflitePeriods(acc, size, MakePeriodicParams(size, channels, channel_offset, r), r,
+                            out);
+    return;
+  }
+#endif
+  RequantizeElementwise(acc, size, channels, channel_offset, r, out);
+}
+
+void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
+                           int64_t channel_offset, const Requantization& r, float* out) {
   if (size <= 0) return;
   const PeriodicParams p = MakePeriodicParams(size, channels, channel_offset, r);
   // One rounding of the 64-bit product: exact while |value| < 2^31 (|value * m0| < 2^62).
@@ -206,12 +218,6 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
     if (r.single_rounding) {
       RequantizePeriods(acc, size, p, r, single, out);
     } else {
-#if defined(__AVX512F__)
-      if (!portable && FitsInt32Lanes(r)) {
-        RequantizeTflitePeriods(acc, size, p, r, out);
-        return;
-      }
-#endif
       RequantizePeriods(
           acc, size, p, r,
           [](int64_t value, int64_t m0, int64_t shift, int64_t) {

@@ -72,11 +72,19 @@ struct Requantization {
 /*!
  * \brief out[i] = requantised acc[i], whose channel is (channel_offset + i % channels) (channel
  * innermost, as in NHWC and [rows, cols] tiles). Results are exact integers stored as float.
- * TFLite's double rounding runs on sixteen int32 lanes on AVX-512 CPUs; `portable` takes the
- * element-wise loop instead (the reference the tests compare the lanes with).
+ * TFLite's double rounding runs on sixteen int32 lanes on AVX-512 CPUs (where every step fits
+ * them); everything else runs RequantizeElementwise.
  */
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
-                const Requantization& requant, float* out, bool portable = false);
+                const Requantization& requant, float* out);
+
+/*!
+ * \brief Requantize as an element-wise loop any CPU runs, in 64-bit (or, for accumulators too
+ * wide for it, 128-bit) arithmetic: what Requantize computes, and the reference its lanes are
+ * tested against.
+ */
+void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
+                           int64_t channel_offset, const Requantization& requant, float* out);
 
 /*!
  * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. 8-bit

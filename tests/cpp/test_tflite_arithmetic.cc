@@ -99,7 +99,7 @@ TEST(TfliteArithmeticTest, AccumulatorRequantizationRoundsTwicePerChannel) {
 }
 
 TEST(TfliteArithmeticTest, RequantizeLanesEqualTheElementwiseLoop) {
-  // Requantize's sixteen int32 lanes against its portable element-wise loop (the scalar
+  // Requantize's sixteen int32 lanes against RequantizeElementwise (the scalar
   // MultiplyByQuantizedMultiplierInRange): accumulators beyond 32 bits (only their low 32 bits
   // count, as in TFLite's int32 arithmetic), multipliers above 1 (left shifts, whose int32
   // product wraps) and far below, the int32 extremes, every tile width around 16 lanes.
@@ -134,7 +134,7 @@ TEST(TfliteArithmeticTest, RequantizeLanesEqualTheElementwiseLoop) {
         std::vector<float> lanes(acc.size()), loop(acc.size());
         const auto size = static_cast<int64_t>(acc.size());
         Requantize(acc.data(), size, channels, offset, r, lanes.data());
-        Requantize(acc.data(), size, channels, offset, r, loop.data(), /*portable=*/true);
+        RequantizeElementwise(acc.data(), size, channels, offset, r, loop.data());
         for (size_t i = 0; i < acc.size(); ++i) {
           ASSERT_EQ(lanes[i], loop[i]) << channels << " channels, variant " << variant << ", at "
                                        << i << " (acc " << acc[i] << ")";
