@@ -1,11 +1,14 @@
-"""Reading Relax types: the static shapes and dtypes every stage asks about."""
+"""Reading Relax expressions: the static shapes, dtypes, op names and constants every stage asks
+about (one definition each, so the frontend's rewrites and the partition checks agree)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import tvm
 from tvm import relax
+from tvm.ir.expr import Constant
 
 
 def static_shape(ty: Any) -> list[int] | None:
@@ -35,3 +38,35 @@ def tensor_dtype(expr: Any) -> str:
 
 def op_name(call: relax.Call) -> str:
     return call.op.name.removeprefix("relax.")
+
+
+def dtype_of(expr: Any) -> str:
+    """dtype of a tensor-typed expression; "" for anything else (tuples, shapes, objects)."""
+    ty = expr.ty
+    return str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
+
+
+def shape_of(expr: Any) -> tuple[int, ...] | None:
+    """Static shape of a tensor-typed expression; None when unknown, symbolic or not a tensor."""
+    shape = static_shape(expr.ty)
+    return None if shape is None else tuple(shape)
+
+
+def call_op_name(expr: Any) -> str:
+    """Full name of the Relax op ``expr`` calls ("relax.add"); "" when it is not an op call."""
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+        return str(expr.op.name)
+    return ""
+
+
+def is_call(expr: Any, *names: str) -> bool:
+    """True when ``expr`` calls one of the Relax ops ``names`` (full names)."""
+    return call_op_name(expr) in names if names else False
+
+
+def constant_value(expr: Any) -> np.ndarray | None:
+    """The value of a tensor constant, or of a scalar literal (clip's bounds); else None."""
+    if not isinstance(expr, Constant):
+        return None
+    value = expr.value
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)

@@ -35,7 +35,7 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..relax_types import static_shape
+from ..relax_types import call_op_name, dtype_of, static_shape
 
 # Ops that only move or copy elements: the same op on another dtype moves the same elements.
 _MOVEMENT = frozenset(
@@ -58,17 +58,8 @@ _NOT = frozenset({"relax.logical_not", "relax.bitwise_not"})
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
-def _dtype(expr: relax.Expr) -> str | None:
-    return str(expr.ty.dtype) if isinstance(expr.ty, relax.TensorType) else None
-
-
-def _op(expr: relax.Expr) -> str:
-    op = getattr(expr, "op", None)
-    return getattr(op, "name", "") if isinstance(expr, relax.Call) else ""
-
-
-def _integer(dtype: str | None) -> bool:
-    return dtype is not None and dtype.startswith(("int", "uint"))
+def _integer(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
 
 
 def gather_as_take(call: relax.Call) -> relax.Expr | None:
@@ -96,7 +87,7 @@ def gather_as_take(call: relax.Call) -> relax.Expr | None:
 def _coordinates(call: relax.Call) -> list[np.ndarray] | None:
     """The constant index arrays of one indexed axis each, or None."""
     indices = call.args[1]
-    if _op(call) == "relax.gather_nd":
+    if call_op_name(call) == "relax.gather_nd":
         if int(call.attrs.batch_dims) != 0 or not isinstance(indices, Constant):
             return None
         fields = [indices]
@@ -104,10 +95,10 @@ def _coordinates(call: relax.Call) -> list[np.ndarray] | None:
         fields = list(indices.fields)
     else:
         return None
-    if not all(isinstance(i, Constant) and _integer(_dtype(i)) for i in fields):
+    if not all(isinstance(i, Constant) and _integer(dtype_of(i)) for i in fields):
         return None
     arrays = [i.value.numpy().astype("int64") for i in fields]
-    if _op(call) == "relax.gather_nd":
+    if call_op_name(call) == "relax.gather_nd":
         if arrays[0].ndim == 0:
             return None
         arrays = [arrays[0][..., axis] for axis in range(arrays[0].shape[-1])]
@@ -134,21 +125,21 @@ class MaskRewriter:
     def rewrite(self, call: relax.Call) -> relax.Expr | None:
         """The float form of an ``astype(.., float32)`` or a constant-operand ``where`` of a
         run-time ``bool`` / integer value, or None when ``call`` is neither."""
-        name = _op(call)
-        if _dtype(call) != "float32" or isinstance(call.args[0], Constant):
+        name = call_op_name(call)
+        if dtype_of(call) != "float32" or isinstance(call.args[0], Constant):
             return None
         if name == "relax.astype":
             source = call.args[0]
-            if _dtype(source) == "bool" or self._moved(source):
+            if dtype_of(source) == "bool" or self._moved(source):
                 return self.float_of(source)
             return None
-        if name == "relax.where" and _dtype(call.args[0]) == "bool":
+        if name == "relax.where" and dtype_of(call.args[0]) == "bool":
             return self._select(call)
         return None
 
     def _moved(self, expr: relax.Expr) -> bool:
         """An integer value that data movement produced (cast first, then move)."""
-        return _integer(_dtype(expr)) and _op(self._value(expr)) in _MOVEMENT
+        return _integer(dtype_of(expr)) and call_op_name(self._value(expr)) in _MOVEMENT
 
     def _value(self, expr: relax.Expr) -> relax.Expr:
         """What ``expr`` is bound to, through aliases (a removed identity leaves ``y = x``)."""
@@ -163,12 +154,12 @@ class MaskRewriter:
         return self.floats[expr]
 
     def _float_of(self, expr: relax.Expr) -> relax.Expr | None:
-        dtype = _dtype(expr)
+        dtype = dtype_of(expr)
         if isinstance(expr, Constant) and (dtype == "bool" or _integer(dtype)):
             return relax.const(expr.value.numpy().astype("float32"))
         value = self._value(expr)
-        name = _op(value)
-        if name in _MOVEMENT and _dtype(value.args[0]) == dtype:
+        name = call_op_name(value)
+        if name in _MOVEMENT and dtype_of(value.args[0]) == dtype:
             moved = self.float_of(value.args[0])
             if moved is None:
                 return None
@@ -180,9 +171,9 @@ class MaskRewriter:
         return self._bool_op(value)
 
     def _bool_op(self, call: relax.Call) -> relax.Expr | None:
-        name = _op(call)
+        name = call_op_name(call)
         if name == "relax.astype":
-            if not _integer(_dtype(call.args[0])):
+            if not _integer(dtype_of(call.args[0])):
                 return None  # float -> bool: NaN is true, not expressible this way
             number = self.float_of(call.args[0])
             return None if number is None else self._truth(number)
@@ -206,7 +197,7 @@ class MaskRewriter:
 
     def _select(self, where: relax.Call) -> relax.Expr | None:
         condition, picked, other = where.args
-        if not all(isinstance(v, Constant) and _dtype(v) == "float32" for v in (picked, other)):
+        if not all(isinstance(v, Constant) and dtype_of(v) == "float32" for v in (picked, other)):
             return None
         if _term_factors(picked) is None or _term_factors(other) is None:
             return None

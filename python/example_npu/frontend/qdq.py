@@ -49,6 +49,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from ..relax_types import constant_value, dtype_of, is_call, shape_of
 from .constant_fold import evaluate_on_grid, fold, foldable
 from .float_functions import BINARY as _BINARY
 from .float_functions import UNARY as _UNARY
@@ -93,39 +94,12 @@ _QDQ_DTYPES = frozenset({"int8", "uint8", "int16"})
 TABLE_SEMANTICS = ("tvm", "tflite")
 
 
-def _constant(expr: Any) -> np.ndarray | None:
-    """The value of a tensor constant, or of a scalar literal (clip's bounds), else None."""
-    if not isinstance(expr, Constant):
-        return None
-    value = expr.value
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-
-
 def _scalar_params(call: relax.Call) -> tuple[float, int] | None:
     """(scale, zero point) of a quantize / dequantize with scalar constant parameters."""
-    scale, zero_point = _constant(call.args[1]), _constant(call.args[2])
+    scale, zero_point = constant_value(call.args[1]), constant_value(call.args[2])
     if scale is None or zero_point is None or scale.size != 1 or zero_point.size != 1:
         return None
     return float(scale.reshape(-1)[0]), int(zero_point.reshape(-1)[0])
-
-
-def _is_call(expr: Any, *names: str) -> bool:
-    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name in names
-
-
-def _dtype(expr: Any) -> str:
-    ty = expr.ty
-    return str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
-
-
-def _shape(expr: Any) -> tuple | None:
-    ty = expr.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in ty.shape)
-    except TypeError:
-        return None
 
 
 def quantize_values(values: np.ndarray, scale: float, zero_point: int, dtype: str) -> np.ndarray:
@@ -138,11 +112,11 @@ def quantize_values(values: np.ndarray, scale: float, zero_point: int, dtype: st
 def _picks_elements(value: Any) -> bool:
     """A shape op, nearest resampling or a mirroring / replicating / wrapping pad: each output
     element is one input element, so an elementwise quantize moves above it exactly."""
-    if _is_call(value, *_SHAPE_OPS):
+    if is_call(value, *_SHAPE_OPS):
         return True
-    if _is_call(value, "relax.image.resize2d"):
+    if is_call(value, "relax.image.resize2d"):
         return str(value.attrs.method) == "nearest_neighbor"
-    if _is_call(value, "relax.nn.pad"):
+    if is_call(value, "relax.nn.pad"):
         return str(value.attrs.pad_mode) in ("reflect", "replicate", "circular")
     return False
 
@@ -169,7 +143,7 @@ class _Island:
         if isinstance(expr, relax.Var):
             value = self.lookup(expr)
             return None if value is None else self.evaluate(value)
-        constant = _constant(expr)
+        constant = constant_value(expr)
         if constant is not None:
             return _f32(constant.reshape(-1)[0]) if constant.size == 1 else None
         if not isinstance(expr, relax.Call) or not isinstance(expr.op, tvm.ir.Op):
@@ -190,7 +164,7 @@ class _Island:
             return None
         if name == "relax.quantize":
             params = _scalar_params(expr)
-            return None if params is None else quantize_values(args[0], *params, _dtype(expr))
+            return None if params is None else quantize_values(args[0], *params, dtype_of(expr))
         if name == "relax.clip":
             return np.clip(args[0], args[1], args[2])
         if name == "relax.nn.leakyrelu":  # TVM: x > 0 ? x : x * alpha, in float32
@@ -201,12 +175,12 @@ class _Island:
 
     def _is_source(self, data: Any) -> bool:
         """Whether data is the island's one 8-bit input (the first one seen becomes it)."""
-        if not isinstance(data, relax.Var) or _dtype(data) not in _TABLE_DTYPES:
+        if not isinstance(data, relax.Var) or dtype_of(data) not in _TABLE_DTYPES:
             return False
         if self.source is None:
             self.source = data
             grid = np.arange(256)
-            if _dtype(data) == "int8":
+            if dtype_of(data) == "int8":
                 grid = np.where(grid >= 128, grid - 256, grid)  # take's wrap order
             self.grid = grid
         return data.same_as(self.source)  # a second tensor: not a function of one input
@@ -219,7 +193,7 @@ class _Island:
         data = call.args[0]
         value = self.lookup(data) if isinstance(data, relax.Var) else None
         integers = None
-        if _is_call(value, "relax.take", "relax.quantize") and not self.one_op:
+        if is_call(value, "relax.take", "relax.quantize") and not self.one_op:
             saved = (self.source, self.grid, dict(self.memo))
             integers = self.evaluate(value)
             if integers is None:  # not a function of one input: data itself is the input
@@ -233,7 +207,7 @@ class _Island:
 
     def _lookup(self, call: relax.Call) -> np.ndarray | None:
         """An inner table of the same input (an activation tabulated already)."""
-        table = _constant(call.args[0])
+        table = constant_value(call.args[0])
         if table is None or table.shape != (256,) or not self._is_source(call.args[1]):
             return None
         return _f32(table)
@@ -248,19 +222,19 @@ def float_chain_ends(func: relax.Function) -> set[relax.Call]:
     read = {
         arg
         for value in bindings.values()
-        if _is_call(value, "relax.quantize", *_ELEMENTWISE)
+        if is_call(value, "relax.quantize", *_ELEMENTWISE)
         for arg in value.args
         if isinstance(arg, relax.Var)
     }
     return {
         value
         for var, value in bindings.items()
-        if _is_call(value, *_ELEMENTWISE) and _dtype(value) == "float32" and var not in read
+        if is_call(value, *_ELEMENTWISE) and dtype_of(value) == "float32" and var not in read
     }
 
 
 def _constant_dequantize(value: Any) -> bool:
-    return _is_call(value, "relax.dequantize") and isinstance(value.args[0], Constant)
+    return is_call(value, "relax.dequantize") and isinstance(value.args[0], Constant)
 
 
 def kept_dequantizes(func: relax.Function) -> set[relax.Var]:
@@ -278,16 +252,16 @@ def kept_dequantizes(func: relax.Function) -> set[relax.Var]:
         if value.op.name == "relax.add":
             lhs, rhs = value.args
             for arg, other in ((lhs, rhs), (rhs, lhs)):
-                if _is_call(bindings.get(other), *_PRODUCERS):
+                if is_call(bindings.get(other), *_PRODUCERS):
                     reshaped = bindings.get(arg)
-                    inner = reshaped.args[0] if _is_call(reshaped, "relax.reshape") else arg
+                    inner = reshaped.args[0] if is_call(reshaped, "relax.reshape") else arg
                     kept.add(constant_dequantize(inner))
         if value.op.name in _QDQ_READERS:
             for arg in value.args:
                 fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
                 for field in fields:
                     var = constant_dequantize(field)
-                    if var is not None and _dtype(bindings[var].args[0]) in _QDQ_DTYPES:
+                    if var is not None and dtype_of(bindings[var].args[0]) in _QDQ_DTYPES:
                         kept.add(var)
     kept.discard(None)
     return kept
@@ -325,7 +299,7 @@ class _Canonicalizer(relax.PyExprMutator):
         if call.op.name == "relax.quantize":
             params = _scalar_params(call)
             if params is not None:
-                return self._quantize(call.args[0], params, _dtype(call), call)
+                return self._quantize(call.args[0], params, dtype_of(call), call)
         call = self._own_dequantize(call)
         if foldable(call):  # a shape op of a folded dequantize
             folded = fold(call)
@@ -345,7 +319,7 @@ class _Canonicalizer(relax.PyExprMutator):
                 folded = fold(value)
                 if folded is not None:
                     return folded
-            if _is_call(value, "relax.dequantize"):
+            if is_call(value, "relax.dequantize"):
                 return self.builder_.emit(relax.Call(value.op, value.args, value.attrs))
             return arg
 
@@ -359,12 +333,12 @@ class _Canonicalizer(relax.PyExprMutator):
     ) -> relax.Expr:
         """quantize(data) with scalar params, rewritten by rules 2 and 3 where they apply."""
         value = self._binding(data)
-        if _picks_elements(value) and _dtype(value.args[0]) == "float32":
+        if _picks_elements(value) and dtype_of(value.args[0]) == "float32":
             inner = self._emit(self._quantize(value.args[0], params, dtype, None))
             return relax.Call(value.op, [inner, *value.args[1:]], value.attrs, value.ty_args)
         if isinstance(value, relax.TupleGetItem):
             split = self._binding(value.tuple_value)
-            if _is_call(split, "relax.split") and _dtype(split.args[0]) == "float32":
+            if is_call(split, "relax.split") and dtype_of(split.args[0]) == "float32":
                 key = (split.args[0], params, dtype)
                 if key not in self._splits:
                     inner = self._emit(self._quantize(split.args[0], params, dtype, None))
@@ -372,10 +346,10 @@ class _Canonicalizer(relax.PyExprMutator):
                         relax.Call(split.op, [inner], split.attrs, split.ty_args)
                     )
                 return relax.TupleGetItem(self._splits[key], value.index)
-        if _is_call(value, "relax.dequantize"):
-            if _scalar_params(value) == params and _dtype(value.args[0]) == dtype:
+        if is_call(value, "relax.dequantize"):
+            if _scalar_params(value) == params and dtype_of(value.args[0]) == dtype:
                 return value.args[0]  # quantize(dequantize(x)) with x's own parameters
-        if _is_call(value, "relax.concat") and isinstance(value.args[0], relax.Tuple):
+        if is_call(value, "relax.concat") and isinstance(value.args[0], relax.Tuple):
             fields = list(value.args[0].fields)
             if len(fields) > MAX_CONCAT_INPUTS:
                 return self._nested_concat(fields, value, params, dtype)
@@ -419,9 +393,9 @@ class _Canonicalizer(relax.PyExprMutator):
         if dtype not in _TABLE_DTYPES:
             return None
         value = self._binding(data)
-        if value is None or _is_call(value, "relax.dequantize"):
+        if value is None or is_call(value, "relax.dequantize"):
             return None  # a plain rescale: qnn.requantize, no table needed
-        if _is_call(value, "relax.nn.relu", "relax.clip") and _is_call(
+        if is_call(value, "relax.nn.relu", "relax.clip") and is_call(
             self._binding(value.args[0]), "relax.dequantize"
         ):
             return None  # a rescale with a clamp: qnn.requantize
@@ -434,7 +408,7 @@ class _Canonicalizer(relax.PyExprMutator):
         values = island.evaluate(data)
         if values is None or island.source is None or not np.all(np.isfinite(values)):
             return None
-        if _shape(data) != _shape(island.source):
+        if shape_of(data) != shape_of(island.source):
             return None  # a constant broadcast the result to another shape: not elementwise
         table = quantize_values(np.broadcast_to(values, (256,)), *params, dtype).astype(dtype)
         return relax.op.take(relax.const(table), island.source, axis=0, mode="wrap")
@@ -445,7 +419,7 @@ class _Canonicalizer(relax.PyExprMutator):
         island = _Island(self._binding, one_op=self._tflite)
         if island.evaluate(call) is None or island.source is None:
             return None
-        if _shape(call) != _shape(island.source):
+        if shape_of(call) != shape_of(island.source):
             return None  # a constant broadcast the result to another shape
         values = evaluate_on_grid(call, island.source, island.grid, self._binding)
         if values is None or not np.all(np.isfinite(values)):

@@ -40,33 +40,14 @@ from typing import Any
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant
+
+from ..relax_types import constant_value, dtype_of, is_call, shape_of
 
 _INT_DTYPES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
 
 
-def _is_call(expr: Any, name: str) -> bool:
-    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == name
-
-
-def _array(expr: Any) -> np.ndarray | None:
-    if not isinstance(expr, Constant):
-        return None
-    value = expr.value
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-
-
-def _dtype(expr: Any) -> str:
-    ty = expr.ty
-    return str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
-
-
-def _shape(expr: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in expr.ty.shape)
-
-
 def _scalar(expr: Any) -> float | None:
-    value = _array(expr)
+    value = constant_value(expr)
     return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
 
 
@@ -101,16 +82,18 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
 
     def _depthwise(self, conv: relax.Call) -> relax.Expr | None:
         reshape = self._value(conv.args[1])
-        if not _is_call(reshape, "relax.reshape"):
+        if not is_call(reshape, "relax.reshape"):
             return None
         dequantize = self._value(reshape.args[0])
-        if not _is_call(dequantize, "relax.dequantize"):
+        if not is_call(dequantize, "relax.dequantize"):
             return None
-        weights = _array(dequantize.args[0])
-        scale = _array(dequantize.args[1])
+        weights = constant_value(dequantize.args[0])
+        scale = constant_value(dequantize.args[1])
         if weights is None or scale is None:
             return None
-        hwoi = _shape(reshape)
+        hwoi = shape_of(reshape)
+        if hwoi is None:
+            return None
         axis = int(dequantize.attrs.axis) % weights.ndim
         # Which scale each weight uses, carried through the reshape and transpose.
         channel = np.broadcast_to(
@@ -144,17 +127,17 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
 
     def _constant_weight(self, dequantize: relax.Call) -> relax.Expr | None:
         inner = self._value(dequantize.args[0])
-        if _is_call(inner, "relax.permute_dims"):
-            weights = _array(inner.args[0])
+        if is_call(inner, "relax.permute_dims"):
+            weights = constant_value(inner.args[0])
             if weights is None:
                 return None
             axes = [int(a) for a in inner.attrs.axes] if inner.attrs.axes is not None else None
             folded = np.transpose(weights, axes)
-        elif _is_call(inner, "relax.reshape"):
-            weights = _array(inner.args[0])
-            if weights is None:
+        elif is_call(inner, "relax.reshape"):
+            weights, shape = constant_value(inner.args[0]), shape_of(inner)
+            if weights is None or shape is None:
                 return None
-            folded = weights.reshape(_shape(inner))
+            folded = weights.reshape(shape)
         else:
             return None
         return relax.Call(
@@ -165,8 +148,8 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
 
     def _activation(self, clip: relax.Call) -> relax.Expr | None:
         quantize = self._value(clip.args[0])
-        dtype = _dtype(clip)
-        if not _is_call(quantize, "relax.quantize") or dtype not in _INT_DTYPES:
+        dtype = dtype_of(clip)
+        if not is_call(quantize, "relax.quantize") or dtype not in _INT_DTYPES:
             return None
         scale, zero_point = _scalar(quantize.args[1]), _scalar(quantize.args[2])
         if scale is None or zero_point is None:
@@ -183,7 +166,7 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
     def _max_pool(self, pool: relax.Call) -> relax.Expr | None:
         """max_pool2d(x) of integers -> quantize(max_pool2d(dequantize(x))), scale 1 and zero
         point 0: the maximum of integers is one of them, whatever pads the window."""
-        dtype = _dtype(pool)
+        dtype = dtype_of(pool)
         if dtype not in _INT_DTYPES:
             return None
         scale = relax.const(np.float32(1.0))
@@ -197,10 +180,10 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
         with scale 1 and zero point 0: TFLite's AVERAGE_POOL_2D averages the raw integers, so
         any quantization shared by input and output is the same kernel."""
         pool = self._value(narrow.args[0])
-        if _dtype(narrow) not in _INT_DTYPES or not _is_call(pool, "relax.nn.avg_pool2d"):
+        if dtype_of(narrow) not in _INT_DTYPES or not is_call(pool, "relax.nn.avg_pool2d"):
             return None
         wide = self._value(pool.args[0])
-        if not _is_call(wide, "relax.astype") or _dtype(wide.args[0]) != _dtype(narrow):
+        if not is_call(wide, "relax.astype") or dtype_of(wide.args[0]) != dtype_of(narrow):
             return None
         scale = relax.const(np.float32(1.0))
         zero_point = relax.const(np.int32(0))
@@ -219,23 +202,23 @@ class _TfliteCanonicalizer(relax.PyExprMutator):
                 out_layout=attrs.out_layout,
             )
         )
-        return relax.op.quantize(pooled, scale, zero_point, out_dtype=_dtype(narrow))
+        return relax.op.quantize(pooled, scale, zero_point, out_dtype=dtype_of(narrow))
 
     def _integer_bilinear(self, quantize: relax.Call) -> relax.Expr | None:
         """quantize(resize2d(dequantize(x), linear)) with x's own int8 parameters ->
         resize2d(x): TFLite's int8 RESIZE_BILINEAR reads and writes the raw integers."""
         resize = self._value(quantize.args[0])
-        if not _is_call(resize, "relax.image.resize2d") or str(resize.attrs.method) != "linear":
+        if not is_call(resize, "relax.image.resize2d") or str(resize.attrs.method) != "linear":
             return None
         dequantize = self._value(resize.args[0])
-        if not _is_call(dequantize, "relax.dequantize"):
+        if not is_call(dequantize, "relax.dequantize"):
             return None
         data = dequantize.args[0]
         same = all(
             _scalar(a) is not None and _scalar(a) == _scalar(b)
             for a, b in zip(dequantize.args[1:], quantize.args[1:], strict=True)
         )
-        if not same or _dtype(data) != "int8" or _dtype(quantize) != "int8":
+        if not same or dtype_of(data) != "int8" or dtype_of(quantize) != "int8":
             return None
         a = resize.attrs
         return relax.op.image.resize2d(
