@@ -21,7 +21,8 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
-``swish_se``, ``leaky_relu``, ``data_movement``) and one-op probes (``hard_swish_probe``,
+``swish_se``, ``leaky_relu``, ``data_movement``, ``reshape_ops``) and one-op probes
+(``hard_swish_probe``,
 ``leaky_relu_probe``, ``sigmoid_probe``, ``tanh_probe``: a 16x16x1 input holds every int8
 value; ``bilinear_*``: RESIZE_BILINEAR in each coordinate mode).
 ``extra`` holds larger or broader models for local validation and benchmarks: Keras'
@@ -255,6 +256,31 @@ def data_movement(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="data_movement")
 
 
+def reshape_ops(keras: Any, batch: int | None) -> Any:
+    """Quantized ops that re-index int8 values: SQUEEZE and EXPAND_DIMS (a channel axis removed
+    and put back), REVERSE_V2 (columns and channels flipped), DEPTH_TO_SPACE and SPACE_TO_DEPTH
+    (block 2), between int8 convs."""
+    import tensorflow as tf
+
+    layers = keras.layers
+
+    def op(function: Callable[..., Any]) -> Callable[..., Any]:
+        return layers.Lambda(function)
+
+    inputs = keras.Input((8, 8, 8), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 8, 3)
+    pooled = layers.Conv2D(1, 1)(x)  # one channel: SQUEEZE drops it, EXPAND_DIMS restores it
+    squeezed = op(lambda t: tf.squeeze(t, axis=-1))(pooled)
+    restored = op(lambda t: tf.expand_dims(t, axis=-1))(layers.Activation("relu")(squeezed))
+    flipped = op(lambda t: tf.reverse(t, axis=[2, 3]))(x)
+    deep = op(lambda t: tf.nn.space_to_depth(t, 2))(x)  # 4x4x32
+    shallow = op(lambda t: tf.nn.depth_to_space(t, 2))(layers.Conv2D(32, 1)(deep))  # 8x8x8
+    merged = layers.Concatenate()([restored, flipped, shallow])
+    # The output keeps every position: a misplaced element shows.
+    outputs = layers.Conv2D(8, 3, padding="same")(merged)
+    return keras.Model(inputs, outputs, name="reshape_ops")
+
+
 def _one_op_probe(activation: str, description: str) -> Callable[..., Any]:
     """A model of one activation on a 16x16x1 int8 input: its 256 pixels can hold every int8
     value, so a test compares the op's integer kernel exhaustively."""
@@ -316,6 +342,7 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "swish_se": swish_se,
     "leaky_relu": leaky_relu,
     "data_movement": data_movement,
+    "reshape_ops": reshape_ops,
     "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
     "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
     "sigmoid_probe": _one_op_probe("sigmoid", "LOGISTIC alone (output scale 1/256, fixed)"),
@@ -335,6 +362,7 @@ SETS = {
         "swish_se",
         "leaky_relu",
         "data_movement",
+        "reshape_ops",
         "hard_swish_probe",
         "leaky_relu_probe",
         "sigmoid_probe",

@@ -273,3 +273,22 @@ def test_torch_max_over_a_dim_runs_on_the_npu():
     got = vm["main"](tvm.runtime.tensor(x.numpy()))
     for have, want in zip(got, MaxDim()(x), strict=True):
         np.testing.assert_array_equal(have.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize(("axis", "dtype"), [(0, "float32"), (-1, "float32"), (1, "int8")])
+def test_a_flip_is_a_reversed_take_on_the_npu(axis, dtype):
+    """flip (torch.flip, TFLite's REVERSE_V2) moves the elements a take of the reversed indices
+    moves: on the NPU, equal to TVM's CPU build of the flip."""
+    x = relax.Var("x", relax.TensorType((3, 5, 4), dtype))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.flip(x, axis))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert "relax.flip" not in _ops(canonicalize(mod))
+    partitioned, report = partition_with_report(mod)
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    data = np.random.default_rng(2).integers(-100, 100, (3, 5, 4)).astype(dtype)
+    np.testing.assert_array_equal(run(partitioned, data), run(mod, data))
+    np.testing.assert_array_equal(run(partitioned, data), np.flip(data, axis))

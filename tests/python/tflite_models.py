@@ -28,6 +28,7 @@ MODELS = (
     "swish_se",
     "leaky_relu",
     "data_movement",
+    "reshape_ops",
     *ONE_OP_PROBES,
     *FLOAT_TABLE_PROBES,
     "bilinear_half_pixel",
@@ -50,13 +51,17 @@ def interpreter(path: Path, reference: bool = True):
 
 
 # (builtin code, version the converter writes, version LiteRT's reference resolver registers)
-_REFERENCE_VERSIONS = ((69, 3, 2),)  # TILE: version 3 marks an int8 input
+_REFERENCE_VERSIONS = (
+    (69, 3, 2),  # TILE: version 3 marks an int8 input
+    (5, 2, 1),  # DEPTH_TO_SPACE: version 2 marks an int8 input
+)
 
 
 def reference_runnable(data: bytes) -> bytes:
     """``data`` with the op versions LiteRT 2.3's reference resolver lacks lowered to ones it
-    registers: it has TILE up to version 2, the converter writes int8 TILE as version 3, and
-    the kernel behind both versions is the same (it copies elements of any type). The default
+    registers: it has TILE up to version 2 and DEPTH_TO_SPACE up to version 1, the converter
+    writes their int8 forms as versions 3 and 2, and the kernel behind every version is the same
+    (it copies elements of any type). The default
     resolver registers version 3 and runs the file as it is."""
     import struct
 

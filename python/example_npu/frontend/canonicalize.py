@@ -23,7 +23,9 @@ the original computes, including NaN and infinities.
   ``strided_slice`` that picks the same elements, which TVM's own build checks axis by axis
   before the rewrite. Its result, and every value computed from it, gets its static shape back
   (without it TVM cannot even build the module: ``concat`` of unknown shapes).
-* ``broadcast_to`` onto the operand's own shape is the operand itself.
+* ``broadcast_to`` onto the operand's own shape is the operand itself; ``flip`` along a static
+  axis is the ``take`` of that axis's indices in reverse order (TFLite's ``REVERSE_V2``,
+  ``torch.flip``).
 * Run-time attention masks become float arithmetic (:mod:`.masks`): ``bool`` chains from a
   tokenizer's ``attention_mask`` as 0.0 / 1.0 floats, ``where`` of constants as exact products
   and sums, integer casts before data movement, ``index_tensor`` / ``gather_nd`` with constant
@@ -144,6 +146,17 @@ def _static_slice(call: relax.Call) -> relax.Expr | None:
     axes = list(range(len(shape)))
     starts, stops, steps = ([s[k] for s in static] for k in range(3))
     return relax.op.strided_slice(call.args[0], axes, starts, stops, steps)
+
+
+def _flip_as_take(call: relax.Call) -> relax.Expr | None:
+    """``flip`` along a static axis as the ``take`` of that axis's indices in reverse order
+    (the elements it moves, as a DMA gather of rows moves them)."""
+    shape = static_shape(call.args[0].ty)
+    if shape is None:
+        return None
+    axis = int(call.attrs.axis) % len(shape)
+    reverse = relax.const(np.arange(shape[axis] - 1, -1, -1, dtype="int64"), "int64")
+    return relax.op.take(call.args[0], reverse, axis=axis)
 
 
 def _top1(expr: relax.Expr) -> bool:
@@ -267,6 +280,10 @@ class _Canonicalizer(PyExprMutator):
             static = _static_slice(call)
             if static is not None:
                 return self.builder_.normalize(static)
+        if name == "relax.flip":
+            flipped = _flip_as_take(call)
+            if flipped is not None:
+                return self.builder_.normalize(flipped)
         if name in ("relax.index_tensor", "relax.gather_nd"):
             gather = gather_as_take(call)
             if gather is not None:

@@ -48,7 +48,9 @@ _IDENTIFIER = b"TFL3"
 # Quantized ops TVM's converter refuses although its lowering is already TFLite's: SHAPE reads a
 # tensor's (static) shape, never its values; PAD fills with the input's zero point (TFLite
 # requires the output's quantization to be the input's, and the converter checks it);
-# RESIZE_NEAREST_NEIGHBOR and the data movement ops copy integers, as TFLite's int8 kernels do
+# RESIZE_NEAREST_NEIGHBOR and the data movement ops (SQUEEZE and EXPAND_DIMS as reshapes,
+# DEPTH_TO_SPACE and SPACE_TO_DEPTH as a
+# reshape -> transpose -> reshape, REVERSE_V2 as flips) copy integers, as TFLite's int8 kernels do
 # (each output reinterpreted with its own quantization by whatever reads it; PACK's converter
 # checks that the parameters agree, as TFLite's kernel requires).
 _MOVES_INTEGERS = frozenset(
@@ -66,6 +68,11 @@ _MOVES_INTEGERS = frozenset(
         "PACK",
         "UNPACK",
         "GATHER",
+        "DEPTH_TO_SPACE",
+        "SPACE_TO_DEPTH",
+        "REVERSE_V2",
+        "SQUEEZE",
+        "EXPAND_DIMS",
     }
 )
 
@@ -121,6 +128,37 @@ def _converter_class() -> type:
                 raise ModelFileError(f"GATHER {name!r}: axis or indices out of bounds")
             indices_expr = relax.const(values, str(values.dtype))
             return relax.op.take(data_expr, indices_expr, axis, mode="fast")
+
+        def _axes_operand(self, op: Any, kind: str) -> tuple[relax.Expr, int, list[int], str]:
+            """(data, its rank, the constant axes, the output's name) of an op whose second
+            input names axes; run-time axes are a ModelFileError."""
+            data, axes = self.get_input_tensors(op)
+            name = _tensor_name(self.get_output_tensors(op)[0])
+            if self.has_expr(axes.tensor_idx):
+                raise ModelFileError(f"{kind} {name!r}: run-time axes are not supported")
+            data_expr = self.get_tensor_expr(data)
+            rank = len(static_shape(self.bb.normalize(data_expr).ty) or [])
+            values = [int(a) for a in np.asarray(self.get_tensor_value(axes)).reshape(-1)]
+            return data_expr, rank, values, name
+
+        def convert_reverse_v2(self, op: Any) -> relax.Expr:
+            """REVERSE_V2 over each of its (constant) axes in turn; TVM's converter takes one
+            axis only, TFLite's kernel any contiguous run of them."""
+            data, rank, values, name = self._axes_operand(op, "REVERSE_V2")
+            normalized = sorted({a + rank if a < 0 else a for a in values})
+            if not normalized or any(not 0 <= a < rank for a in normalized):
+                raise ModelFileError(f"REVERSE_V2 {name!r}: axes {values} out of bounds")
+            for axis in normalized:
+                data = relax.op.flip(data, axis)
+            return data
+
+        def convert_expand_dims(self, op: Any) -> relax.Expr:
+            """EXPAND_DIMS at its (constant) axis: TVM 0.27's converter calls Relax's
+            ``expand_dims`` with an argument too many and fails on every model."""
+            data, rank, values, name = self._axes_operand(op, "EXPAND_DIMS")
+            if len(values) != 1 or not -rank - 1 <= values[0] <= rank:
+                raise ModelFileError(f"EXPAND_DIMS {name!r}: axis {values} out of bounds")
+            return relax.op.expand_dims(data, values[0])
 
         def convert_shape(self, op: Any) -> relax.Expr:
             from tflite.ShapeOptions import ShapeOptions
