@@ -1,0 +1,257 @@
+/*!
+ * \file kernels/requantize.cc
+ * \brief Requantization of integer accumulators (kernels/quantize.h): fixed-point multipliers,
+ * TVM's exact rounding and TFLite's double rounding, the latter on sixteen int32 lanes where the
+ * CPU has AVX-512.
+ */
+#include <tvm/ffi/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quantize.h"
+#include "kernels/tflite_arithmetic.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace example_npu {
+namespace kernels {
+
+FixedPointMultiplier QuantizeMultiplier(double real) {
+  TVM_FFI_ICHECK(real > 0 && std::isfinite(real)) << "requantization multiplier must be positive";
+  int exponent = 0;
+  const double fraction = std::frexp(real, &exponent);  // real = fraction * 2^exponent
+  int64_t m0 = static_cast<int64_t>(std::llround(fraction * (1LL << 31)));
+  if (m0 == (1LL << 31)) {
+    m0 /= 2;
+    ++exponent;
+  }
+  const int64_t shift = 31 - exponent;
+  TVM_FFI_ICHECK(shift >= 1 && shift <= 62)
+      << "requantization multiplier " << real << " is outside [2^-31, 2^30)";
+  return FixedPointMultiplier{m0, shift};
+}
+
+int64_t RoundHalfEven(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
+
+namespace {
+
+/*!
+ * \brief Per-element requantization parameters of a tile, repeated over whole rows until a period
+ * of at least kMinPeriod elements, so that the loops over them are long enough to vectorise even
+ * for tiles of few channels (depthwise layers of 8 or 16 channels).
+ */
+struct PeriodicParams {
+  static constexpr int64_t kMinPeriod = 64;
+  int64_t period = 0;
+  const int64_t* m0 = nullptr;
+  const int64_t* shift = nullptr;
+  const int64_t* rounding = nullptr;
+  const int64_t* bias = nullptr;
+};
+
+PeriodicParams MakePeriodicParams(int64_t size, int64_t channels, int64_t channel_offset,
+                                  const Requantization& r) {
+  thread_local std::vector<int64_t> storage;
+  const int64_t rows = std::max<int64_t>(1, (PeriodicParams::kMinPeriod + channels - 1) / channels);
+  const int64_t period = std::min(size, rows * channels);
+  storage.resize(static_cast<size_t>(4 * std::max<int64_t>(period, channels)));
+  int64_t* m0 = storage.data();
+  int64_t* shift = m0 + period;
+  int64_t* rounding = shift + period;
+  int64_t* bias = rounding + period;
+  const bool per_channel = r.multipliers.size() > 1;
+  for (int64_t i = 0; i < std::min(channels, period); ++i) {
+    const FixedPointMultiplier& m = r.multipliers[per_channel ? channel_offset + i : 0];
+    TVM_FFI_ICHECK(r.rounding != Rounding::kTflite || tflite::InMultiplierRange(m.m0, m.shift))
+        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
+    m0[i] = m.m0;
+    shift[i] = m.shift;
+    rounding[i] = int64_t{1} << (m.shift - 1);
+    bias[i] = r.bias.empty() ? 0 : r.bias[channel_offset + i];
+  }
+  for (int64_t i = channels; i < period; ++i) {
+    m0[i] = m0[i - channels];
+    shift[i] = shift[i - channels];
+    rounding[i] = rounding[i - channels];
+    bias[i] = bias[i - channels];
+  }
+  return PeriodicParams{period, m0, shift, rounding, bias};
+}
+
+/*! \brief out = clamp(zero point + scale(acc + bias)) over the tile, one period at a time. */
+template <typename Scale>
+void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
+                       const Requantization& r, Scale scale, float* out) {
+  const int64_t zero_point = r.output_zero_point, lo = r.min, hi = r.max;
+  for (int64_t start = 0; start < size; start += p.period) {
+    const int64_t n = std::min(p.period, size - start);
+    const int64_t* a = acc + start;
+    float* o = out + start;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t scaled = scale(a[i] + p.bias[i], p.m0[i], p.shift[i], p.rounding[i]);
+      o[i] = static_cast<float>(std::clamp(zero_point + scaled, lo, hi));
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+// All sixteen int32 lanes, for the maskz forms (GCC 12 warns about the plain intrinsics).
+constexpr __mmask16 kAll16 = 0xffff;
+
+/*!
+ * \brief The int32 lanes of MultiplyByQuantizedMultiplierInRange: TFLite computes in int32, so
+ * only the low 32 bits of acc + bias matter (as the scalar form's shift shows), and sixteen
+ * outputs share a vector. The 32 x 32 -> 64-bit products are taken on the even and the odd lanes.
+ */
+inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
+                                               __m512i right) {
+  const __m512i shifted = _mm512_maskz_sllv_epi32(kAll16, value, left);
+  // Lanes 2k and 2k + 1: the doubling high multiply of their products, round_half_up(p / 2^31),
+  // which is floor((p + 2^30) / 2^31) for either sign (TFLite's sign-dependent nudge followed by
+  // a division toward zero comes to the same).
+  auto high = [](__m512i product) {
+    return _mm512_maskz_srai_epi64(
+        tflite::kAllLanes, _mm512_add_epi64(product, _mm512_set1_epi64(int64_t{1} << 30)), 31);
+  };
+  const __m512i even = high(_mm512_maskz_mul_epi32(tflite::kAllLanes, shifted, m0));
+  const __m512i odd = high(_mm512_maskz_mul_epi32(
+      tflite::kAllLanes, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32),
+      _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32)));
+  // |high| < 2^31: its low 32 bits are the int32 result of each lane.
+  const __m512i joined =
+      _mm512_mask_blend_epi32(0xaaaa, even, _mm512_maskz_slli_epi64(tflite::kAllLanes, odd, 32));
+  // joined / 2^right rounded half away from zero.
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i mask = _mm512_sub_epi32(_mm512_maskz_sllv_epi32(kAll16, one, right), one);
+  const __m512i half = _mm512_maskz_srai_epi32(kAll16, mask, 1);
+  const __mmask16 negative = _mm512_cmplt_epi32_mask(joined, _mm512_setzero_si512());
+  const __m512i threshold = _mm512_mask_add_epi32(half, negative, half, one);
+  const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(joined, mask), threshold);
+  const __m512i quotient = _mm512_maskz_srav_epi32(kAll16, joined, right);
+  return _mm512_mask_add_epi32(quotient, up, quotient, one);
+}
+
+/*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
+inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
+  const __m256i low =
+      _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, _mm512_maskz_loadu_epi64(lanes & 0xff, acc));
+  const __m256i high =
+      _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, _mm512_maskz_loadu_epi64(lanes >> 8, acc + 8));
+  return _mm512_maskz_inserti64x4(tflite::kAllLanes, _mm512_castsi256_si512(low), high, 1);
+}
+
+/*! \brief Whether the output range and zero point keep every step of the int32 lanes exact. */
+bool FitsInt32Lanes(const Requantization& r) {
+  auto fits = [](int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; };
+  return fits(r.min) && fits(r.max) && fits(r.output_zero_point) &&
+         fits(r.min - r.output_zero_point) && fits(r.max - r.output_zero_point);
+}
+
+/*! \brief RequantizePeriods with TFLite's double rounding, sixteen outputs to a vector. */
+void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
+                             const Requantization& r, float* out) {
+  // The period's parameters as int32 lanes: bias cut to its low 32 bits (TFLite's int32 sum),
+  // m0 < 2^31, and the left / right shifts of the multiplier's exponent.
+  thread_local std::vector<int32_t> storage;
+  storage.resize(static_cast<size_t>(4 * p.period));
+  int32_t* bias = storage.data();
+  int32_t* m0 = bias + p.period;
+  int32_t* left = m0 + p.period;
+  int32_t* right = left + p.period;
+  for (int64_t i = 0; i < p.period; ++i) {
+    bias[i] = static_cast<int32_t>(static_cast<uint32_t>(p.bias[i]));
+    m0[i] = static_cast<int32_t>(p.m0[i]);
+    left[i] = static_cast<int32_t>(std::max<int64_t>(31 - p.shift[i], 0));
+    right[i] = static_cast<int32_t>(std::max<int64_t>(p.shift[i] - 31, 0));
+  }
+  // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
+  const int64_t zp = r.output_zero_point;
+  const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));
+  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
+  const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
+  for (int64_t start = 0; start < size; start += p.period) {
+    const int64_t n = std::min(p.period, size - start);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 lanes = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512i value = _mm512_add_epi32(LowHalves16(acc + start + i, lanes),
+                                             _mm512_maskz_loadu_epi32(lanes, bias + i));
+      const __m512i scaled = MultiplyByQuantizedMultiplier16(
+          value, _mm512_maskz_loadu_epi32(lanes, m0 + i), _mm512_maskz_loadu_epi32(lanes, left + i),
+          _mm512_maskz_loadu_epi32(lanes, right + i));
+      const __m512i clamped =
+          _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
+      _mm512_mask_storeu_ps(
+          out + start + i, lanes,
+          _mm512_maskz_cvtepi32_ps(kAll16, _mm512_add_epi32(clamped, zero_point)));
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
+                const Requantization& r, float* out) {
+#if defined(__AVX512F__)
+  if (size > 0 && r.rounding == Rounding::kTflite && !r.single_rounding && FitsInt32Lanes(r)) {
+    RequantizeTflitePeriods(acc, size, MakePeriodicParams(size, channels, channel_offset, r), r,
+                            out);
+    return;
+  }
+#endif
+  RequantizeElementwise(acc, size, channels, channel_offset, r, out);
+}
+
+void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
+                           int64_t channel_offset, const Requantization& r, float* out) {
+  if (size <= 0) return;
+  const PeriodicParams p = MakePeriodicParams(size, channels, channel_offset, r);
+  // One rounding of the 64-bit product: exact while |value| < 2^31 (|value * m0| < 2^62).
+  auto single = [](int64_t value, int64_t m0, int64_t shift, int64_t rounding) {
+    return (value * m0 + rounding) >> shift;
+  };
+  if (r.rounding == Rounding::kTflite) {
+    if (r.single_rounding) {
+      RequantizePeriods(acc, size, p, r, single, out);
+    } else {
+      RequantizePeriods(
+          acc, size, p, r,
+          [](int64_t value, int64_t m0, int64_t shift, int64_t) {
+            return tflite::MultiplyByQuantizedMultiplierInRange(value, m0, shift);
+          },
+          out);
+    }
+    return;
+  }
+  // kTvm rounds exactly: the 64-bit form when every accumulator is narrow, 128 bits otherwise.
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  int64_t lo = 0, hi = 0;  // min / max reductions vectorise, a flag would not
+  for (int64_t i = 0; i < size; ++i) {
+    lo = std::min(lo, acc[i]);
+    hi = std::max(hi, acc[i]);
+  }
+  int64_t bias_lo = 0, bias_hi = 0;
+  for (int64_t i = 0; i < p.period; ++i) {
+    bias_lo = std::min(bias_lo, p.bias[i]);
+    bias_hi = std::max(bias_hi, p.bias[i]);
+  }
+  if (lo >= -kLimit && hi < kLimit && bias_lo >= -kLimit && bias_hi < kLimit &&
+      lo + bias_lo >= -kLimit && hi + bias_hi < kLimit) {
+    RequantizePeriods(acc, size, p, r, single, out);
+  } else {
+    RequantizePeriods(
+        acc, size, p, r,
+        [](int64_t value, int64_t m0, int64_t shift, int64_t) {
+          return ScaleRounded(value, FixedPointMultiplier{m0, shift});
+        },
+        out);
+  }
+}
+
+}  // namespace kernels
+}  // namespace example_npu
