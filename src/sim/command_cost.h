@@ -2,8 +2,9 @@
  * \file sim/command_cost.h
  * \brief What one command costs: cycles on its engine, latency, bytes per memory tier, energy.
  *
- * timing.cc places the commands on their engines' timelines with these costs: a DMA's there,
- * beside the memory placement it depends on; a compute command's in command_cost.cc.
+ * timing.cc places the commands on their engines' timelines with these costs: a DMA's in
+ * dma_cost.cc (from where memory_placement.cc puts its remote bytes), a compute command's in
+ * command_cost.cc.
  */
 #ifndef EXAMPLE_NPU_SIM_COMMAND_COST_H_
 #define EXAMPLE_NPU_SIM_COMMAND_COST_H_
