@@ -343,6 +343,15 @@ class ConvRule : public GroupTiler {
     const int64_t staged_bytes = StagedBytes(1);  // weight_bytes unless the weight is a view
     const double dram_bw = config_.BandwidthBytesPerCycle(Tier::kDram);
     const double l2_bw = config_.BandwidthBytesPerCycle(Tier::kL2);
+    // Where the remote bytes come from (sim/memory_placement.h): weights from flash and feature
+    // maps from the SRAM arena on NPUs that keep them there, so a tile that re-reads slow flash
+    // weights per spatial tile costs what it will (Ethos-U reads a layer's weights once).
+    const double weight_bw = config_.weight_memory_kind() == WeightMemory::kFlash
+                                 ? config_.FlashBytesPerCycle()
+                                 : dram_bw;
+    const double feature_map_bw = config_.feature_map_memory_kind() == FeatureMapMemory::kSram
+                                      ? config_.sram_bandwidth_bytes_per_cycle
+                                      : dram_bw;
     const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
     // Output-channel tiles hold whole groups; only ungrouped convolutions split input channels.
     const int64_t oc_granule = p_.groups == 1 ? dim : group_out_;
@@ -387,9 +396,14 @@ class ConvRule : public GroupTiler {
                                : oc_tiles);
             const double output_writes = static_cast<double>(spatial) * oc_tiles *
                                          BusBytes(output, BoxAt(t, 0, 0, 0), Anchor().dtype);
-            const double dram = input_reads + (stage ? staged_bytes : weight_reads) + output_writes;
+            const double weight_dram = stage ? staged_bytes : weight_reads;
+            const double dram = input_reads + weight_dram + output_writes;
+            const double memory_cycles =
+                weight_bw == dram_bw && feature_map_bw == dram_bw
+                    ? dram / dram_bw
+                    : (input_reads + output_writes) / feature_map_bw + weight_dram / weight_bw;
             const double time =
-                EstimatedCycles(compute, dram / dram_bw, stage ? weight_reads / l2_bw : 0.0,
+                EstimatedCycles(compute, memory_cycles, stage ? weight_reads / l2_bw : 0.0,
                                 spatial * oc_tiles, spatial * oc_tiles * ic_tiles);
             // On a tie, the wider tile: longer rows for the DMA and the vector unit.
             if (time < best || (time == best && owt > tile_.ow)) {
