@@ -3,9 +3,11 @@ library (5.x, not a dependency of the package or of CI: install it to run this) 
 their config classes with random weights, batch 1, exported with ``torch.export`` (with
 transformers' cache pytrees registered, so decoders export with their key / value cache),
 imported with :func:`example_npu.frontend.from_exported_program`, partitioned for the NPU and
-compared with PyTorch on the first output (the last hidden state).
+compared with PyTorch on the first output (the last hidden state). ``--path onnx`` exports the
+same models with ``torch.onnx.export`` (the dynamo exporter, onnxscript), loads the file with
+:func:`example_npu.load_model` and compares with onnxruntime instead.
 
-    .venv/bin/python benchmarks/hf_transformers_table.py [--only NAME ...]
+    .venv/bin/python benchmarks/hf_transformers_table.py [--path torch|onnx] [--only NAME ...]
 
 Text models get 128 tokens, the last 20 of them padding in the tokenizer mask. MobileViT gets
 PyTorch's default initialisation (see ``mobilevit``).
@@ -14,10 +16,14 @@ PyTorch's default initialisation (see ``mobilevit``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import tempfile
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
-import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import example_npu
 import numpy as np
 import tvm
 from example_npu.frontend import from_exported_program
@@ -94,19 +100,73 @@ def _first(output) -> np.ndarray:
     return output.numpy()
 
 
-def measure(name: str, build: Callable[[], tuple]) -> str:
+def _positional(model, names: list[str]):
+    """``model`` as a module of positional tensors returning its first output: the ONNX exporter
+    takes positional inputs (the tokenizer mask second, named ``names``)."""
+    import torch
+
+    class Positional(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, first, *rest):
+            return _first_tensor(self.model(first, **dict(zip(names, rest, strict=True))))
+
+    return Positional().eval()
+
+
+def _first_tensor(output):
+    while not hasattr(output, "shape"):
+        output = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+    return output
+
+
+def _first(output) -> np.ndarray:
+    return _first_tensor(output).numpy()
+
+
+def _torch_path(model, args, kwargs):
+    """(partitioned module, report, reference output) through torch.export."""
     import torch
     from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
 
-    torch.manual_seed(0)
-    model, args, kwargs, shape = build()
-    model.eval()
     register_cache_pytrees_for_model(model)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference = _first(model(*args, **kwargs))
         program = torch.export.export(model, args, kwargs)
     partitioned, report = partition_with_report(from_exported_program(program))
+    return partitioned, report, reference
+
+
+def _onnx_path(model, args, kwargs):
+    """(partitioned module, report, onnxruntime's output) through an ONNX file."""
+    import onnxruntime
+    import torch
+
+    wrapped = _positional(model, list(kwargs))
+    inputs = (*args, *kwargs.values())
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "model.onnx"
+        with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            torch.onnx.export(wrapped, inputs, path, dynamo=True, external_data=False)
+        session = onnxruntime.InferenceSession(str(path))
+        feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs, strict=True)}
+        reference = session.run(None, feeds)[0]
+        partitioned, report = partition_with_report(example_npu.load_model(path).mod)
+    return partitioned, report, reference
+
+
+def measure(name: str, build: Callable[[], tuple], path: str = "torch") -> str:
+    import torch
+
+    torch.manual_seed(0)
+    model, args, kwargs, shape = build()
+    model.eval()
+    convert = _onnx_path if path == "onnx" else _torch_path
+    partitioned, report, reference = convert(model, args, kwargs)
     vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
     inputs = [tvm.runtime.tensor(t.numpy()) for t in (*args, *kwargs.values())]
     out = _first(vm["main"](*inputs))
@@ -119,11 +179,12 @@ def measure(name: str, build: Callable[[], tuple]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="model names (default: all)")
+    parser.add_argument("--path", choices=("torch", "onnx"), default="torch")
     options = parser.parse_args()
     print(HEADER)
     for name, build in _models().items():
         if not options.only or name in options.only:
-            print(measure(name, build), flush=True)
+            print(measure(name, build, options.path), flush=True)
 
 
 if __name__ == "__main__":
