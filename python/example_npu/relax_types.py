@@ -30,20 +30,24 @@ def tensor_shape(expr: Any) -> list[int] | None:
 
 
 def tensor_dtype(expr: Any) -> str:
+    """dtype of a tensor-typed expression (a tuple's first field); "unknown" otherwise."""
     ty = expr.ty
     if isinstance(ty, tvm.ir.type.TupleType):
         ty = ty.fields[0]
-    return str(ty.dtype) if isinstance(ty, relax.TensorType) else "unknown"
+    return _dtype_of_type(ty) or "unknown"
 
 
 def op_name(call: relax.Call) -> str:
     return call.op.name.removeprefix("relax.")
 
 
+def _dtype_of_type(ty: Any) -> str:
+    return str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
+
+
 def dtype_of(expr: Any) -> str:
     """dtype of a tensor-typed expression; "" for anything else (tuples, shapes, objects)."""
-    ty = expr.ty
-    return str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
+    return _dtype_of_type(expr.ty)
 
 
 def shape_of(expr: Any) -> tuple[int, ...] | None:
@@ -61,7 +65,7 @@ def call_op_name(expr: Any) -> str:
 
 def is_call(expr: Any, *names: str) -> bool:
     """True when ``expr`` calls one of the Relax ops ``names`` (full names)."""
-    return call_op_name(expr) in names if names else False
+    return call_op_name(expr) in names  # "" (not an op call) is no op's name
 
 
 def constant_value(expr: Any) -> np.ndarray | None:

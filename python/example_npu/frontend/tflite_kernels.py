@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant
+
+from ..relax_types import constant_value
 
 Params = tuple[float, int]  # (scale, zero point) of a per-tensor quantized tensor
 
@@ -178,10 +179,8 @@ KERNELS = (
 
 def _scalar(expr: Any) -> float | None:
     """The value of a scalar tensor constant or literal (clip's bounds), else None."""
-    if not isinstance(expr, Constant):
-        return None
-    value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
-    return float(value.reshape(-1)[0]) if value.size == 1 else None
+    value = constant_value(expr)
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
 
 class _Matcher:

@@ -13,16 +13,12 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..relax_types import constant_value
+
 _CONV2D = tvm.ir.Op.get("relax.nn.conv2d")
 _BATCH_NORM = tvm.ir.Op.get("relax.nn.batch_norm")
 _ADD = tvm.ir.Op.get("relax.add")
 _RESHAPE = tvm.ir.Op.get("relax.reshape")
-
-
-def _constant(expr) -> np.ndarray | None:
-    if isinstance(expr, tvm.ir.expr.Constant) and hasattr(expr.value, "numpy"):
-        return expr.value.numpy()
-    return None
 
 
 @mutator
@@ -40,13 +36,13 @@ class _BatchNormFolder(PyExprMutator):
             reshape = self._value(other)
             if isinstance(reshape, relax.Call) and reshape.op.same_as(_RESHAPE):
                 other = reshape.args[0]
-            bias = _constant(other)
+            bias = constant_value(other)
             if bias is None:
                 return None
             value = self._value(conv_var)
         if not isinstance(value, relax.Call) or not value.op.same_as(_CONV2D):
             return None
-        if _constant(value.args[1]) is None or str(value.attrs.kernel_layout) not in ("OIHW",):
+        if constant_value(value.args[1]) is None or str(value.attrs.kernel_layout) not in ("OIHW",):
             return None
         return value, bias
 
@@ -55,7 +51,7 @@ class _BatchNormFolder(PyExprMutator):
         norm = self._value(new.tuple_value)
         if new.index != 0 or not isinstance(norm, relax.Call) or not norm.op.same_as(_BATCH_NORM):
             return new
-        params = [_constant(arg) for arg in norm.args[1:]]
+        params = [constant_value(arg) for arg in norm.args[1:]]
         found = self._conv_and_bias(norm.args[0])
         attrs = norm.attrs
         if found is None or any(p is None for p in params) or bool(attrs.training):
@@ -68,7 +64,7 @@ class _BatchNormFolder(PyExprMutator):
         gamma = gamma if bool(attrs.scale) else np.ones_like(gamma)
         beta = beta if bool(attrs.center) else np.zeros_like(beta)
         k = gamma / np.sqrt(var + float(attrs.epsilon))
-        weight = _constant(conv.args[1]).astype("float64") * k.reshape(-1, 1, 1, 1)
+        weight = constant_value(conv.args[1]).astype("float64") * k.reshape(-1, 1, 1, 1)
         bias = np.zeros_like(mean) if bias is None else bias.astype("float64").reshape(-1)
         folded_bias = (bias - mean) * k + beta
         folded = self.builder_.emit(

@@ -15,7 +15,7 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ...relax_types import tensor_dtype
+from ...relax_types import constant_value, tensor_dtype
 from ...relax_types import tensor_shape as _shape
 from ..verdict import ACCEPT, Verdict, first_failure, reject
 from .compute import (
@@ -33,16 +33,10 @@ TABLE_DTYPES = ("int8", "uint8")
 _LUT_DTYPES = (*TABLE_DTYPES, "float32")
 
 
-def _const_values(expr: Any) -> np.ndarray | None:
-    if isinstance(expr, Constant) and hasattr(expr.value, "numpy"):
-        return expr.value.numpy()
-    return None
-
-
 def _scalar_params(call: relax.Call) -> Verdict:
     """scale and zero point are scalar constants with a positive finite scale."""
     name = call.op.name.removeprefix("relax.")
-    scale, zero_point = (_const_values(arg) for arg in call.args[1:3])
+    scale, zero_point = (constant_value(arg) for arg in call.args[1:3])
     if scale is None or zero_point is None:
         return reject(f"{name}: scale and zero point must be constants")
     if scale.size != 1 or zero_point.size != 1:
@@ -94,7 +88,7 @@ def _out_channels(annotated: Mapping[str, Any]) -> tuple[int, int]:
 
 def _check_symmetric_constant(call: relax.Call, dtype: str, what: str, channels: int) -> Verdict:
     """dequantize(`dtype` constant, positive float32 scales (one or per channel), zero point 0)."""
-    values, scale, zero_point = (_const_values(arg) for arg in call.args)
+    values, scale, zero_point = (constant_value(arg) for arg in call.args)
     if values is None or str(values.dtype) != dtype:
         return reject(f"a quantized {what} must be an {dtype} constant")
     if scale is None or zero_point is None or str(scale.dtype) != "float32":
@@ -114,7 +108,7 @@ def _check_weight(annotated: Mapping[str, Any]) -> Verdict:
     verdict = _check_symmetric_constant(w_dq, "int8", "weight", channels)
     if not verdict:
         return verdict
-    scale, ndim = _const_values(w_dq.args[1]), len(_shape(w_dq))
+    scale, ndim = constant_value(w_dq.args[1]), len(_shape(w_dq))
     if scale.size > 1 and int(w_dq.attrs.axis) % ndim != axis:
         return reject(f"per-channel weight scales on axis {int(w_dq.attrs.axis)}, not {axis}")
     return ACCEPT
@@ -130,9 +124,9 @@ def _check_bias(annotated: Mapping[str, Any]) -> Verdict:
         verdict = _check_symmetric_constant(bias_expr, "int32", "bias", channels)
         if not verdict:
             return verdict
-        bias = _const_values(bias_expr.args[0])
+        bias = constant_value(bias_expr.args[0])
     else:
-        bias = _const_values(bias_expr)
+        bias = constant_value(bias_expr)
         if bias is None or str(bias.dtype) != "float32":
             return reject("bias must be a float32 constant")
     if bias.size != channels:
@@ -152,9 +146,9 @@ def _check_bias(annotated: Mapping[str, Any]) -> Verdict:
 
 
 def _check_requantization(annotated: Mapping[str, Any]) -> Verdict:
-    x_scale = float(_const_values(annotated["x_dq"].args[1]).reshape(-1)[0])
-    w_scale = _const_values(annotated["w_dq"].args[1]).astype("float64")
-    y_scale = float(_const_values(annotated["root"].args[1]).reshape(-1)[0])
+    x_scale = float(constant_value(annotated["x_dq"].args[1]).reshape(-1)[0])
+    w_scale = constant_value(annotated["w_dq"].args[1]).astype("float64")
+    y_scale = float(constant_value(annotated["root"].args[1]).reshape(-1)[0])
     multipliers = x_scale * w_scale / y_scale
     if np.any(multipliers < 2.0**-31) or np.any(multipliers >= 2.0**30):
         return reject("requantization multiplier outside [2^-31, 2^30)")
@@ -214,7 +208,7 @@ _MIN_MULTIPLIER, _MAX_MULTIPLIER = 2.0**-31, 2.0**30
 
 
 def _scale(call: relax.Call) -> float:
-    return float(_const_values(call.args[1]).reshape(-1)[0])
+    return float(constant_value(call.args[1]).reshape(-1)[0])
 
 
 def _rescales_fit(name: str, *factors: float) -> Verdict:
@@ -367,7 +361,7 @@ def check_lookup_table(call: relax.Call) -> Verdict:
     """take(table, x, axis=0) with a 256-entry table of 8-bit integers (int8 x may map to uint8
     results and back), or of finite float32 values (a float function of x, canonicalize_qdq's
     rule 5)."""
-    table = _const_values(call.args[0])
+    table = constant_value(call.args[0])
     data = call.args[1]
     dtype = tensor_dtype(data)
     if dtype not in TABLE_DTYPES:
