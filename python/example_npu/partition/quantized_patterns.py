@@ -4,7 +4,7 @@ onnxruntime's QDQ models and ``quantize_model`` put ``dequantize -> float op -> 
 every op they quantize. Each builder here matches one such island whose float op the NPU computes
 in integer arithmetic; ``canonicalize_qdq`` (frontend/qdq.py) first gives every island its own
 ``dequantize`` nodes and turns elementwise islands of one 8-bit input into a ``take`` of a
-256-entry table. The pattern table (table.py) turns these builders into rows.
+256-entry table. quantized_rows.py turns these builders into rows of the pattern table.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from tvm.relax.backend import _ffi_api as _registry_api
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
 from tvm.relax.dpl.pattern import DFPattern, is_const, is_op, is_tuple, wildcard
 
-from ..frontend.qdq import MAX_CONCAT_INPUTS
-from . import quantized_patterns
+from .chains import chain_row
 from .checks import compute, glue, quantized, spatial
+from .quantized_rows import QUANTIZED_ROWS
 from .row import PREFIX, CallCheck, PatternBuilder, PatternRow
 from .verdict import Verdict
 
@@ -112,140 +112,6 @@ def _nan_guarded_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
     return root, {"input": x, "softmax": softmax, "fill": fill, "root": root}
 
 
-_PRODUCER_OPS = {
-    "conv2d": "relax.nn.conv2d",
-    "conv2d_transpose": "relax.nn.conv2d_transpose",
-    "matmul": "relax.matmul",
-    "dense": "relax.matmul",
-}
-_PRODUCER_CHECKS = {
-    "conv2d": compute.check_conv,
-    "matmul": compute.check_matmul,
-    "dense": compute.check_matmul,
-}
-_ACTIVATIONS = {
-    "relu": ("relax.nn.relu", 0, compute.check_elementwise),
-    "relu6": ("relax.clip", 2, compute.check_relu6),
-    "gelu": ("relax.nn.gelu", 0, compute.check_elementwise),
-}
-
-
-def _producer_epilogue(
-    producer: str,
-    data: DFPattern,
-    weight: DFPattern,
-    bias: bool,
-    activation: str | None,
-    bias_pattern: Callable[[], DFPattern],
-    annotations: dict[str, DFPattern],
-) -> DFPattern:
-    """producer(data, weight) [+ bias_pattern() in either order, maybe reshaped] [+ activation];
-    fills the producer / transpose / bias / bias_term / add / activation annotations."""
-    rhs = weight
-    if producer == "dense":
-        rhs = annotations["transpose"] = is_op("relax.permute_dims")(weight)
-    root = annotations["producer"] = is_op(_PRODUCER_OPS[producer])(data, rhs)
-    if bias:
-        bias_value = bias_pattern()
-        # The reshape alternative first, so a reshaped bias joins the composite.
-        bias_term = is_op("relax.reshape")(bias_value, wildcard()) | bias_value
-        annotations["bias"] = bias_value
-        annotations["bias_term"] = bias_term
-        add = is_op("relax.add")
-        root = annotations["add"] = add(root, bias_term) | add(bias_term, root)
-    if activation is not None:
-        op, extra_args, _ = _ACTIVATIONS[activation]
-        extra = [wildcard() for _ in range(extra_args)]  # distinct: clip's bounds differ
-        root = annotations["activation"] = is_op(op)(root, *extra)
-    return root
-
-
-def _chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
-    """producer [+ bias add, either operand order, bias optionally reshaped] [+ activation].
-
-    These are the shapes real models are made of (PyTorch's importer emits conv2d followed by
-    add(reshape(bias)) and Linear as matmul(x, permute_dims(w)) + add(bias)); matching the whole
-    chain lets the NPU apply bias and activation to the accumulator tile before it leaves L1.
-    """
-
-    def build() -> tuple[DFPattern, dict[str, DFPattern]]:
-        data, weight = wildcard(), wildcard()
-        annotations: dict[str, DFPattern] = {"input": data, "weight": weight}
-        root = _producer_epilogue(producer, data, weight, bias, activation, wildcard, annotations)
-        annotations["root"] = root
-        return root, annotations
-
-    return build
-
-
-def _chain_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
-    name = producer + ("_bias" if bias else "") + (f"_{activation}" if activation else "")
-    call_checks: list[tuple[str, CallCheck]] = [("producer", _PRODUCER_CHECKS[producer])]
-    if producer == "dense":
-        call_checks.append(("transpose", compute.check_elementwise))
-    if bias:
-        call_checks.append(("add", compute.check_elementwise))
-    if activation is not None:
-        call_checks.append(("activation", _ACTIVATIONS[activation][2]))
-    if bias or activation:
-        name += "_fused"
-    region_check = compute.check_bias_keeps_shape if bias else None
-    return PatternRow(
-        name, _chain(producer, bias, activation), tuple(call_checks), region_check=region_check
-    )
-
-
-def _qnn_bias() -> DFPattern:
-    """A float32 constant, or onnxruntime's int32 constant under dequantize."""
-    return is_const() | is_op("relax.dequantize")(is_const(), is_const(), is_const())
-
-
-_QNN_ACTIVATIONS = {
-    "relu": ("relax.nn.relu", 0, compute.check_elementwise),
-    "clip": ("relax.clip", 2, quantized.check_clip_bounds),
-}
-
-
-def _qnn_chain(producer: str, bias: bool, activation: str | None) -> PatternBuilder:
-    """quantize(activation?(add?(producer(dequantize(x), dequantize(w_const)), bias)))."""
-
-    def build() -> tuple[DFPattern, dict[str, DFPattern]]:
-        x_q = wildcard()
-        x_dq = is_op("relax.dequantize")(x_q, is_const(), is_const())
-        w_dq = is_op("relax.dequantize")(is_const(), is_const(), is_const())
-        annotations: dict[str, DFPattern] = {"input": x_q, "x_dq": x_dq, "w_dq": w_dq}
-        root = _producer_epilogue(producer, x_dq, w_dq, bias, None, _qnn_bias, annotations)
-        if activation is not None:
-            op, extra_args, _ = _QNN_ACTIVATIONS[activation]
-            extra = [wildcard() for _ in range(extra_args)]
-            root = annotations["activation"] = is_op(op)(root, *extra)
-        root = is_op("relax.quantize")(root, is_const(), is_const())
-        annotations["root"] = root
-        return root, annotations
-
-    return build
-
-
-def _qnn_row(producer: str, bias: bool, activation: str | None) -> PatternRow:
-    name = "qnn_" + producer + ("_bias" if bias else "") + (f"_{activation}" if activation else "")
-    call_checks: tuple[tuple[str, CallCheck], ...] = ()
-    if activation is not None:
-        call_checks = (("activation", _QNN_ACTIVATIONS[activation][2]),)
-    return PatternRow(
-        name,
-        _qnn_chain(producer, bias, activation),
-        call_checks,
-        region_check=quantized.check_qnn_region,
-    )
-
-
-def _island_row(
-    name: str, build: PatternBuilder, region_check: Callable[[Mapping[str, Any]], Verdict]
-) -> PatternRow:
-    """A QDQ island around a glue op (quantized_patterns.py): one integer NPU op."""
-    return PatternRow(name, build, (), region_check=region_check)
-
-
 def _row(name: str, build: PatternBuilder, check: CallCheck, *requires: str) -> PatternRow:
     return PatternRow(name, build, (("root", check),), requires)
 
@@ -273,47 +139,6 @@ _DATA_MOVEMENT = (
     "permute_dims",
     "split",
     "broadcast_to",
-)
-
-
-_QNN_GLUE_ROWS: tuple[PatternRow, ...] = (
-    _row("qnn_lut", quantized_patterns.lookup_table, quantized.check_lookup_table, "relax.take"),
-    *[
-        _island_row(
-            "qnn_requantize" + (f"_{act}" if act else ""),
-            quantized_patterns.requantize(act),
-            quantized.check_requantize_region,
-        )
-        for act in (None, "relu", "clip")
-    ],
-    *[
-        _island_row(
-            f"qnn_{name}" + (f"_{act}" if act else ""),
-            quantized_patterns.binary(f"relax.{name}", act),
-            quantized.check_binary_region,
-        )
-        for name in ("add", "multiply")
-        for act in (None, "relu", "clip")
-    ],
-    _island_row(
-        "qnn_activation_matmul",
-        quantized_patterns.binary("relax.matmul", None),
-        quantized.check_activation_matmul_region,
-    ),
-    *[
-        _island_row(
-            f"qnn_{op}", quantized_patterns.unary(f"relax.nn.{op}"), quantized.check_pool_region
-        )
-        for op in ("max_pool2d", "avg_pool2d")
-    ],
-    _island_row("qnn_mean", quantized_patterns.unary("relax.mean"), quantized.check_mean_region),
-    _island_row(
-        "qnn_softmax", quantized_patterns.unary("relax.nn.softmax"), quantized.check_softmax_region
-    ),
-    *[
-        _island_row(f"qnn_concat{n}", quantized_patterns.concat(n), quantized.check_concat_region)
-        for n in range(2, MAX_CONCAT_INPUTS + 1)
-    ],
 )
 
 
@@ -385,7 +210,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("max_pool2d", _unary("relax.nn.max_pool2d"), compute.check_pool),
     _row("avg_pool2d", _unary("relax.nn.avg_pool2d"), compute.check_pool),
     _row("matmul", _binary("relax.matmul"), compute.check_matmul),
-    _chain_row("dense", bias=False, activation=None),
+    chain_row("dense", bias=False, activation=None),
     _row("conv1d", _binary("relax.nn.conv1d"), compute.check_conv),
     _row("conv2d", _binary("relax.nn.conv2d"), compute.check_conv),
     _row("depthwise_conv2d", _binary("relax.nn.conv2d"), compute.check_depthwise),
@@ -395,27 +220,21 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
         spatial.check_conv2d_transpose,
     ),
     # Fused chains, longest last so they win over their prefixes.
-    _chain_row("matmul", bias=False, activation="relu"),
-    _chain_row("dense", bias=False, activation="relu"),
-    _chain_row("conv2d", bias=False, activation="relu"),
+    chain_row("matmul", bias=False, activation="relu"),
+    chain_row("dense", bias=False, activation="relu"),
+    chain_row("conv2d", bias=False, activation="relu"),
     *[
-        _chain_row(producer, bias=True, activation=None)
+        chain_row(producer, bias=True, activation=None)
         for producer in ("conv2d", "matmul", "dense")
     ],
-    *[_chain_row("conv2d", bias=True, activation=act) for act in ("relu", "relu6")],
+    *[chain_row("conv2d", bias=True, activation=act) for act in ("relu", "relu6")],
     *[
-        _chain_row(producer, bias=True, activation=act)
+        chain_row(producer, bias=True, activation=act)
         for producer in ("matmul", "dense")
         for act in ("relu", "gelu")
     ],
     # Quantized QDQ chains and islands: each is one integer op, above every float pattern.
-    *_QNN_GLUE_ROWS,
-    *[
-        _qnn_row(producer, bias, act)
-        for producer in ("conv2d", "conv2d_transpose", "matmul", "dense")
-        for bias in (False, True)
-        for act in (None, "relu", "clip")
-    ],
+    *QUANTIZED_ROWS,
 )
 
 
