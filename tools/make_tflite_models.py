@@ -21,7 +21,8 @@ about 1.3 MB) and LiteRT, which the project's own ``.venv`` has (requirements-de
 Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spotting DS-CNN,
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
-``swish_se``, ``leaky_relu``, ``data_movement``, ``reshape_ops``) and one-op probes
+``swish_se``, ``leaky_relu``, ``data_movement``, ``reshape_ops``; ``open_spatial`` also leaves
+height and width open) and one-op probes
 (``hard_swish_probe``,
 ``leaky_relu_probe``, ``sigmoid_probe``, ``tanh_probe``: a 16x16x1 input holds every int8
 value; ``bilinear_*``: RESIZE_BILINEAR in each coordinate mode).
@@ -54,6 +55,8 @@ DEFAULT_OUT = ROOT / "tests" / "python" / "data" / "tflite"
 # The reference environment: TensorFlow makes the models, LiteRT runs them.
 REQUIREMENTS = ("tensorflow-cpu==2.21.0", "ai-edge-litert==2.3.0")
 CALIBRATION_SAMPLES = 32
+# The size an open height or width takes in the calibration samples.
+CALIBRATION_OPEN_SIZE = 10
 
 
 def ensure_venv(venv: Path = VENV) -> Path:
@@ -281,6 +284,28 @@ def reshape_ops(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="reshape_ops")
 
 
+def open_spatial(keras: Any, batch: int | None) -> Any:
+    """Height and width open (``-1``, sizes given at load time): a stride-2 SAME conv (its
+    padding depends on the size), SQUEEZE and EXPAND_DIMS (the converter keeps them when the
+    shape is not static), REVERSE_V2 over rows, DEPTH_TO_SPACE (block 3)."""
+    import tensorflow as tf
+
+    layers = keras.layers
+
+    def op(function: Callable[..., Any]) -> Callable[..., Any]:
+        return layers.Lambda(function)
+
+    inputs = keras.Input((None, None, 4), batch_size=batch)
+    x = _conv_bn_relu(keras, inputs, 8, 3, strides=2)
+    squeezed = op(lambda t: tf.squeeze(t, axis=-1))(layers.Conv2D(1, 1)(x))
+    restored = op(lambda t: tf.expand_dims(t, axis=-1))(layers.Activation("relu")(squeezed))
+    flipped = op(lambda t: tf.reverse(t, axis=[1]))(x)
+    merged = layers.Concatenate()([restored, flipped])
+    shuffled = op(lambda t: tf.nn.depth_to_space(t, 3))(layers.Conv2D(18, 1)(merged))
+    outputs = layers.Conv2D(3, 3, padding="same")(shuffled)
+    return keras.Model(inputs, outputs, name="open_spatial")
+
+
 def _one_op_probe(activation: str, description: str) -> Callable[..., Any]:
     """A model of one activation on a 16x16x1 int8 input: its 256 pixels can hold every int8
     value, so a test compares the op's integer kernel exhaustively."""
@@ -343,6 +368,7 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "leaky_relu": leaky_relu,
     "data_movement": data_movement,
     "reshape_ops": reshape_ops,
+    "open_spatial": open_spatial,
     "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
     "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
     "sigmoid_probe": _one_op_probe("sigmoid", "LOGISTIC alone (output scale 1/256, fixed)"),
@@ -363,6 +389,7 @@ SETS = {
         "leaky_relu",
         "data_movement",
         "reshape_ops",
+        "open_spatial",
         "hard_swish_probe",
         "leaky_relu_probe",
         "sigmoid_probe",
@@ -442,12 +469,13 @@ def make(name: str, out: Path, seed: int) -> list[Made]:
     made = []
     for batch, suffix in [(1, ""), (None, "_open_batch")]:
         model = build(name, batch, seed)
-        shape = [int(d) for d in model.inputs[0].shape[1:]]
+        dims = [-1 if d is None else int(d) for d in model.inputs[0].shape[1:]]
+        shape = [CALIBRATION_OPEN_SIZE if d < 0 else d for d in dims]
         rng = np.random.default_rng(seed)
         calibration = rng.standard_normal((CALIBRATION_SAMPLES, 1, *shape)).astype("float32")
         path = out / f"{name}{suffix}.tflite"
         path.write_bytes(convert_int8(model, calibration))
-        made.append(Made(path.stem, path, path.stat().st_size, [batch or -1, *shape]))
+        made.append(Made(path.stem, path, path.stat().st_size, [batch or -1, *dims]))
         print(f"{path}: {made[-1].bytes:,} bytes", flush=True)
     return made
 

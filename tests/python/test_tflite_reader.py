@@ -37,15 +37,19 @@ def test_imported_model_computes_what_litert_computes(name, open_batch):
         assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1
 
 
-def test_an_open_batch_takes_the_batch_input_shapes_gives():
-    path = model_path("kws_dscnn", open_batch=True)
+@pytest.mark.parametrize("model_name", ["kws_dscnn", "data_movement", "reshape_ops"])
+def test_an_open_batch_takes_the_batch_input_shapes_gives(model_name):
+    """data_movement and reshape_ops at batch 3: TVM's converters build TILE / DEPTH_TO_SPACE
+    / SPACE_TO_DEPTH from the file's placeholder batch (1) unless the reader gives them the
+    shapes of the Relax values."""
+    path = model_path(model_name, open_batch=True)
     name = example_npu.load_model(path).inputs[0].name
     (batch,) = random_inputs(path, 1, seed=4, batch=3)
     model = example_npu.load_model(path, {name: batch.shape})
     assert model.inputs[0].shape == batch.shape
     (actual,) = cpu_outputs(model.mod, [batch])
     expected = run_litert(path, batch)
-    assert actual.shape == expected.shape == (3, 12)
+    assert actual.shape == expected.shape and expected.shape[0] == 3
     assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1
 
 

@@ -35,6 +35,8 @@ MODELS = (
     "bilinear_align_corners",
     "bilinear_asymmetric",
 )
+# Height and width open as well (sizes given to load_model); not in MODELS, which load as is.
+OPEN_SPATIAL = "open_spatial"
 
 
 def model_path(name: str, open_batch: bool = False) -> Path:
@@ -119,14 +121,18 @@ def input_quantization(path: Path) -> tuple[tuple[int, ...], float, int]:
     return shape, float(scale), int(zero_point)
 
 
-def random_inputs(path: Path, count: int, seed: int = 0, batch: int = 1) -> list[np.ndarray]:
-    """`count` int8 inputs: standard normal values (the calibration distribution) quantized with
-    the input's own scale and zero point."""
-    shape, scale, zero_point = input_quantization(path)
+def random_inputs(
+    path: Path, count: int, seed: int = 0, batch: int = 1, shape: tuple[int, ...] | None = None
+) -> list[np.ndarray]:
+    """`count` int8 inputs of the model's shape (or `shape`, for a file with open dimensions):
+    standard normal values (the calibration distribution) quantized with the input's own scale
+    and zero point."""
+    declared, scale, zero_point = input_quantization(path)
+    shape = shape or (batch, *declared[1:])
     rng = np.random.default_rng(seed)
     inputs = []
     for _ in range(count):
-        values = rng.standard_normal((batch, *shape[1:]))
+        values = rng.standard_normal(shape)
         inputs.append(np.clip(np.rint(values / scale) + zero_point, -128, 127).astype("int8"))
     return inputs
 

@@ -14,6 +14,9 @@ subclass of its operator converter, so the imported program computes what TFLite
   REDUCE_PROD -> PACK``) takes the value TVM computes for that target; a target that still
   depends on run-time values takes the output's declared signature, its one open dimension
   inferred.
+* Other open dimensions (height, width) take the sizes ``--input`` gives: TVM's converters
+  read a tensor's shape from the file, whose open dimensions hold placeholders (1), so the
+  converter here answers with the shape of the tensor's Relax value (SAME padding, reshapes).
 * Quantized ops whose lowering already copies the integers as TFLite does are let through
   (``_MOVES_INTEGERS``); ``GATHER``'s indices are checked (see ``convert_gather``).
 """
@@ -78,12 +81,26 @@ _MOVES_INTEGERS = frozenset(
 
 
 def _converter_class() -> type:
-    """TVM's TFLite operator converter with the two corrections of the module docstring."""
+    """TVM's TFLite operator converter with the corrections of the module docstring."""
     from tflite.FullyConnectedOptions import FullyConnectedOptions
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
     class StaticShapeConverter(OperatorConverter):
         _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | _MOVES_INTEGERS
+
+        def get_tensor_shape(self, tensor_wrapper: Any) -> np.ndarray:
+            """The shape of the tensor's Relax value where it has one, else the file's.
+
+            TVM's converters read the file's ``shape``, whose open dimensions (-1 in the
+            signature) hold placeholders (1): with the given sizes, a SAME padding computed
+            from them is silently wrong and a reshape or DEPTH_TO_SPACE built from them fails.
+            """
+            if self.has_expr(tensor_wrapper.tensor_idx):
+                value = self.get_expr(tensor_wrapper.tensor_idx)
+                shape = static_shape(self.bb.normalize(value).ty)
+                if shape is not None and len(shape) == tensor_wrapper.tensor.ShapeLength():
+                    return np.array(shape, "int32")
+            return super().get_tensor_shape(tensor_wrapper)
 
         def convert_fully_connected(self, op: Any) -> relax.Expr:
             out = super().convert_fully_connected(op)
