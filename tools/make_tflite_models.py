@@ -22,7 +22,7 @@ Sets: ``test`` holds the four MLPerf Tiny reference architectures (keyword spott
 visual wake words MobileNetV1-0.25, CIFAR-10 ResNet-8, the anomaly-detection FC autoencoder) and
 Keras' MobileNetV2 (alpha 0.35) at 96x96, small networks of the other int8 ops (``pad_resize``,
 ``swish_se``, ``leaky_relu``, ``data_movement``, ``reshape_ops``; ``open_spatial`` also leaves
-height and width open) and one-op probes
+height and width open; ``embedding`` takes int32 ids) and one-op probes
 (``hard_swish_probe``,
 ``leaky_relu_probe``, ``sigmoid_probe``, ``tanh_probe``: a 16x16x1 input holds every int8
 value; ``bilinear_*``: RESIZE_BILINEAR in each coordinate mode).
@@ -306,6 +306,20 @@ def open_spatial(keras: Any, batch: int | None) -> Any:
     return keras.Model(inputs, outputs, name="open_spatial")
 
 
+EMBEDDING_ROWS = 40
+
+
+def embedding(keras: Any, batch: int | None) -> Any:
+    """Keras' Embedding (an int8 table GATHERed by the model's int32 ids, after Keras' fix-up of
+    negative ids), a Dense on the 3-D result and a Dense classifier."""
+    layers = keras.layers
+    ids = keras.Input((6,), batch_size=batch, dtype="int32")
+    x = layers.Embedding(EMBEDDING_ROWS, 8)(ids)
+    x = layers.Flatten()(layers.Dense(12, activation="relu")(x))
+    outputs = layers.Dense(5)(x)
+    return keras.Model(ids, outputs, name="embedding")
+
+
 def _one_op_probe(activation: str, description: str) -> Callable[..., Any]:
     """A model of one activation on a 16x16x1 int8 input: its 256 pixels can hold every int8
     value, so a test compares the op's integer kernel exhaustively."""
@@ -369,6 +383,7 @@ MODELS: dict[str, Callable[[Any, int | None], Any]] = {
     "data_movement": data_movement,
     "reshape_ops": reshape_ops,
     "open_spatial": open_spatial,
+    "embedding": embedding,
     "hard_swish_probe": _one_op_probe("hard_swish", "HARD_SWISH alone (TFLite's 16-bit kernel)"),
     "leaky_relu_probe": _one_op_probe("leaky_relu", "LEAKY_RELU (alpha 0.2) alone"),
     "sigmoid_probe": _one_op_probe("sigmoid", "LOGISTIC alone (output scale 1/256, fixed)"),
@@ -390,6 +405,7 @@ SETS = {
         "data_movement",
         "reshape_ops",
         "open_spatial",
+        "embedding",
         "hard_swish_probe",
         "leaky_relu_probe",
         "sigmoid_probe",
@@ -472,7 +488,11 @@ def make(name: str, out: Path, seed: int) -> list[Made]:
         dims = [-1 if d is None else int(d) for d in model.inputs[0].shape[1:]]
         shape = [CALIBRATION_OPEN_SIZE if d < 0 else d for d in dims]
         rng = np.random.default_rng(seed)
-        calibration = rng.standard_normal((CALIBRATION_SAMPLES, 1, *shape)).astype("float32")
+        if model.inputs[0].dtype == "int32":  # ids of a table
+            size = (CALIBRATION_SAMPLES, 1, *shape)
+            calibration = rng.integers(0, EMBEDDING_ROWS, size).astype("int32")
+        else:
+            calibration = rng.standard_normal((CALIBRATION_SAMPLES, 1, *shape)).astype("float32")
         path = out / f"{name}{suffix}.tflite"
         path.write_bytes(convert_int8(model, calibration))
         made.append(Made(path.stem, path, path.stat().st_size, [batch or -1, *dims]))

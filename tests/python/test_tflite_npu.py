@@ -13,7 +13,15 @@ import numpy as np
 import pytest
 import tvm
 from example_npu.frontend.canonicalize import canonicalize
-from tflite_models import MODELS, OPEN_SPATIAL, interpreter, model_path, random_inputs, run_litert
+from tflite_models import (
+    EMBEDDING,
+    MODELS,
+    OPEN_SPATIAL,
+    interpreter,
+    model_path,
+    random_inputs,
+    run_litert,
+)
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
@@ -95,6 +103,35 @@ def test_open_height_and_width_take_the_sizes_given(open_batch, size, summary_li
     )
     assert steps[True] == 0
     assert steps[False] <= 1
+
+
+@pytest.mark.parametrize("open_batch", [False, True], ids=["batch1", "open_batch"])
+def test_a_gather_of_int8_rows_by_run_time_ids(open_batch, summary_line):
+    """Keras' Embedding: GATHER of an int8 table by the model's int32 ids (negative ids
+    wrapped by Keras' fix-up, as LiteRT computes) runs on the NPU's row gather, and an id
+    outside the table is a ValueError where LiteRT's kernel fails too (TVM's take would read
+    out of bounds)."""
+    path = model_path(EMBEDDING, open_batch)
+    assert "GATHER" in {op["op_name"] for op in interpreter(path)._get_ops_details()}
+    model = example_npu.load_model(path)
+    rng = np.random.default_rng(5)
+    inputs = [rng.integers(-40, 40, (1, 6)).astype("int32") for _ in range(8)]
+    steps = steps_on_the_npu(path, model, inputs)
+    summary_line(
+        f"TFLite {path.name}: 1 NPU function, 0 CPU ops, max steps vs LiteRT reference "
+        f"{steps[True]}, default {steps[False]}"
+    )
+    assert steps[True] == 0
+    assert steps[False] <= 1
+    partitioned = example_npu.partition_for_npu(model.mod)
+    vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    for bad in (40, -41):
+        ids = np.zeros((1, 6), "int32")
+        ids[0, 4] = bad
+        with pytest.raises(RuntimeError, match="gather index out of bounds"):
+            run_litert(path, ids)
+        with pytest.raises(ValueError, match=f"take: id {bad} is outside the 40 rows"):
+            vm["main"](tvm.runtime.tensor(ids))
 
 
 def test_rounding_switch_overrides_the_model_file():

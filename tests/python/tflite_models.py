@@ -37,6 +37,8 @@ MODELS = (
 )
 # Height and width open as well (sizes given to load_model); not in MODELS, which load as is.
 OPEN_SPATIAL = "open_spatial"
+# int32 ids into an int8 table (Keras' Embedding, 40 rows); not in MODELS, whose input is int8.
+EMBEDDING = "embedding"
 
 
 def model_path(name: str, open_batch: bool = False) -> Path:

@@ -18,7 +18,8 @@ subclass of its operator converter, so the imported program computes what TFLite
   read a tensor's shape from the file, whose open dimensions hold placeholders (1), so the
   converter here answers with the shape of the tensor's Relax value (SAME padding, reshapes).
 * Quantized ops whose lowering already copies the integers as TFLite does are let through
-  (``_MOVES_INTEGERS``); ``GATHER``'s indices are checked (see ``convert_gather``).
+  (``_MOVES_INTEGERS``); ``GATHER``'s constant indices are checked at import, its run-time
+  indices into int8 rows by the NPU's row gather at run time (see ``convert_gather``).
 """
 
 from __future__ import annotations
@@ -117,10 +118,11 @@ def _converter_class() -> type:
             return relax.op.reshape(out, [math.prod(shape) // depth, units])
 
         def convert_gather(self, op: Any) -> relax.Expr:
-            """TFLite's GATHER with its indices checked here: TVM's converter lowers it to
-            ``take(mode="fast")``, which reads out of bounds for a bad index, and its check of
+            """TFLite's GATHER with its indices checked: TVM's converter lowers it to
+            ``take(mode="fast")``, which reads out of bounds for a bad index, its check of
             constant indices lets ``index == dim`` through (and loops over every output
-            element); it ignores ``batch_dims``."""
+            element), and it ignores ``batch_dims``. Constant indices are checked here,
+            run-time ones into int8 rows by the NPU (``_gather_rows``)."""
             from tflite.GatherOptions import GatherOptions
 
             data, indices = self.get_input_tensors(op)
@@ -130,21 +132,37 @@ def _converter_class() -> type:
             name = _tensor_name(self.get_output_tensors(op)[0])
             if options.BatchDims() != 0:
                 raise ModelFileError(f"GATHER {name!r}: batch_dims is not supported")
-            if self.has_expr(indices.tensor_idx):
-                if data.qnn_params:
-                    raise ModelFileError(
-                        f"GATHER {name!r}: run-time indices into a quantized tensor are not "
-                        "supported"
-                    )
+            run_time = self.has_expr(indices.tensor_idx)
+            if run_time and not data.qnn_params:
                 return super().convert_gather(op)
             data_expr = self.get_tensor_expr(data)
             dims = static_shape(self.bb.normalize(data_expr).ty) or []
             axis = options.Axis() + len(dims) if options.Axis() < 0 else options.Axis()
+            if run_time:
+                return self._gather_rows(data_expr, dims, indices, axis, name)
             values = np.asarray(self.get_tensor_value(indices))
             if not 0 <= axis < len(dims) or np.any((values < 0) | (values >= dims[axis])):
                 raise ModelFileError(f"GATHER {name!r}: axis or indices out of bounds")
             indices_expr = relax.const(values, str(values.dtype))
             return relax.op.take(data_expr, indices_expr, axis, mode="fast")
+
+        def _gather_rows(
+            self, data: relax.Expr, dims: list[int], indices: Any, axis: int, name: str
+        ) -> relax.Expr:
+            """GATHER of int8 rows (axis 0) by run-time indices: a ``take`` the NPU runs as its
+            row gather, which checks every id against the rows (a ValueError at run time where
+            TFLite's kernel fails). The ids go in as they are, so the negative-id fix-up
+            Keras' Embedding puts before them joins the gather's pattern. Only what the row
+            gather's check takes is emitted (a take left on the CPU would read out of bounds
+            for a bad id)."""
+            ids = self.get_expr(indices.tensor_idx)
+            ids_dtype = self.bb.normalize(ids).ty.dtype
+            if axis != 0 or ids_dtype not in ("int32", "int64") or not dims or 0 in dims:
+                raise ModelFileError(
+                    f"GATHER {name!r}: run-time indices into a quantized tensor gather rows of "
+                    f"axis 0 by int32 / int64 ids only (axis {axis}, {ids_dtype} ids)"
+                )
+            return relax.op.take(data, ids, axis=0, mode="fast")
 
         def _axes_operand(self, op: Any, kind: str) -> tuple[relax.Expr, int, list[int], str]:
             """(data, its rank, the constant axes, the output's name) of an op whose second
