@@ -484,6 +484,12 @@ def _detection_probes() -> list[Probe]:
             for name in ("argmax", "argmin")
         ],
         Probe(
+            "topk",
+            "k=3, axis=1, values and int64 indices",
+            image,
+            _single(op.topk, "x", k=3, axis=1, ret_type="both", dtype="int64"),
+        ),
+        Probe(
             "prelu",
             "where(x > 0, x, slope * x) (torch.export)",
             (("x", (1, 4, 3, 3)), ("slope", (1, 4, 1, 1))),

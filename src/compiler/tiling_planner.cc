@@ -476,9 +476,10 @@ class CopyRule : public OutputTiler {
 };
 
 /*!
- * \brief Reductions (mean, sum, max, min, variance, argmax, argmin) on the pooling unit: tiles of
- * the output with the reduced dims kept (as 1), each reading its whole extent of the reduced
- * dims. Dropped dims are unit dims of the tile space.
+ * \brief Reductions (mean, sum, max, min, variance, argmax, argmin) on the pooling unit and topk
+ * on the vector unit: tiles of the output with the reduced dims kept (as 1; topk's axis as its
+ * k, never split), each reading its whole extent of the reduced dims (topk: whole rows). Dropped
+ * dims are unit dims of the tile space.
  */
 class ReduceRule : public OutputTiler {
  public:
@@ -488,9 +489,13 @@ class ReduceRule : public OutputTiler {
     const Node& anchor = Anchor();
     const Shape& in_shape = graph_.nodes[anchor.inputs[0]].shape;
     UseIdentityOrder(in_shape.size());
-    const std::vector<int64_t>& axes = std::get<ReduceAttrs>(anchor.attrs).axes;
+    if (Topk()) topk_axis_ = {std::get<TopkAttrs>(anchor.attrs).params.axis};
     kept_shape_ = in_shape;
-    for (int64_t axis : axes) kept_shape_[axis] = 1;
+    std::vector<bool> fixed(order_.size(), false);
+    for (int64_t axis : Axes()) {
+      kept_shape_[axis] = Selected();
+      fixed[axis] = true;
+    }
     auto input_bytes = [&](const std::vector<int64_t>& extent) {
       return AlignUp(kernels::NumElements(InputBox(extent).extent) * OperandBytes(0));
     };
@@ -498,9 +503,9 @@ class ReduceRule : public OutputTiler {
       return 2 * input_bytes(extent) + EpilogueBytes(extent);
     };
     TilePlan plan;
-    plan.engine = Engine::kPooling;
-    auto tile = ChooseOutputTile(kept_shape_, order_, std::vector<bool>(order_.size(), false),
-                                 L1Budget(), cost, config_.vector_elements);
+    plan.engine = Topk() ? Engine::kVector : Engine::kPooling;
+    auto tile =
+        ChooseOutputTile(kept_shape_, order_, fixed, L1Budget(), cost, config_.vector_elements);
     if (!tile.has_value()) {
       plan.reason = std::string(OpKindName(Anchor().op)) +
                     ": the reduced extent of one output element does not fit L1";
@@ -527,9 +532,10 @@ class ReduceRule : public OutputTiler {
                   TileRef result = NewResult(scheduler, out_box);
                   ComputeCommand compute =
                       MakeCompute(Anchor(), group_.anchor, {in}, result, Anchor().attrs);
-                  // Variance reads its elements twice: the mean, then the squared deviations.
+                  // Variance reads its elements twice: the mean, then the squared deviations;
+                  // topk's insertion network passes each element through k compare-exchanges.
                   compute.elements = kernels::NumElements(in_box.extent) *
-                                     (Anchor().op == OpKind::kVariance ? 2 : 1);
+                                     (Anchor().op == OpKind::kVariance ? 2 : Selected());
                   scheduler->Compute(std::move(compute));
                   EmitEpilogue(scheduler, result, out_box);
                 });
@@ -538,7 +544,7 @@ class ReduceRule : public OutputTiler {
  protected:
   /*! \brief Output views (in the output's rank) seen in the kept-dims tile space. */
   TensorView Lift(const TensorView& view) const override {
-    if (std::get<ReduceAttrs>(Anchor().attrs).keepdims) return view;
+    if (Topk() || std::get<ReduceAttrs>(Anchor().attrs).keepdims) return view;
     TensorView lifted = view;
     for (int64_t axis : Axes()) {
       lifted.shape.insert(lifted.shape.begin() + axis, 1);
@@ -548,7 +554,13 @@ class ReduceRule : public OutputTiler {
   }
 
  private:
-  const std::vector<int64_t>& Axes() const { return std::get<ReduceAttrs>(Anchor().attrs).axes; }
+  bool Topk() const { return Anchor().op == OpKind::kTopk; }
+  const std::vector<int64_t>& Axes() const {
+    if (Topk()) return topk_axis_;
+    return std::get<ReduceAttrs>(Anchor().attrs).axes;
+  }
+  /*! \brief Elements each row leaves in the output: 1, or topk's k. */
+  int64_t Selected() const { return Topk() ? std::get<TopkAttrs>(Anchor().attrs).params.k : 1; }
 
   /*! \brief The input box (at origin) an output tile of `extent` reads. */
   TensorBox InputBox(const std::vector<int64_t>& extent) const {
@@ -559,6 +571,7 @@ class ReduceRule : public OutputTiler {
   }
 
   Shape kept_shape_;
+  std::vector<int64_t> topk_axis_;  // Axes() of a topk
 };
 
 /*! \brief Pooling on NHWC tiles: tiles of (n, oh, ow, c) with the input window halo. */
@@ -699,6 +712,7 @@ std::unique_ptr<TilingRule> MakeTilingRule(const Graph& graph, const FusedGroup&
     case OpKind::kVariance:
     case OpKind::kArgmax:
     case OpKind::kArgmin:
+    case OpKind::kTopk:
       return std::make_unique<tiling::ReduceRule>(graph, group, layout, config);
     case OpKind::kResize2d:
     case OpKind::kPad:

@@ -176,6 +176,7 @@ PadAttrs ParsePadAttrs(const JsonObject& attrs);
 AdaptivePoolAttrs ParseAdaptivePoolAttrs(const JsonObject& attrs);
 ConvTransposeAttrs ParseConvTransposeAttrs(const JsonObject& attrs);
 NormAttrs ParseNormAttrs(OpKind kind, const JsonObject& attrs);
+TopkAttrs ParseTopkAttrs(const JsonObject& attrs);
 
 /*! \brief The typed attributes of a qnn.* op (IsQnnOp), derived values included. */
 OpAttrs ParseQnnOpAttrs(OpKind kind, const JsonObject& attrs, DType dtype,

@@ -124,6 +124,8 @@ OpAttrs ParseAttrs(OpKind kind, const JsonObject& node, DType dtype, const std::
       return ParsePadAttrs(attrs);
     case OpKind::kAdaptiveAvgPool2d:
       return ParseAdaptivePoolAttrs(attrs);
+    case OpKind::kTopk:
+      return ParseTopkAttrs(attrs);
     case OpKind::kConv2dTranspose:
       return ParseConvTransposeAttrs(attrs);
     case OpKind::kGroupNorm:

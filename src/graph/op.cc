@@ -82,6 +82,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::kLogSoftmax, "nn.log_softmax"},
     {OpKind::kPad, "nn.pad"},
     {OpKind::kAdaptiveAvgPool2d, "nn.adaptive_avg_pool2d"},
+    {OpKind::kTopk, "topk"},
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "kernels/quantized_ops.h"
 #include "kernels/reduce.h"
 #include "kernels/resample.h"
+#include "kernels/topk.h"
 
 namespace example_npu {
 
@@ -105,6 +106,7 @@ enum class OpKind {
   kAdaptiveAvgPool2d,
   kTake,
   kCast,
+  kTopk,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */
@@ -198,6 +200,14 @@ kernels::ReduceKind ReduceKindOf(OpKind kind);
  */
 struct TakeAttrs {
   bool negative_from_end = false;
+};
+
+/*!
+ * \brief topk along one axis (normalised at load). Relax's topk returns values and indices; each
+ * is its own node (`params.indices` says which), both computing the same selection.
+ */
+struct TopkAttrs {
+  kernels::TopkParams params;
 };
 
 /*! \brief nn.leakyrelu: x > 0 ? x : x * alpha. */
@@ -350,7 +360,8 @@ using OpAttrs = std::variant<
     AdaptivePoolAttrs,
     ConvTransposeAttrs,
     NormAttrs,
-    TakeAttrs>;
+    TakeAttrs,
+    TopkAttrs>;
 // clang-format on
 
 /*! \brief The attributes of nn.conv2d_transpose or qnn.conv2d_transpose (the latter's inside its

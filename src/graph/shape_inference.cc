@@ -318,6 +318,17 @@ Shape InferMean(const Node& node, const Shape& data) {
   return out;
 }
 
+Shape InferTopk(const Node& node, const Shape& data) {
+  const kernels::TopkParams& p = std::get<TopkAttrs>(node.attrs).params;
+  if (p.k < 1 || p.k > data[p.axis]) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": k = " << p.k << " is not in [1, " << data[p.axis]
+                              << "] (the axis extent)";
+  }
+  Shape out = data;
+  out[p.axis] = p.k;
+  return out;
+}
+
 Shape InferLayerNorm(const Node& node, const std::vector<const Shape*>& in) {
   const int64_t first = std::get<LayerNormAttrs>(node.attrs).first_axis;
   const Shape normalized(in[0]->begin() + first, in[0]->end());
@@ -385,6 +396,8 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kArgmax:
     case OpKind::kArgmin:
       return InferMean(node, *in[0]);
+    case OpKind::kTopk:
+      return InferTopk(node, *in[0]);
     case OpKind::kResize2d:
       return InferResize(node, *in[0]);
     case OpKind::kAdaptiveAvgPool2d: {

@@ -166,4 +166,18 @@ NormAttrs ParseNormAttrs(OpKind kind, const JsonObject& attrs) {
   return result;
 }
 
+TopkAttrs ParseTopkAttrs(const JsonObject& attrs) {
+  TopkAttrs result;
+  kernels::TopkParams& p = result.params;
+  p.axis = attrs.Int("axis");
+  p.k = attrs.Int("k");  // checked against the axis extent by shape inference
+  p.largest = attrs.Bool("largest");
+  const std::string output = attrs.String_("output");
+  if (output != "values" && output != "indices") {
+    TVM_FFI_THROW(ValueError) << attrs.Field("output") << " must be \"values\" or \"indices\"";
+  }
+  p.indices = output == "indices";
+  return result;
+}
+
 }  // namespace example_npu

@@ -84,6 +84,12 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
       return node.dtype == DType::kInt64 && (dtype == DType::kFloat32 || dtype == DType::kFloat16);
     case OpKind::kCast:
       return node.dtype == DType::kFloat32 && IsCastInput(dtype);
+    case OpKind::kTopk:
+      // Values of a float tensor, or their indices as int32 / int64.
+      return std::get<TopkAttrs>(node.attrs).params.indices
+                 ? (node.dtype == DType::kInt32 || node.dtype == DType::kInt64) &&
+                       (dtype == DType::kFloat32 || dtype == DType::kFloat16)
+                 : dtype == node.dtype;
     case OpKind::kTake:
       // Rows of the node's dtype, picked by integer ids.
       return k == 0 ? dtype == node.dtype : dtype == DType::kInt32 || dtype == DType::kInt64;
@@ -309,6 +315,8 @@ void NormalizeAxes(Graph* graph) {
       qnn_softmax->axis = NormalizeAxis(qnn_softmax->axis, rank, Where(node));
     } else if (auto* concat = std::get_if<QnnConcatAttrs>(&node.attrs)) {
       concat->axis = NormalizeAxis(concat->axis, rank, Where(node));
+    } else if (auto* topk = std::get_if<TopkAttrs>(&node.attrs)) {
+      topk->params.axis = NormalizeAxis(topk->params.axis, rank, Where(node));
     } else if (auto* bn = std::get_if<BatchNormAttrs>(&node.attrs)) {
       bn->axis = NormalizeAxis(bn->axis, rank, Where(node));
     } else if (auto* permute = std::get_if<PermuteDimsAttrs>(&node.attrs)) {

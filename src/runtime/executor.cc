@@ -165,10 +165,11 @@ Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
                         IsQnnOp(node.op) || IsDataMovement(node.op) || node.op == OpKind::kPad ||
                         node.op == OpKind::kResize2d;
-    // int32 / int64: argmax / argmin indices, and ids (a take's) moved by DMA byte for byte.
+    // int32 / int64: argmax / argmin and topk indices, and ids (a take's) moved by DMA byte
+    // for byte.
     const bool index_dtype = node.dtype == DType::kInt32 || node.dtype == DType::kInt64;
     const bool index_ok =
-        index_dtype && (IsDataMovement(node.op) ||
+        index_dtype && (IsDataMovement(node.op) || node.op == OpKind::kTopk ||
                         (node.dtype == DType::kInt64 &&
                          (node.op == OpKind::kArgmax || node.op == OpKind::kArgmin)));
     if (!is_float && !(is_int && int_ok) && !index_ok) {

@@ -99,8 +99,9 @@ RowCopy SelectNarrowing(DType src_type, DType dst_type) {
   if (src_type == DType::kFloat32 && dst_type == DType::kInt8) return NarrowToIntRow<int8_t>;
   if (src_type == DType::kFloat32 && dst_type == DType::kUInt8) return NarrowToIntRow<uint8_t>;
   if (src_type == DType::kFloat32 && dst_type == DType::kInt16) return NarrowToIntRow<int16_t>;
-  // argmax / argmin indices (exact in float32 below 2^24).
+  // argmax / argmin and topk indices (exact in float32 below 2^24).
   if (src_type == DType::kFloat32 && dst_type == DType::kInt64) return NarrowToIntRow<int64_t>;
+  if (src_type == DType::kFloat32 && dst_type == DType::kInt32) return NarrowToIntRow<int32_t>;
   TVM_FFI_THROW(InternalError) << "DMA cannot convert " << DTypeName(src_type) << " to "
                                << DTypeName(dst_type);
   TVM_FFI_UNREACHABLE();

@@ -11,6 +11,7 @@
 #include "kernels/quantized_ops.h"
 #include "kernels/reduce.h"
 #include "kernels/resample.h"
+#include "kernels/topk.h"
 
 namespace example_npu {
 namespace {
@@ -177,6 +178,9 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kArgmin:
       kernels::Reduce(ReduceKindOf(op), in[0].data, *in[0].shape, std::get<ReduceAttrs>(attrs).axes,
                       out);
+      return;
+    case OpKind::kTopk:
+      kernels::Topk(in[0].data, *in[0].shape, std::get<TopkAttrs>(attrs).params, out);
       return;
     case OpKind::kLogSoftmax:
       kernels::LogSoftmax(in[0].data, *in[0].shape, std::get<SoftmaxAttrs>(attrs).axis, out);

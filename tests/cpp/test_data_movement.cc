@@ -21,17 +21,7 @@ namespace {
 
 using kernels::test_util::Ravel;
 using kernels::test_util::Unravel;
-
-template <typename T>
-DLTensor View(std::vector<T>* data, std::vector<int64_t>* shape, DLDataType dtype) {
-  DLTensor t{};
-  t.data = data->data();
-  t.device = DLDevice{kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(shape->size());
-  t.dtype = dtype;
-  t.shape = shape->data();
-  return t;
-}
+using kernels::test_util::ViewOf;
 
 /*! \brief The data-movement graph for `dtype`: x (2, 4, 3), y (2, 2, 3). */
 std::string MovementGraph(const std::string& dtype) {
@@ -70,8 +60,9 @@ void CheckMovement(const std::string& dtype, DLDataType dl) {
   for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<T>(100 + static_cast<int>(i));
   std::vector<T> flat(24), odd(12), wide(24);
   std::vector<int64_t> xs = {2, 4, 3}, ys = {2, 2, 3}, fs = {2, 12}, os = {12}, ws = {2, 4, 3};
-  DLTensor in_x = View(&x, &xs, dl), in_y = View(&y, &ys, dl), out_flat = View(&flat, &fs, dl),
-           out_odd = View(&odd, &os, dl), out_wide = View(&wide, &ws, dl);
+  DLTensor in_x = ViewOf(&x, &xs, dl), in_y = ViewOf(&y, &ys, dl),
+           out_flat = ViewOf(&flat, &fs, dl), out_odd = ViewOf(&odd, &os, dl),
+           out_wide = ViewOf(&wide, &ws, dl);
   executor.Run({&in_x, &in_y}, {&out_flat, &out_odd, &out_wide});
   for (int64_t i = 0; i < 24; ++i) {  // flat[n, c * 4 + h] = x[n, h, c]
     const int64_t n = i / 12, c = (i % 12) / 4, h = i % 4;
@@ -120,7 +111,7 @@ void CheckSpaceToDepth(const std::string& dtype, DLDataType dl) {
   std::vector<T> x(48), out(48);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(static_cast<int>(i) - 20);
   std::vector<int64_t> xs = {1, 3, 4, 4}, os = {1, 12, 2, 2};
-  DLTensor in = View(&x, &xs, dl), result = View(&out, &os, dl);
+  DLTensor in = ViewOf(&x, &xs, dl), result = ViewOf(&out, &os, dl);
   executor.Run({&in}, {&result});
   for (int64_t i = 0; i < 48; ++i) {  // out[0, 3k + c, h, w] = x[0, c, 2h + dh_k, 2w + dw_k]
     const std::vector<int64_t> o = Unravel(i, os);
@@ -151,8 +142,8 @@ TEST(DataMovementTest, MeanAndLayerNormGroups) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 2.5f;
   std::vector<int64_t> xs = {1, 4, 3, 3}, ps = {4}, os = {1, 4};
   const DLDataType f32{kDLFloat, 32, 1};
-  DLTensor in_x = View(&x, &xs, f32), in_g = View(&g, &ps, f32), in_b = View(&b, &ps, f32),
-           out_m = View(&mean, &os, f32), out_n = View(&norm, &os, f32);
+  DLTensor in_x = ViewOf(&x, &xs, f32), in_g = ViewOf(&g, &ps, f32), in_b = ViewOf(&b, &ps, f32),
+           out_m = ViewOf(&mean, &os, f32), out_n = ViewOf(&norm, &os, f32);
   executor.Run({&in_x, &in_g, &in_b}, {&out_m, &out_n});
   std::vector<double> want_mean(4, 0.0);
   for (int c = 0; c < 4; ++c) {
@@ -179,8 +170,8 @@ TEST(DataMovementTest, ArgmaxIndicesAreStoredAsInt64) {
   std::vector<float> x(5 * 42);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11);
   std::vector<int64_t> cls(42, -5), xs = {1, 5, 6, 7}, os = {1, 6, 7};
-  DLTensor in_x = View(&x, &xs, DLDataType{kDLFloat, 32, 1});
-  DLTensor out = View(&cls, &os, DLDataType{kDLInt, 64, 1});
+  DLTensor in_x = ViewOf(&x, &xs, DLDataType{kDLFloat, 32, 1});
+  DLTensor out = ViewOf(&cls, &os, DLDataType{kDLInt, 64, 1});
   executor.Run({&in_x}, {&out});
   for (int64_t p = 0; p < 42; ++p) {
     int64_t best = 0;
@@ -234,8 +225,8 @@ void CheckGather(const std::string& id_dtype, DLDataType dl, NPUConfig config) {
   ids[0] = 0;
   ids[count - 1] = static_cast<Id>(rows - 1);
   std::vector<int64_t> ts = {rows, 40}, is = {count}, os = {count, 40};
-  DLTensor in_table = View(&table, &ts, DLDataType{kDLFloat, 32, 1}), in_ids = View(&ids, &is, dl),
-           result = View(&out, &os, DLDataType{kDLFloat, 32, 1});
+  DLTensor in_table = ViewOf(&table, &ts, DLDataType{kDLFloat, 32, 1}),
+           in_ids = ViewOf(&ids, &is, dl), result = ViewOf(&out, &os, DLDataType{kDLFloat, 32, 1});
   executor.Run({&in_table, &in_ids}, {&result});
   for (int64_t i = 0; i < count; ++i) {
     for (int64_t j = 0; j < 40; ++j) {
@@ -316,7 +307,7 @@ void CheckCast(const std::string& dtype, DLDataType dl, NPUConfig config) {
   }
   std::vector<float> out(2100, -1.0f);
   std::vector<int64_t> xs = {3, 700}, os = {3, 1, 700};
-  DLTensor in = View(&x, &xs, dl), result = View(&out, &os, DLDataType{kDLFloat, 32, 1});
+  DLTensor in = ViewOf(&x, &xs, dl), result = ViewOf(&out, &os, DLDataType{kDLFloat, 32, 1});
   executor.Run({&in}, {&result});
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(out[i], NearestFloat(x[i])) << dtype << " " << i << ": " << +x[i];

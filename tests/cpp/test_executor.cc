@@ -9,6 +9,7 @@
 
 #include "kernels/half.h"
 #include "runtime/executor.h"
+#include "test_util.h"
 
 namespace example_npu {
 namespace {
@@ -116,17 +117,7 @@ TEST(ExecutorTest, Float16GraphsAccumulateInFloat32AndRoundEachResult) {
 namespace example_npu {
 namespace {
 
-/*! \brief A DLTensor over caller-owned storage of any element type. */
-template <typename T>
-DLTensor ViewOf(std::vector<T>* data, std::vector<int64_t>* shape, DLDataType dtype) {
-  DLTensor t{};
-  t.data = data->data();
-  t.device = DLDevice{kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(shape->size());
-  t.dtype = dtype;
-  t.shape = shape->data();
-  return t;
-}
+using kernels::test_util::ViewOf;
 
 /*! \brief Caller-owned float storage as a constant tensor. */
 tvm::ffi::Tensor FloatConstant(std::vector<float>* data, const std::vector<int64_t>& shape) {

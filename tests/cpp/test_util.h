@@ -1,11 +1,12 @@
 /*!
  * \file tests/cpp/test_util.h
  * \brief Shared helpers of the unit tests: seeded random data, index helpers, tolerant
- * comparison, expected user errors.
+ * comparison, expected user errors, DLTensor views of test vectors.
  */
 #ifndef EXAMPLE_NPU_TESTS_CPP_TEST_UTIL_H_
 #define EXAMPLE_NPU_TESTS_CPP_TEST_UTIL_H_
 
+#include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 #include <tvm/ffi/error.h>
 
@@ -21,6 +22,18 @@
 namespace example_npu {
 namespace kernels {
 namespace test_util {
+
+/*! \brief A DLTensor over caller-owned storage of any element type. */
+template <typename T>
+DLTensor ViewOf(std::vector<T>* data, std::vector<int64_t>* shape, DLDataType dtype) {
+  DLTensor t{};
+  t.data = data->data();
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(shape->size());
+  t.dtype = dtype;
+  t.shape = shape->data();
+  return t;
+}
 
 /*! \brief Uniform random values in [lo, hi) from a caller-owned (seeded) generator. */
 inline std::vector<float> RandomVector(int64_t n, std::mt19937* rng, float lo = -1.0f,

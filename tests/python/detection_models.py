@@ -3,7 +3,9 @@ CI): a YOLO-style backbone + FPN/PAN neck + detect head, a U-Net, a DeepLab ASPP
 VAE-decoder block. Their layer idioms are what partitioning depends on: SiLU convs, nearest 2x
 upsampling and skip concats (YOLO), max-pool encoder and transposed-conv decoder (U-Net), atrous
 convs, an image-pooling branch and bilinear resizing back to the input size (DeepLab), GroupNorm,
-InstanceNorm, leaky ReLU and PReLU (VAE decoder). ``torch`` is imported lazily.
+InstanceNorm, leaky ReLU and PReLU (VAE decoder), and a detect head's top-k candidate selection
+(sigmoid class scores, best class per anchor, ``torch.topk`` over the anchors: ONNX TopK).
+``torch`` is imported lazily.
 """
 
 from __future__ import annotations
@@ -212,10 +214,34 @@ def vae_decoder(channels: int = 16, groups: int = 4):
     return build()
 
 
+def topk_head(width: int = 8, classes: int = 4, k: int = 10):
+    """A detect head's candidate selection before NMS: a conv backbone, per-anchor class logits,
+    sigmoid scores, the best class score per anchor, the k best anchors by score (values and
+    int64 indices), returned as one float tensor [scores, anchor ids]."""
+    torch, nn = _nn()
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Sequential(
+                *_conv_bn(nn, 3, width, stride=2), nn.SiLU(), *_conv_bn(nn, width, width, stride=2)
+            )
+            self.cls = nn.Conv2d(width, classes, 1)
+
+        def forward(self, x):
+            logits = self.cls(self.backbone(x)).flatten(2)  # (B, classes, anchors)
+            best = logits.sigmoid().max(1).values  # (B, anchors)
+            scores, anchors = torch.topk(best, k, dim=-1)
+            return torch.cat([scores, anchors.float()], -1)
+
+    return Head()
+
+
 PATHS = (TORCH, ONNX_DYNAMO)
 MODELS: tuple[ZooModel, ...] = (
     ZooModel("yolo_fpn_pan", yolo, (1, 3, 64, 64), paths=PATHS),
     ZooModel("unet", unet, (1, 3, 32, 32), paths=PATHS),
     ZooModel("deeplab_aspp", deeplab, (1, 3, 48, 40), paths=PATHS),
     ZooModel("vae_decoder_block", vae_decoder, (1, 4, 16, 16), paths=PATHS),
+    ZooModel("topk_detect_head", topk_head, (1, 3, 32, 32), paths=PATHS),
 )

@@ -228,24 +228,6 @@ def test_arg_reductions_give_int64_indices(name, axis, keepdims, shape):
     offloaded_and_compared(mod, [x])
 
 
-def test_topk_with_k_above_one_stays_on_the_cpu_with_its_reason():
-    """The ops around it still run on the NPU, and the values and indices equal TVM's build."""
-    shape = (2, 10, 5)
-
-    def body(bb, v):
-        top = bb.emit(op.topk(op.nn.relu(v["x"]), k=3, axis=1, ret_type="both", dtype="int64"))
-        return relax.Tuple([op.multiply(top[0], relax.const(2.0)), top[1]])
-
-    mod = module({"x": (shape, "float32")}, body)
-    partitioned, report = partition_with_report(canonicalize(mod))
-    assert list(report.cpu_ops) == ["relax.topk"], report.table()
-    assert "k > 1" in report.cpu_reason("relax.topk"), report.table()
-    assert report.npu_ops["relax.nn.relu"] == report.npu_ops["relax.multiply"] == 1
-    x = data(shape, "float32").round()  # ties: the lower index first, as TVM
-    for got, want in zip(run(partitioned, [x]), run(mod, [x]), strict=True):
-        np.testing.assert_array_equal(got, want)
-
-
 @pytest.mark.parametrize(("shape", "axis"), [((2, 10), -1), ((1, 6, 4, 4), 1)])
 def test_log_softmax(shape, axis):
     mod = module({"x": (shape, "float32")}, lambda bb, v: op.nn.log_softmax(v["x"], axis))

@@ -2,6 +2,9 @@
 
 * ``mean`` / ``sum`` / ``max`` / ``min`` / ``variance`` name their reduced ``axes`` (all of them
   when Relax's ``axis`` is None); ``argmax`` / ``argmin`` reduce one axis or all;
+* ``topk`` is one ``topk`` node per result it returns (``output``: "values" or "indices"), each
+  with the whole selection's attributes (k read from the result shape: Relax's k < 1 is the
+  whole axis); "both" is the tuple of the two nodes;
 * ``adaptive_avg_pool2d`` whose output size divides the input is ``nn.avg_pool2d`` with window =
   stride = input / output (the pooling engine's plain window); other output sizes are the NPU's
   own ``nn.adaptive_avg_pool2d`` with uneven, possibly overlapping windows;
@@ -37,6 +40,21 @@ def _reduce(op: str) -> Callable[[Emitter, int], int]:
         return e.node(op, [x], e.call.ty, {"axes": axes, "keepdims": bool(attrs.keepdims)})
 
     return lower
+
+
+def _topk(e: Emitter, x: int) -> Any:
+    shape, _ = input_shape(e.builder, e.call.args[0])
+    a = e.call.attrs
+    axis = int(a.axis) % len(shape)
+    ret_type = str(a.ret_type)
+    outputs = ("values", "indices") if ret_type == "both" else (ret_type,)
+    types = list(e.call.ty.fields) if ret_type == "both" else [e.call.ty]
+    nodes = []
+    for output, ty in zip(outputs, types, strict=True):
+        out_shape, _ = e.builder.tensor_type(ty, f"topk {output}")
+        attrs = {"axis": axis, "k": out_shape[axis], "largest": bool(a.largest), "output": output}
+        nodes.append(e.node("topk", [x], ty, attrs))
+    return tuple(nodes) if ret_type == "both" else nodes[0]
 
 
 def pool_window(pool: list[int]) -> dict[str, Any]:
@@ -130,4 +148,5 @@ SPATIAL_LOWERINGS: dict[str, Callable[[Emitter, int], Any]] = {
     "image.resize2d": _resize2d,
     "nn.conv2d_transpose": _conv2d_transpose,
     "nn.prelu": _prelu,
+    "topk": _topk,
 }

@@ -21,18 +21,7 @@ _PLUMBING_OPS = frozenset({"relax.call_dps_packed", "relax.call_packed"})
 _CALL_TIR = "relax.call_tir"
 
 
-# Ops no pattern takes by design, with why (more than "no pattern" tells a user).
-_NO_PATTERN_BECAUSE = {
-    "relax.topk": (
-        "topk with k > 1 selects k elements in order along the axis, a sort the NPU's "
-        "reduction units do not do (k = 1, torch's max(dim), runs on the NPU as max and argmax)"
-    ),
-}
-
-
 def _no_pattern_reason(op: str) -> str:
-    if op in _NO_PATTERN_BECAUSE:
-        return f"no example_npu pattern for {op}: {_NO_PATTERN_BECAUSE[op]}"
     if op.startswith(_CALL_TIR + "("):
         return (
             f"the frontend emitted TIR function {op[len(_CALL_TIR) + 1 : -1]} as call_tir; "

@@ -154,6 +154,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     # Reductions and normalisation.
     *[_row(op, _unary(f"relax.{op}"), spatial.check_reduction) for op in _REDUCTIONS],
     *[_row(op, _unary(f"relax.{op}"), spatial.check_arg_reduction) for op in ("argmax", "argmin")],
+    _row("topk", _unary("relax.topk"), spatial.check_topk),
     _row(
         "adaptive_avg_pool2d",
         _unary("relax.nn.adaptive_avg_pool2d"),

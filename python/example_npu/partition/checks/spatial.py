@@ -1,5 +1,5 @@
 """Support checks of the reductions and of the spatial ops of detection / segmentation networks:
-sum / max / min / variance / argmax / argmin, log_softmax, leaky ReLU and PReLU, group and
+sum / max / min / variance / argmax / argmin, topk, log_softmax, leaky ReLU and PReLU, group and
 instance norm, image.resize2d, nn.pad, transposed convolution and adaptive average pooling.
 
 The C++ core executes each exactly as TVM's build does (its identities and combiners, its
@@ -89,6 +89,55 @@ def check_arg_reduction(call: relax.Call) -> Verdict:
     if tensor_dtype(call) != "int64":
         return reject(f"{name}: index dtype {tensor_dtype(call)} (the NPU stores int64)")
     return _reduced_extent_fits(call)
+
+
+TOPK_RET_TYPES = ("both", "values", "indices")
+_TILE_ALIGN = 64  # bytes: the C++ tiling's buffer alignment
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // _TILE_ALIGN) * _TILE_ALIGN
+
+
+def check_topk(call: relax.Call) -> Verdict:
+    """topk of a float tensor along one axis: values, int32 / int64 indices, or both. One output
+    tile keeps its whole rows in L1 (double buffered) with its k results."""
+    data = call.args[0]
+    shape = tensor_shape(data)
+    if shape is None:
+        return reject(f"topk: dynamic or unknown shape {data.ty}")
+    if not shape:
+        return reject("topk: a scalar has no axis to select along")
+    dtype = tensor_dtype(data)
+    if dtype not in EXECUTABLE_DTYPES:
+        return reject(f"topk: input dtype {dtype} (the NPU compares float32 / float16)")
+    attrs = call.attrs
+    if str(attrs.ret_type) not in TOPK_RET_TYPES:
+        return reject(f"topk: ret_type {attrs.ret_type}")
+    index_dtype = str(attrs.dtype)
+    if index_dtype not in ("int32", "int64"):
+        return reject(f"topk: index dtype {index_dtype} (the NPU stores int32 / int64)")
+    n = shape[int(attrs.axis) % len(shape)]
+    k = int(attrs.k) if int(attrs.k) >= 1 else n  # k < 1 selects the whole axis, as TVM's
+    if k > n:
+        return reject(f"topk: k = {k} is more than the {n} elements of the axis")
+    if n > 1 << 24:
+        return reject(f"topk: a {n}-element axis (indices are exact in float32 below 2^24)")
+    out_elements = math.prod(shape) // max(n, 1) * k
+    total = math.prod(shape) * dtype_bytes(dtype) + out_elements * (
+        dtype_bytes(dtype) + dtype_bytes(index_dtype)
+    )
+    dram_bytes = current_config().dram_mb << 20
+    if total > dram_bytes:
+        return reject(f"topk: its tensors need {total} bytes, more than the DRAM's {dram_bytes}")
+    needed = 2 * (_aligned(n * dtype_bytes(dtype)) + _aligned(k * 4))
+    l1_bytes = current_config().l1_sram_bytes
+    if needed > l1_bytes:
+        return reject(
+            f"topk: a {n}-element row and its {k} results need {needed} of the "
+            f"{l1_bytes} bytes of L1"
+        )
+    return ACCEPT
 
 
 def check_log_softmax(call: relax.Call) -> Verdict:

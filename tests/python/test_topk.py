@@ -1,0 +1,63 @@
+"""topk on the NPU (kernels/topk.cc) against TVM's CPU build, bit for bit: values and int32 /
+int64 indices, largest and smallest, every axis, k from 2 to the whole axis, rows full of ties
+(TVM's contrib sort orders equal values by the lower index, for largest and smallest alike)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from example_npu.frontend.canonicalize import canonicalize
+from example_npu.partition.report import partition_with_report
+from test_glue_ops import data, module, offloaded_and_compared, run
+from tvm import relax
+
+op = relax.op
+
+
+def _ties(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """Few distinct values (and signed zeros): most rows have ties at the k-th place."""
+    x = data(shape, "float32", seed).round()
+    x[x == 0] = np.float32(-0.0) * (np.arange(np.count_nonzero(x == 0)) % 2)
+    return x
+
+
+@pytest.mark.parametrize("ret_type", ["both", "values", "indices"])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize(
+    ("shape", "axis", "k"),
+    [((2, 10, 5), 1, 3), ((3, 40), -1, 5), ((2, 3, 4, 6), 0, 2), ((4, 7), -1, 7), ((1, 9), 1, 0)],
+)
+def test_topk_equals_tvm_with_ties(ret_type, largest, shape, axis, k):
+    def body(bb, v):
+        return op.topk(v["x"], k=k, axis=axis, ret_type=ret_type, largest=largest, dtype="int64")
+
+    mod = module({"x": (shape, "float32")}, body)
+    offloaded_and_compared(mod, [_ties(shape)])
+    offloaded_and_compared(mod, [data(shape, "float32", seed=3)])
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_topk_inside_a_region_with_int32_indices(index_dtype):
+    """relu -> topk -> scale of the values: one NPU function, the scale fused onto the values."""
+    shape = (2, 10, 5)
+
+    def body(bb, v):
+        top = bb.emit(op.topk(op.nn.relu(v["x"]), k=3, axis=1, dtype=index_dtype))
+        return relax.Tuple([op.multiply(top[0], relax.const(2.0)), top[1]])
+
+    mod = module({"x": (shape, "float32")}, body)
+    partitioned, report = partition_with_report(canonicalize(mod))
+    assert not report.cpu_ops, report.table()
+    assert report.npu_ops["relax.topk"] == 1, report.table()
+    x = _ties(shape)
+    for got, want in zip(run(partitioned, [x]), run(mod, [x]), strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_topk_that_the_npu_cannot_hold_stays_on_the_cpu_with_its_reason():
+    mod = module(
+        {"x": ((2, 100_000), "float32")}, lambda bb, v: op.topk(v["x"], k=4, dtype="int64")
+    )
+    _, report = partition_with_report(mod)
+    assert "100000-element row" in report.cpu_reason("relax.topk"), report.table()
