@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from example_npu import NPUConfig
+from example_npu.analysis.estimate import estimate
 from example_npu.frontend.canonicalize import canonicalize
 from example_npu.partition.report import partition_with_report
 from test_glue_ops import data, module, offloaded_and_compared, run
@@ -61,3 +63,22 @@ def test_topk_that_the_npu_cannot_hold_stays_on_the_cpu_with_its_reason():
     )
     _, report = partition_with_report(mod)
     assert "100000-element row" in report.cpu_reason("relax.topk"), report.table()
+
+
+def test_topk_cost_counts_k_compares_per_element_and_its_dma_bytes():
+    """Vector work grows with k (an insertion network of k stages); DRAM traffic is the rows
+    read once per result node plus the values (float32) and indices (int64) written."""
+    rows, n = 8, 512
+
+    def profile(k: int, ret_type: str):
+        body = lambda bb, v: op.topk(v["x"], k=k, ret_type=ret_type, dtype="int64")  # noqa: E731
+        return estimate(module({"x": ((rows, n), "float32")}, body))
+
+    small, large = profile(2, "values"), profile(8, "values")
+    assert 3.8 < large.busy_cycles["vector"] / small.busy_cycles["vector"] < 4.2
+    lanes = NPUConfig().vector_unit_width
+    assert small.busy_cycles["vector"] >= rows * n * 2 // lanes
+    read = rows * n * 4
+    assert small.bytes_moved["DRAM"] == read + rows * 2 * 4
+    assert profile(2, "indices").bytes_moved["DRAM"] == read + rows * 2 * 8
+    assert profile(2, "both").bytes_moved["DRAM"] == 2 * read + rows * 2 * (4 + 8)
