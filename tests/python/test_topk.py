@@ -38,6 +38,16 @@ def test_topk_equals_tvm_with_ties(ret_type, largest, shape, axis, k):
     offloaded_and_compared(mod, [data(shape, "float32", seed=3)])
 
 
+@pytest.mark.parametrize(
+    ("shape", "k", "dtype"),
+    [((2, 40), 5, "float16"), ((1, 8400), 300, "float32")],
+    ids=["float16", "yolov10-300-of-8400"],
+)
+def test_topk_of_float16_and_of_a_detector_sized_selection(shape, k, dtype):
+    mod = module({"x": (shape, dtype)}, lambda bb, v: op.topk(v["x"], k=k, dtype="int64"))
+    offloaded_and_compared(mod, [data(shape, dtype, seed=1).round()])
+
+
 @pytest.mark.parametrize("index_dtype", ["int32", "int64"])
 def test_topk_inside_a_region_with_int32_indices(index_dtype):
     """relu -> topk -> scale of the values: one NPU function, the scale fused onto the values."""
