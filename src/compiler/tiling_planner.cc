@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "compiler/tiling_planner_details.h"
+#include "kernels/topk.h"
 #include "kernels/window.h"
 #include "support/checked_math.h"
 
@@ -507,6 +508,7 @@ class ReduceRule : public OutputTiler {
     auto tile =
         ChooseOutputTile(kept_shape_, order_, fixed, L1Budget(), cost, config_.vector_elements);
     if (!tile.has_value()) {
+      if (Topk()) return PlanStreamedRows();
       plan.reason = std::string(OpKindName(Anchor().op)) +
                     ": the reduced extent of one output element does not fit L1";
       return plan;
@@ -522,6 +524,7 @@ class ReduceRule : public OutputTiler {
 
   void Emit(TileScheduler* scheduler) const override {
     const TensorView input = layout_.ViewOf(Anchor().inputs[0]);
+    if (chunk_ > 0) return EmitStreamedRows(scheduler, input);
     ForEachTile(kept_shape_, order_, tile_,
                 [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
                   TensorBox out_box{-1, begin, extent, order_};
@@ -532,10 +535,10 @@ class ReduceRule : public OutputTiler {
                   TileRef result = NewResult(scheduler, out_box);
                   ComputeCommand compute =
                       MakeCompute(Anchor(), group_.anchor, {in}, result, Anchor().attrs);
-                  // Variance reads its elements twice: the mean, then the squared deviations;
-                  // topk's insertion network passes each element through k compare-exchanges.
+                  // Variance reads its elements twice: the mean, then the squared deviations.
                   compute.elements = kernels::NumElements(in_box.extent) *
-                                     (Anchor().op == OpKind::kVariance ? 2 : Selected());
+                                     (Anchor().op == OpKind::kVariance ? 2 : 1);
+                  if (Topk()) compute.elements = SelectionWork(in_box.extent, 0);
                   scheduler->Compute(std::move(compute));
                   EmitEpilogue(scheduler, result, out_box);
                 });
@@ -562,6 +565,74 @@ class ReduceRule : public OutputTiler {
   /*! \brief Elements each row leaves in the output: 1, or topk's k. */
   int64_t Selected() const { return Topk() ? std::get<TopkAttrs>(Anchor().attrs).params.k : 1; }
 
+  /*! \brief topk's vector work on the rows of `extent`, elements numbered from `first`. */
+  int64_t SelectionWork(const std::vector<int64_t>& extent, int64_t first) const {
+    const int64_t axis = topk_axis_[0];
+    return kernels::NumElements(extent) / extent[axis] *
+           kernels::TopkSelectionWork(first, extent[axis], Selected());
+  }
+
+  /*!
+   * \brief topk of rows longer than L1: one row at a time, streamed in chunks of chunk_ (>= k)
+   * elements into its running list of k values and k indices, then its result written.
+   */
+  TilePlan PlanStreamedRows() {
+    const int64_t axis = topk_axis_[0], k = Selected();
+    tile_.assign(kept_shape_.size(), 1);
+    tile_[axis] = k;
+    const int64_t running = AlignUp(2 * k * 4);
+    const int64_t chunk_budget = (L1Budget() - 2 * running - EpilogueBytes(tile_)) / 2;
+    const int64_t granule = config_.vector_elements;
+    chunk_ = std::max<int64_t>(0, chunk_budget - kAlignBytes) / OperandBytes(0) / granule * granule;
+    TilePlan plan;
+    plan.engine = Engine::kVector;
+    if (chunk_ < k) {
+      chunk_ = 0;
+      plan.reason = "topk: a chunk of k elements and the k results of a row do not fit L1";
+      return plan;
+    }
+    const int64_t n = graph_.nodes[Anchor().inputs[0]].shape[axis];
+    plan.ok = true;
+    plan.tile_shape = tile_;
+    plan.tiles = CountTiles(kept_shape_, tile_) * ((n + chunk_ - 1) / chunk_ + 1);
+    plan.buffers.push_back(BufferClass{AlignUp(chunk_ * OperandBytes(0)), 2});
+    plan.buffers.push_back(BufferClass{running, 2});
+    AddEpilogueBuffers(tile_, &plan.buffers);
+    return plan;
+  }
+
+  void EmitStreamedRows(TileScheduler* scheduler, const TensorView& input) const {
+    const int64_t axis = topk_axis_[0];
+    const int64_t n = graph_.nodes[Anchor().inputs[0]].shape[axis];
+    TopkAttrs step = std::get<TopkAttrs>(Anchor().attrs);
+    const int64_t k = step.params.k;
+    ForEachTile(kept_shape_, order_, tile_,
+                [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
+                  std::vector<int64_t> list_shape = extent;
+                  list_shape[axis] = 2 * k;
+                  const TileRef list = scheduler->NewResult(1, list_shape, DType::kFloat32);
+                  for (int64_t first = 0; first < n; first += chunk_) {
+                    TensorBox chunk{-1, begin, extent, order_};
+                    chunk.begin[axis] = first;
+                    chunk.extent[axis] = std::min(chunk_, n - first);
+                    std::vector<TileRef> inputs = {scheduler->Load(0, input, chunk)};
+                    if (first > 0) inputs.push_back(list);
+                    step.step = TopkAttrs::Step::kSelect;
+                    step.index_offset = first;
+                    step.continuing = first > 0;
+                    ComputeCommand select =
+                        MakeCompute(Anchor(), group_.anchor, std::move(inputs), list, step);
+                    select.elements = SelectionWork(chunk.extent, first);
+                    scheduler->Compute(std::move(select));
+                  }
+                  const TensorBox out_box{-1, begin, extent, order_};
+                  const TileRef result = NewResult(scheduler, out_box);
+                  step.step = TopkAttrs::Step::kEmit;
+                  scheduler->Compute(MakeCompute(Anchor(), group_.anchor, {list}, result, step));
+                  EmitEpilogue(scheduler, result, out_box);
+                });
+  }
+
   /*! \brief The input box (at origin) an output tile of `extent` reads. */
   TensorBox InputBox(const std::vector<int64_t>& extent) const {
     TensorBox box{-1, std::vector<int64_t>(extent.size(), 0), extent, order_};
@@ -572,6 +643,7 @@ class ReduceRule : public OutputTiler {
 
   Shape kept_shape_;
   std::vector<int64_t> topk_axis_;  // Axes() of a topk
+  int64_t chunk_ = 0;               // topk streaming its rows: elements per chunk
 };
 
 /*! \brief Pooling on NHWC tiles: tiles of (n, oh, ow, c) with the input window halo. */

@@ -207,7 +207,16 @@ struct TakeAttrs {
  * is its own node (`params.indices` says which), both computing the same selection.
  */
 struct TopkAttrs {
+  /*!
+   * \brief A tile's step. kWhole: whole rows in, the result out. A row longer than L1 streams
+   * through in chunks (kernels/topk.h): kSelect merges a chunk, numbered from `index_offset`,
+   * into the running list (`continuing` after the first), kEmit writes the list's result.
+   */
+  enum class Step { kWhole, kSelect, kEmit };
   kernels::TopkParams params;
+  Step step = Step::kWhole;
+  int64_t index_offset = 0;
+  bool continuing = false;
 };
 
 /*! \brief nn.leakyrelu: x > 0 ? x : x * alpha. */

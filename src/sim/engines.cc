@@ -108,6 +108,28 @@ void RunNorm(const NormAttrs& norm, const std::vector<OperandF32>& in, float* ou
   }
 }
 
+/*! \brief topk: whole rows, or one step of a row streamed in chunks. */
+void RunTopk(const TopkAttrs& topk, const std::vector<OperandF32>& in, float* out,
+             const kernels::Shape& out_shape) {
+  switch (topk.step) {
+    case TopkAttrs::Step::kWhole:
+      kernels::Topk(in[0].data, *in[0].shape, topk.params, out);
+      return;
+    case TopkAttrs::Step::kSelect:
+      // Continuing steps read the list so far as their second input (maybe into a temporary:
+      // kernels never alias) and update it.
+      if (topk.continuing && in[1].data != out) {
+        std::memcpy(out, in[1].data, kernels::NumElements(out_shape) * sizeof(float));
+      }
+      kernels::TopkSelect(in[0].data, *in[0].shape, topk.params, topk.index_offset, topk.continuing,
+                          out);
+      return;
+    case TopkAttrs::Step::kEmit:
+      kernels::TopkEmit(in[0].data, *in[0].shape, topk.params, out);
+      return;
+  }
+}
+
 }  // namespace
 
 bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs) {
@@ -180,7 +202,7 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
                       out);
       return;
     case OpKind::kTopk:
-      kernels::Topk(in[0].data, *in[0].shape, std::get<TopkAttrs>(attrs).params, out);
+      RunTopk(std::get<TopkAttrs>(attrs), in, out, out_shape);
       return;
     case OpKind::kLogSoftmax:
       kernels::LogSoftmax(in[0].data, *in[0].shape, std::get<SoftmaxAttrs>(attrs).axis, out);

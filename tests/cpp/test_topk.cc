@@ -6,6 +6,7 @@
  */
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,6 +79,65 @@ TEST(TopkTest, TiesGoToTheLowerIndexAndSpecialValuesOrderAsFloats) {
       ExpectKernelEqualsReference(row, shape, TopkParams{1, k, largest, true});
     }
   }
+}
+
+TEST(TopkTest, ChunksStreamedInIndexOrderSelectAsTheWholeRow) {
+  std::mt19937 rng(8);
+  const Shape shape = {2, 50, 3};
+  std::vector<float> x = RandomVector(kernels::NumElements(shape), &rng, -2.0f, 2.0f);
+  for (float& v : x) v = std::round(v * 2.0f);  // ties across chunk borders
+  for (int64_t k : {int64_t{1}, int64_t{4}, int64_t{9}}) {
+    for (bool largest : {true, false}) {
+      const TopkParams whole{1, k, largest, false};
+      std::vector<float> running(2 * 2 * k * 3);
+      for (int64_t first = 0; first < 50; first += 12) {  // chunks of 12, the last of 2
+        const int64_t m = std::min<int64_t>(12, 50 - first);
+        const Shape chunk_shape = {2, m, 3};
+        std::vector<float> chunk(2 * m * 3);
+        for (int64_t o = 0; o < 2; ++o) {
+          for (int64_t j = 0; j < m * 3; ++j) chunk[o * m * 3 + j] = x[o * 150 + first * 3 + j];
+        }
+        kernels::TopkSelect(chunk.data(), chunk_shape, whole, first, first > 0, running.data());
+      }
+      for (bool indices : {false, true}) {
+        TopkParams p = whole;
+        p.indices = indices;
+        std::vector<float> got(2 * k * 3), want(2 * k * 3);
+        kernels::TopkEmit(running.data(), Shape{2, 2 * k, 3}, p, got.data());
+        kernels::TopkReference(x.data(), shape, p, want.data());
+        EXPECT_EQ(got, want) << "k " << k << " largest " << largest << " indices " << indices;
+      }
+    }
+  }
+}
+
+TEST(TopkTest, RowsLongerThanL1StreamThroughInChunks) {
+  // 3 rows of 6000 float32 (24 KB each) on a 16 KB L1: each row streams in chunks.
+  const std::string graph = R"({"version": 1, "symbol": "long", "nodes": [
+    {"op": "input", "name": "x", "shape": [3, 6000], "dtype": "float32"},
+    {"op": "topk", "name": "v", "inputs": [0], "shape": [3, 40], "dtype": "float32",
+     "attrs": {"axis": 1, "k": 40, "largest": false, "output": "values"}},
+    {"op": "topk", "name": "i", "inputs": [0], "shape": [3, 40], "dtype": "int64",
+     "attrs": {"axis": 1, "k": 40, "largest": false, "output": "indices"}}],
+    "arg_nodes": [0], "heads": [1, 2]})";
+  NPUConfig config;
+  config.l1_sram_kb = 16;
+  Executor executor(ParseGraph(graph), config);
+  std::mt19937 rng(3);
+  std::vector<float> x = RandomVector(3 * 6000, &rng, -8.0f, 8.0f);
+  for (float& v : x) v = std::round(v * 8.0f);  // 129 values: ties everywhere
+  std::vector<float> values(120);
+  std::vector<int64_t> indices(120);
+  std::vector<int64_t> xs = {3, 6000}, os = {3, 40};
+  DLTensor in = ViewOf(&x, &xs, DLDataType{kDLFloat, 32, 1});
+  DLTensor out_v = ViewOf(&values, &os, DLDataType{kDLFloat, 32, 1});
+  DLTensor out_i = ViewOf(&indices, &os, DLDataType{kDLInt, 64, 1});
+  executor.Run({&in}, {&out_v, &out_i});
+  std::vector<float> want_v(120), want_i(120);
+  kernels::TopkReference(x.data(), xs, TopkParams{1, 40, false, false}, want_v.data());
+  kernels::TopkReference(x.data(), xs, TopkParams{1, 40, false, true}, want_i.data());
+  EXPECT_EQ(values, want_v);
+  for (int64_t j = 0; j < 120; ++j) EXPECT_EQ(indices[j], static_cast<int64_t>(want_i[j])) << j;
 }
 
 TEST(TopkTest, GraphStoresValuesAndInt32Int64IndicesOfAWideRow) {

@@ -100,8 +100,8 @@ def _aligned(nbytes: int) -> int:
 
 
 def check_topk(call: relax.Call) -> Verdict:
-    """topk of a float tensor along one axis: values, int32 / int64 indices, or both. One output
-    tile keeps its whole rows in L1 (double buffered) with its k results."""
+    """topk of a float tensor along one axis: values, int32 / int64 indices, or both. An output
+    tile keeps its whole rows in L1 with its k results, or one row streams through in chunks."""
     data = call.args[0]
     shape = tensor_shape(data)
     if shape is None:
@@ -130,12 +130,17 @@ def check_topk(call: relax.Call) -> Verdict:
     dram_bytes = current_config().dram_mb << 20
     if total > dram_bytes:
         return reject(f"topk: its tensors need {total} bytes, more than the DRAM's {dram_bytes}")
-    needed = 2 * (_aligned(n * dtype_bytes(dtype)) + _aligned(k * 4))
-    l1_bytes = current_config().l1_sram_bytes
-    if needed > l1_bytes:
+    # Rows longer than L1 stream through in chunks of at least k elements beside the running
+    # list of k values and k indices and the double-buffered result (the C++ tiling's budget).
+    config = current_config()
+    results = 2 * _aligned(2 * k * 4) + 2 * _aligned(k * 4)
+    chunk_budget = (config.l1_sram_bytes - results) // 2 - _TILE_ALIGN
+    granule = config.vector_elements
+    chunk = max(chunk_budget, 0) // dtype_bytes(dtype) // granule * granule
+    if chunk < k:
         return reject(
-            f"topk: a {n}-element row and its {k} results need {needed} of the "
-            f"{l1_bytes} bytes of L1"
+            f"topk: the k = {k} results of a row and a chunk of k elements need more than the "
+            f"{config.l1_sram_bytes} bytes of L1"
         )
     return ACCEPT
 
