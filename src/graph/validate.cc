@@ -85,10 +85,13 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
     case OpKind::kCast:
       return node.dtype == DType::kFloat32 && IsCastInput(dtype);
     case OpKind::kTopk:
-      // Values of a float tensor, or their indices as int32 / int64.
+      // Values of a float / 8-bit tensor, or their indices as int32 / int64.
+      if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kInt8 &&
+          dtype != DType::kUInt8) {
+        return false;
+      }
       return std::get<TopkAttrs>(node.attrs).params.indices
-                 ? (node.dtype == DType::kInt32 || node.dtype == DType::kInt64) &&
-                       (dtype == DType::kFloat32 || dtype == DType::kFloat16)
+                 ? node.dtype == DType::kInt32 || node.dtype == DType::kInt64
                  : dtype == node.dtype;
     case OpKind::kTake:
       // Rows of the node's dtype, picked by integer ids.

@@ -160,11 +160,12 @@ Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
     const bool is_float = node.dtype == DType::kFloat32 || node.dtype == DType::kFloat16;
     const bool is_int = IsQuantizedDType(node.dtype);
     // Integers flow only through quantize, the integer qnn ops and data movement (views,
-    // concat by DMA), which is dtype-agnostic, and through pad and resize2d: their integer
-    // values pass the float32 datapath exactly and the store truncates as TVM's cast does.
+    // concat by DMA), which is dtype-agnostic, and through pad, resize2d and topk: their
+    // integer values pass the float32 datapath exactly and the store truncates as TVM's cast
+    // does.
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
                         IsQnnOp(node.op) || IsDataMovement(node.op) || node.op == OpKind::kPad ||
-                        node.op == OpKind::kResize2d;
+                        node.op == OpKind::kResize2d || node.op == OpKind::kTopk;
     // int32 / int64: argmax / argmin and topk indices, and ids (a take's) moved by DMA byte
     // for byte.
     const bool index_dtype = node.dtype == DType::kInt32 || node.dtype == DType::kInt64;

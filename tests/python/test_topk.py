@@ -42,11 +42,21 @@ def test_topk_equals_tvm_with_ties(ret_type, largest, shape, axis, k):
 
 @pytest.mark.parametrize(
     ("shape", "k", "dtype"),
-    [((2, 40), 5, "float16"), ((1, 8400), 300, "float32")],
-    ids=["float16", "yolov10-300-of-8400"],
+    [
+        ((2, 40), 5, "float16"),
+        ((1, 8400), 300, "float32"),
+        ((3, 50, 2), 7, "int8"),
+        ((2, 300), 20, "uint8"),
+    ],
+    ids=["float16", "yolov10-300-of-8400", "int8", "uint8"],
 )
-def test_topk_of_float16_and_of_a_detector_sized_selection(shape, k, dtype):
-    mod = module({"x": (shape, dtype)}, lambda bb, v: op.topk(v["x"], k=k, dtype="int64"))
+def test_topk_of_float16_8_bit_and_of_a_detector_sized_selection(shape, k, dtype):
+    """8-bit rows (values exact on the float32 datapath) have ties everywhere."""
+
+    def body(bb, v):
+        return op.topk(v["x"], k=k, axis=1, largest=dtype != "uint8", dtype="int64")
+
+    mod = module({"x": (shape, dtype)}, body)
     offloaded_and_compared(mod, [data(shape, dtype, seed=1).round()])
 
 

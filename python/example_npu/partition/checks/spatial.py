@@ -92,6 +92,8 @@ def check_arg_reduction(call: relax.Call) -> Verdict:
 
 
 TOPK_RET_TYPES = ("both", "values", "indices")
+# int8 / uint8 values are exact on the float32 datapath (TVM's CPU build has no int16 topk).
+TOPK_DTYPES = ("float32", "float16", "int8", "uint8")
 _TILE_ALIGN = 64  # bytes: the C++ tiling's buffer alignment
 
 
@@ -100,7 +102,8 @@ def _aligned(nbytes: int) -> int:
 
 
 def check_topk(call: relax.Call) -> Verdict:
-    """topk of a float tensor along one axis: values, int32 / int64 indices, or both. An output
+    """topk of a float32 / float16 / int8 / uint8 tensor along one axis: values, int32 / int64
+    indices, or both. An output
     tile keeps its whole rows in L1 with its k results, or one row streams through in chunks."""
     data = call.args[0]
     shape = tensor_shape(data)
@@ -109,8 +112,8 @@ def check_topk(call: relax.Call) -> Verdict:
     if not shape:
         return reject("topk: a scalar has no axis to select along")
     dtype = tensor_dtype(data)
-    if dtype not in EXECUTABLE_DTYPES:
-        return reject(f"topk: input dtype {dtype} (the NPU compares float32 / float16)")
+    if dtype not in TOPK_DTYPES:
+        return reject(f"topk: input dtype {dtype} (the NPU compares {' / '.join(TOPK_DTYPES)})")
     attrs = call.attrs
     if str(attrs.ret_type) not in TOPK_RET_TYPES:
         return reject(f"topk: ret_type {attrs.ret_type}")
