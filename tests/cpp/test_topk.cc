@@ -113,13 +113,15 @@ TEST(TopkTest, ChunksStreamedInIndexOrderSelectAsTheWholeRow) {
 
 TEST(TopkTest, RowsLongerThanL1StreamThroughInChunks) {
   // 3 rows of 6000 float32 (24 KB each) on a 16 KB L1: each row streams in chunks.
+  // The values carry a fused negation.
   const std::string graph = R"({"version": 1, "symbol": "long", "nodes": [
     {"op": "input", "name": "x", "shape": [3, 6000], "dtype": "float32"},
     {"op": "topk", "name": "v", "inputs": [0], "shape": [3, 40], "dtype": "float32",
      "attrs": {"axis": 1, "k": 40, "largest": false, "output": "values"}},
+    {"op": "negative", "name": "n", "inputs": [1], "shape": [3, 40], "dtype": "float32"},
     {"op": "topk", "name": "i", "inputs": [0], "shape": [3, 40], "dtype": "int64",
      "attrs": {"axis": 1, "k": 40, "largest": false, "output": "indices"}}],
-    "arg_nodes": [0], "heads": [1, 2]})";
+    "arg_nodes": [0], "heads": [2, 3]})";
   NPUConfig config;
   config.l1_sram_kb = 16;
   Executor executor(ParseGraph(graph), config);
@@ -136,8 +138,10 @@ TEST(TopkTest, RowsLongerThanL1StreamThroughInChunks) {
   std::vector<float> want_v(120), want_i(120);
   kernels::TopkReference(x.data(), xs, TopkParams{1, 40, false, false}, want_v.data());
   kernels::TopkReference(x.data(), xs, TopkParams{1, 40, false, true}, want_i.data());
-  EXPECT_EQ(values, want_v);
-  for (int64_t j = 0; j < 120; ++j) EXPECT_EQ(indices[j], static_cast<int64_t>(want_i[j])) << j;
+  for (int64_t j = 0; j < 120; ++j) {
+    EXPECT_EQ(values[j], -want_v[j]) << j;
+    EXPECT_EQ(indices[j], static_cast<int64_t>(want_i[j])) << j;
+  }
 }
 
 TEST(TopkTest, GraphStoresValuesAndInt32Int64IndicesOfAWideRow) {
@@ -195,6 +199,9 @@ TEST(TopkTest, GraphsWithBadKOrIndexDtypeAreRejected) {
   EXPECT_THROW(ParseGraph(graph("2", "float32", "indices")), tvm::ffi::Error);
   EXPECT_THROW(ParseGraph(graph("2", "int64", "values")), tvm::ffi::Error);
   EXPECT_THROW(ParseGraph(graph("2", "float32", "both")), tvm::ffi::Error);
+  std::string bad_axis = graph("2", "int64", "indices");
+  bad_axis.replace(bad_axis.find("\"axis\": 1"), 10, "\"axis\": 2");
+  EXPECT_THROW(ParseGraph(bad_axis), tvm::ffi::Error);
 }
 
 }  // namespace
