@@ -115,3 +115,41 @@ def test_topk_cost_counts_its_selection_work_and_dma_bytes():
     assert profile(2, "values").bytes_moved["DRAM"] == read + rows * 2 * 4
     assert profile(2, "indices").bytes_moved["DRAM"] == read + rows * 2 * 8
     assert profile(2, "both").bytes_moved["DRAM"] == 2 * read + rows * 2 * (4 + 8)
+
+
+@pytest.mark.parametrize("path", ["torch", "onnx-dynamo", "onnx17"])
+def test_torch_topk_and_onnx_topk_import_to_one_npu_function(path):
+    """torch.topk (smallest, along a middle axis; values and indices both returned) through
+    torch.export and ONNX TopK: one NPU function; equal to PyTorch / onnxruntime on distinct
+    values, and to TVM's CPU build of the same import on ties."""
+    import real_models
+    import torch
+
+    class Smallest(torch.nn.Module):
+        def forward(self, x):
+            values, indices = torch.topk(x.relu() * 2.0, 4, dim=1, largest=False)
+            return values, indices
+
+    shape = (2, 12, 5)
+    distinct = np.random.default_rng(4).permutation(120).reshape(shape).astype("float32") + 1
+    module = Smallest()
+    if path == "torch":
+        mod = real_models.import_torch(module, distinct)
+        with torch.no_grad():
+            want = [t.numpy() for t in module(torch.from_numpy(distinct))]
+    else:
+        opset = None if path == "onnx-dynamo" else 17
+        onnx_bytes = real_models.export_onnx(module, distinct, opset)
+        mod = real_models.import_onnx(onnx_bytes, shape)
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+        want = session.run(None, {session.get_inputs()[0].name: distinct})
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    assert len(report.npu_functions) == 1, report.table()
+    for got, expected in zip(run(partitioned, [distinct]), want, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    ties = _ties(shape)
+    for got, expected in zip(run(partitioned, [ties]), run(mod, [ties]), strict=True):
+        np.testing.assert_array_equal(got, expected)
