@@ -34,8 +34,7 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
     TilePlan plan = rule->Plan();
     GroupInfo info;
     info.name = g.nodes[group.output()].name;
-    info.nodes.push_back(group.anchor);
-    info.nodes.insert(info.nodes.end(), group.chain.begin(), group.chain.end());
+    info.nodes = group.Members();
     if (!plan.ok) {
       TVM_FFI_THROW(ValueError) << "NPU compiler: group " << Printable(info.name) << ": "
                                 << plan.reason;

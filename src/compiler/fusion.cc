@@ -1,6 +1,7 @@
 #include "compiler/fusion.h"
 
 #include <algorithm>
+#include <variant>
 
 namespace example_npu {
 
@@ -35,7 +36,23 @@ bool IsElementwise(OpKind op) {
   }
 }
 
+std::vector<int64_t> FusedGroup::Members() const {
+  std::vector<int64_t> members = {anchor};
+  members.insert(members.end(), chain.begin(), chain.end());
+  if (side_output >= 0) members.push_back(side_output);
+  return members;
+}
+
 namespace {
+
+/*! \brief Whether `b` is the indices of the same selection as the values topk `a`. */
+bool TopkIndicesOf(const Node& a, const Node& b) {
+  if (a.op != OpKind::kTopk || b.op != OpKind::kTopk || a.inputs != b.inputs) return false;
+  const kernels::TopkParams& va = std::get<TopkAttrs>(a.attrs).params;
+  const kernels::TopkParams& vb = std::get<TopkAttrs>(b.attrs).params;
+  return !va.indices && vb.indices && va.axis == vb.axis && va.k == vb.k &&
+         va.largest == vb.largest;
+}
 
 /*!
  * \brief Per-graph facts the chain search reads: consumers, outputs, and each node's position in
@@ -164,6 +181,18 @@ std::vector<FusedGroup> FuseGraph(const Graph& graph) {
     FusedGroup group;
     group.anchor = id;
     group.chain.assign(members.begin() + 1, members.begin() + length);
+    // A topk's values and indices: one selection. The indices come later in node order and
+    // read only the shared input, so computing them in this group is in order.
+    if (graph.nodes[id].op == OpKind::kTopk) {
+      for (int64_t sibling : search.consumers[graph.nodes[id].inputs[0]]) {
+        if (sibling > id && !search.grouped[sibling] &&
+            TopkIndicesOf(graph.nodes[id], graph.nodes[sibling])) {
+          group.side_output = sibling;
+          search.grouped[sibling] = true;
+          break;
+        }
+      }
+    }
     groups.push_back(group);
   }
   return groups;

@@ -25,6 +25,13 @@ struct FusedGroup {
   std::vector<int64_t> chain;
   /*! \brief The node whose value the group stores (the last of the chain, or the anchor). */
   int64_t output() const { return chain.empty() ? anchor : chain.back(); }
+  /*!
+   * \brief A second node the group computes and stores, or -1: the indices of a topk anchor
+   * that returns values (the same selection of the same rows, made and read once).
+   */
+  int64_t side_output = -1;
+  /*! \brief The anchor, the chain members and the side output. */
+  std::vector<int64_t> Members() const;
 };
 
 /*! \brief True for ops that map one output element to the same-index element of their input(s). */

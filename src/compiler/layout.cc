@@ -138,8 +138,7 @@ LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups)
   }
   std::vector<int64_t> group_of(count, -1);
   for (size_t g = 0; g < groups.size(); ++g) {
-    group_of[groups[g].anchor] = static_cast<int64_t>(g);
-    for (int64_t id : groups[g].chain) group_of[id] = static_cast<int64_t>(g);
+    for (int64_t id : groups[g].Members()) group_of[id] = static_cast<int64_t>(g);
   }
   std::vector<bool> is_head(count, false);
   for (int64_t head : graph.heads) is_head[head] = true;
@@ -175,8 +174,8 @@ LayoutPlan PlanLayout(const Graph& graph, const std::vector<FusedGroup>& groups)
       if (node.op == OpKind::kReshape) {
         plan.is_view[id] = IsContiguous(plan.ViewOf(node.inputs[0]));
       } else {
-        plan.is_view[id] = IsDataMovement(node.op) && node.op != OpKind::kConcat &&
-                           node.op != OpKind::kTake;
+        plan.is_view[id] =
+            IsDataMovement(node.op) && node.op != OpKind::kConcat && node.op != OpKind::kTake;
       }
     }
     plan.views[id] = plan.is_view[id]

@@ -102,8 +102,7 @@ int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
   // (directly or through a view).
   std::vector<int64_t> group_of(count, -1);
   for (size_t g = 0; g < groups.size(); ++g) {
-    group_of[groups[g].anchor] = static_cast<int64_t>(g);
-    for (int64_t id : groups[g].chain) group_of[id] = static_cast<int64_t>(g);
+    for (int64_t id : groups[g].Members()) group_of[id] = static_cast<int64_t>(g);
   }
   std::vector<int64_t> last_use(count, -1);
   for (int64_t id = count - 1; id >= 0; --id) {
@@ -114,8 +113,12 @@ int64_t PlanDram(const Graph& graph, const std::vector<FusedGroup>& groups,
   }
   std::vector<Interval> live;
   int64_t scratch = 0;
+  std::vector<std::pair<int64_t, int64_t>> stored;  // (group, node) in group order
   for (size_t g = 0; g < groups.size(); ++g) {
-    const int64_t out = groups[g].output();
+    stored.emplace_back(g, groups[g].output());
+    if (groups[g].side_output >= 0) stored.emplace_back(g, groups[g].side_output);
+  }
+  for (const auto& [g, out] : stored) {
     TensorPlacement& placement = (*placements)[out];
     if (placement.kind != TensorPlacement::Kind::kNone || layout.is_view[out]) continue;
     const int64_t bytes = AlignUp(TensorBytes(graph.nodes[out]));

@@ -501,7 +501,7 @@ class ReduceRule : public OutputTiler {
       return AlignUp(kernels::NumElements(InputBox(extent).extent) * OperandBytes(0));
     };
     auto cost = [&](const std::vector<int64_t>& extent) {
-      return 2 * input_bytes(extent) + EpilogueBytes(extent);
+      return 2 * input_bytes(extent) + SelectionBytes(extent) + EpilogueBytes(extent);
     };
     TilePlan plan;
     plan.engine = Topk() ? Engine::kVector : Engine::kPooling;
@@ -518,13 +518,15 @@ class ReduceRule : public OutputTiler {
     plan.tile_shape = tile_;
     plan.tiles = CountTiles(kept_shape_, tile_);
     plan.buffers.push_back(BufferClass{input_bytes(tile_), 2});
+    AddSelectionBuffers(tile_, &plan.buffers);
     AddEpilogueBuffers(tile_, &plan.buffers);
     return plan;
   }
 
   void Emit(TileScheduler* scheduler) const override {
     const TensorView input = layout_.ViewOf(Anchor().inputs[0]);
-    if (chunk_ > 0) return EmitStreamedRows(scheduler, input);
+    if (chunk_ > 0) return EmitSelections(scheduler, input, chunk_);
+    if (Paired()) return EmitSelections(scheduler, input, InputBox(tile_).extent[topk_axis_[0]]);
     ForEachTile(kept_shape_, order_, tile_,
                 [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& extent) {
                   TensorBox out_box{-1, begin, extent, order_};
@@ -572,6 +574,23 @@ class ReduceRule : public OutputTiler {
            kernels::TopkSelectionWork(first, extent[axis], Selected());
   }
 
+  /*! \brief Whether the group also stores the indices of its topk values (a side output). */
+  bool Paired() const { return group_.side_output >= 0; }
+
+  /*! \brief L1 of a selection made in steps (streamed or paired): the running lists of k values
+   * and k indices per row, and the side output's tiles; both double-buffered. */
+  int64_t SelectionBytes(const std::vector<int64_t>& extent) const {
+    if (!Paired()) return 0;
+    return 2 * AlignUp(kernels::NumElements(extent) * 2 * 4) +
+           2 * AlignUp(kernels::NumElements(extent) * 4);
+  }
+  void AddSelectionBuffers(const std::vector<int64_t>& extent,
+                           std::vector<BufferClass>* out) const {
+    if (chunk_ == 0 && !Paired()) return;
+    out->push_back(BufferClass{AlignUp(kernels::NumElements(extent) * 2 * 4), 2});
+    if (Paired()) out->push_back(BufferClass{AlignUp(kernels::NumElements(extent) * 4), 2});
+  }
+
   /*!
    * \brief topk of rows longer than L1: one row at a time, streamed in chunks of chunk_ (>= k)
    * elements into its running list of k values and k indices, then its result written.
@@ -581,7 +600,8 @@ class ReduceRule : public OutputTiler {
     tile_.assign(kept_shape_.size(), 1);
     tile_[axis] = k;
     const int64_t running = AlignUp(2 * k * 4);
-    const int64_t chunk_budget = (L1Budget() - 2 * running - EpilogueBytes(tile_)) / 2;
+    const int64_t side = Paired() ? 2 * AlignUp(k * 4) : 0;
+    const int64_t chunk_budget = (L1Budget() - 2 * running - side - EpilogueBytes(tile_)) / 2;
     const int64_t granule = config_.vector_elements;
     chunk_ = std::max<int64_t>(0, chunk_budget - kAlignBytes) / OperandBytes(0) / granule * granule;
     TilePlan plan;
@@ -596,12 +616,17 @@ class ReduceRule : public OutputTiler {
     plan.tile_shape = tile_;
     plan.tiles = CountTiles(kept_shape_, tile_) * ((n + chunk_ - 1) / chunk_ + 1);
     plan.buffers.push_back(BufferClass{AlignUp(chunk_ * OperandBytes(0)), 2});
-    plan.buffers.push_back(BufferClass{running, 2});
+    AddSelectionBuffers(tile_, &plan.buffers);
     AddEpilogueBuffers(tile_, &plan.buffers);
     return plan;
   }
 
-  void EmitStreamedRows(TileScheduler* scheduler, const TensorView& input) const {
+  /*!
+   * \brief topk in steps: the rows of each output tile enter their running lists `chunk`
+   * elements at a time, then the values (with the fused chain) and, paired, the indices are
+   * written from the lists.
+   */
+  void EmitSelections(TileScheduler* scheduler, const TensorView& input, int64_t chunk) const {
     const int64_t axis = topk_axis_[0];
     const int64_t n = graph_.nodes[Anchor().inputs[0]].shape[axis];
     TopkAttrs step = std::get<TopkAttrs>(Anchor().attrs);
@@ -611,18 +636,18 @@ class ReduceRule : public OutputTiler {
                   std::vector<int64_t> list_shape = extent;
                   list_shape[axis] = 2 * k;
                   const TileRef list = scheduler->NewResult(1, list_shape, DType::kFloat32);
-                  for (int64_t first = 0; first < n; first += chunk_) {
-                    TensorBox chunk{-1, begin, extent, order_};
-                    chunk.begin[axis] = first;
-                    chunk.extent[axis] = std::min(chunk_, n - first);
-                    std::vector<TileRef> inputs = {scheduler->Load(0, input, chunk)};
+                  for (int64_t first = 0; first < n; first += chunk) {
+                    TensorBox box{-1, begin, extent, order_};
+                    box.begin[axis] = first;
+                    box.extent[axis] = std::min(chunk, n - first);
+                    std::vector<TileRef> inputs = {scheduler->Load(0, input, box)};
                     if (first > 0) inputs.push_back(list);
                     step.step = TopkAttrs::Step::kSelect;
                     step.index_offset = first;
                     step.continuing = first > 0;
                     ComputeCommand select =
                         MakeCompute(Anchor(), group_.anchor, std::move(inputs), list, step);
-                    select.elements = SelectionWork(chunk.extent, first);
+                    select.elements = SelectionWork(box.extent, first);
                     scheduler->Compute(std::move(select));
                   }
                   const TensorBox out_box{-1, begin, extent, order_};
@@ -630,6 +655,13 @@ class ReduceRule : public OutputTiler {
                   step.step = TopkAttrs::Step::kEmit;
                   scheduler->Compute(MakeCompute(Anchor(), group_.anchor, {list}, result, step));
                   EmitEpilogue(scheduler, result, out_box);
+                  if (!Paired()) return;
+                  const TileRef indices = scheduler->NewResult(2, extent, DType::kFloat32);
+                  step.params.indices = true;
+                  scheduler->Compute(MakeCompute(graph_.nodes[group_.side_output],
+                                                 group_.side_output, {list}, indices, step));
+                  step.params.indices = false;
+                  scheduler->Store(indices, layout_.ViewOf(group_.side_output), out_box);
                 });
   }
 

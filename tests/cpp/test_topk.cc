@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/fusion.h"
 #include "kernels/topk.h"
 #include "runtime/executor.h"
 #include "test_util.h"
@@ -182,6 +183,27 @@ TEST(TopkTest, GraphStoresValuesAndInt32Int64IndicesOfAWideRow) {
     EXPECT_EQ(i64[i], static_cast<int64_t>(want_hi[i])) << i;
     EXPECT_EQ(i32[i], static_cast<int32_t>(want_lo[i])) << i;
   }
+}
+
+TEST(TopkTest, ValuesAndIndicesOfOneSelectionShareAGroup) {
+  // v and i: the same selection (one group, i its side output); j selects the smallest.
+  const Graph graph = ParseGraph(R"({"version": 1, "symbol": "pair", "nodes": [
+    {"op": "input", "name": "x", "shape": [4, 9], "dtype": "float32"},
+    {"op": "topk", "name": "v", "inputs": [0], "shape": [4, 3], "dtype": "float32",
+     "attrs": {"axis": -1, "k": 3, "largest": true, "output": "values"}},
+    {"op": "nn.relu", "name": "r", "inputs": [1], "shape": [4, 3], "dtype": "float32"},
+    {"op": "topk", "name": "j", "inputs": [0], "shape": [4, 3], "dtype": "int32",
+     "attrs": {"axis": 1, "k": 3, "largest": false, "output": "indices"}},
+    {"op": "topk", "name": "i", "inputs": [0], "shape": [4, 3], "dtype": "int64",
+     "attrs": {"axis": 1, "k": 3, "largest": true, "output": "indices"}}],
+    "arg_nodes": [0], "heads": [2, 3, 4]})");
+  const std::vector<FusedGroup> groups = FuseGraph(graph);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].anchor, 1);
+  EXPECT_EQ(groups[0].chain, std::vector<int64_t>{2});
+  EXPECT_EQ(groups[0].side_output, 4);
+  EXPECT_EQ(groups[1].anchor, 3);
+  EXPECT_EQ(groups[1].side_output, -1);
 }
 
 TEST(TopkTest, GraphsWithBadKOrIndexDtypeAreRejected) {
