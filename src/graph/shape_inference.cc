@@ -324,6 +324,10 @@ Shape InferTopk(const Node& node, const Shape& data) {
     TVM_FFI_THROW(ValueError) << Where(node) << ": k = " << p.k << " is not in [1, " << data[p.axis]
                               << "] (the axis extent)";
   }
+  if (p.indices && data[p.axis] > (int64_t{1} << 24)) {
+    TVM_FFI_THROW(ValueError) << Where(node) << ": indices along a " << data[p.axis]
+                              << "-element axis (exact in the float32 datapath up to 2^24)";
+  }
   Shape out = data;
   out[p.axis] = p.k;
   return out;

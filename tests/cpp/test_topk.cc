@@ -224,6 +224,10 @@ TEST(TopkTest, GraphsWithBadKOrIndexDtypeAreRejected) {
   std::string bad_axis = graph("2", "int64", "indices");
   bad_axis.replace(bad_axis.find("\"axis\": 1"), 10, "\"axis\": 2");
   EXPECT_THROW(ParseGraph(bad_axis), tvm::ffi::Error);
+  std::string long_axis = graph("2", "int64", "indices");
+  long_axis.replace(long_axis.find("[2, 4]"), 6, "[1, 16777217]");
+  long_axis.replace(long_axis.find("[2, 2]"), 6, "[1, 2]");  // a valid shape otherwise
+  EXPECT_THROW(ParseGraph(long_axis), tvm::ffi::Error);
 }
 
 }  // namespace
