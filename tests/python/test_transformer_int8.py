@@ -5,8 +5,6 @@ Checked against TVM's CPU build of the same QDQ graph: the NPU's output is bit-e
 
 from __future__ import annotations
 
-import functools
-import warnings
 from collections import Counter
 
 import example_npu  # noqa: F401  # registers patterns, codegen and runtime
@@ -44,24 +42,18 @@ class TokenCalibration(CalibrationDataReader):
 @pytest.fixture(scope="module")
 def int8_bert(tmp_path_factory):
     """(the imported QDQ module, its inputs, the onnx node counts)."""
-    base = transformer_models.MODELS_BY_NAME["bert"]
-    model = transformer_models.TransformerModel(
-        "bert", functools.partial(transformer_models.bert_encoder, layers=LAYERS), base.inputs
-    )
-    module, data = transformer_models.instantiate(model)
-    names = [name for name, _, _ in model.inputs]
-    directory = tmp_path_factory.mktemp("int8_bert")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # exporter and quantizer chatter
-        (directory / "f.onnx").write_bytes(transformer_models.export_onnx(module, data, names))
-        quantize_static(
-            str(directory / "f.onnx"),
-            str(directory / "q.onnx"),
+    onnx_bytes, data = transformer_models.quantized_bert(
+        LAYERS,
+        tmp_path_factory.mktemp("int8_bert"),
+        lambda float_path, int8_path, data: quantize_static(
+            float_path,
+            int8_path,
             TokenCalibration(data),
             quant_format=QuantFormat.QDQ,
             per_channel=True,
-        )
-    onnx_bytes = (directory / "q.onnx").read_bytes()
+        ),
+    )
+    names = ["input_ids", "attention_mask"]
     nodes = Counter(node.op_type for node in onnx.load_from_string(onnx_bytes).graph.node)
     return transformer_models.import_onnx(onnx_bytes, names, data), data, nodes
 

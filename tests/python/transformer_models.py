@@ -11,6 +11,7 @@ relative-position bias gathers and shifted-window masks. ``torch`` is imported l
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -295,6 +296,27 @@ def instantiate(model: TransformerModel, seed: int = 0) -> tuple[object, list[np
         else:
             data.append(rng.standard_normal(shape).astype("float32"))
     return module, data
+
+
+def layered_bert(layers: int, seed: int = 0) -> tuple[object, list[np.ndarray], list[str]]:
+    """The BERT-style encoder with ``layers`` layers: (module, seeded inputs, input names)."""
+    base = MODELS_BY_NAME["bert"]
+    model = TransformerModel("bert", functools.partial(bert_encoder, layers=layers), base.inputs)
+    module, data = instantiate(model, seed)
+    return module, data, [name for name, _, _ in model.inputs]
+
+
+def quantized_bert(layers: int, directory, quantize: Callable) -> tuple[bytes, list[np.ndarray]]:
+    """``layered_bert(layers)`` exported to ``directory/f.onnx`` and quantized by
+    ``quantize(float_path, int8_path, data)`` into ``directory/q.onnx``: (its bytes, inputs)."""
+    import warnings
+
+    module, data, names = layered_bert(layers)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exporter and quantizer chatter
+        (directory / "f.onnx").write_bytes(export_onnx(module, data, names))
+        quantize(str(directory / "f.onnx"), str(directory / "q.onnx"), data)
+    return (directory / "q.onnx").read_bytes(), data
 
 
 def torch_reference(module: object, data: list[np.ndarray]) -> np.ndarray:

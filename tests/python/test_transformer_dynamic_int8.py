@@ -1,0 +1,76 @@
+"""A transformer as onnxruntime's ``quantize_dynamic`` writes it: the BERT-style encoder of
+transformer_models.py through the dynamo ONNX exporter and ``quantize_dynamic`` (uint8
+activations quantized at run time by ``DynamicQuantizeLinear``, int8 weights, ``MatMulInteger``
+with the float dequantizing multiply after it), imported with ``from_onnx``.
+
+What runs where today (docs/quantization/integer-inference.md): the model runs, every float op
+and the run-time min / max / scale / zero point arithmetic of ``DynamicQuantizeLinear`` on the
+NPU, while the integer work stays on the CPU: the float -> uint8 ``quantize`` (its scale and zero
+point are not constants), its ``round``, the uint8 -> int32 casts, the zero-point subtractions
+and the int32 matmuls (the NPU has no int32 datapath). Checked: the partition and its reasons,
+the output within 1e-6 of TVM's CPU build of the same graph and of onnxruntime's."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import example_npu  # noqa: F401  # registers patterns, codegen and runtime
+import numpy as np
+import onnx
+import pytest
+import transformer_models
+import tvm
+from example_npu.partition.report import partition_with_report
+from onnxruntime.quantization import quantize_dynamic
+from tvm import relax
+
+LAYERS = 2
+SAMPLES = 3
+
+
+@pytest.fixture(scope="module")
+def dynamic_bert(tmp_path_factory):
+    """(the quantized ONNX bytes, the imported module, its inputs, the onnx node counts)."""
+    onnx_bytes, data = transformer_models.quantized_bert(
+        LAYERS,
+        tmp_path_factory.mktemp("dynamic_bert"),
+        lambda float_path, int8_path, _: quantize_dynamic(float_path, int8_path),
+    )
+    names = ["input_ids", "attention_mask"]
+    nodes = Counter(node.op_type for node in onnx.load_from_string(onnx_bytes).graph.node)
+    return onnx_bytes, transformer_models.import_onnx(onnx_bytes, names, data), data, nodes
+
+
+def test_dynamic_int8_bert_runs_with_its_integer_work_on_the_cpu(dynamic_bert, summary_line):
+    onnx_bytes, mod, data, nodes = dynamic_bert
+    assert nodes["MatMulInteger"] > 0 and nodes["DynamicQuantizeLinear"] > 0, nodes
+    partitioned, report = partition_with_report(mod)
+    table = report.table()
+    # Each MatMulInteger is an int32 matmul and a zero-point subtraction on the CPU.
+    assert report.cpu_ops["relax.matmul"] == nodes["MatMulInteger"], table
+    assert report.cpu_ops["relax.subtract"] == nodes["MatMulInteger"], table
+    # Each DynamicQuantizeLinear's float -> uint8 quantize and round stay on the CPU.
+    assert report.cpu_ops["relax.quantize"] == nodes["DynamicQuantizeLinear"], table
+    assert report.cpu_ops["relax.round"] == nodes["DynamicQuantizeLinear"], table
+    assert "int32 has no NPU datapath" in table, table
+    assert "scale and zero point must be constants" in table, table
+    assert report.npu_functions, table
+    machines = [relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu()) for m in (partitioned, mod)]
+    names = ["input_ids", "attention_mask"]
+    rng = np.random.default_rng(7)
+    largest = to_cpu = 0.0
+    for _ in range(SAMPLES):
+        inputs = [rng.integers(0, 40, data[0].shape, dtype=np.int64), data[1]]
+        npu, cpu = (vm["main"](*map(tvm.runtime.tensor, inputs)).numpy() for vm in machines)
+        # The float ops (LayerNorm, softmax, GELU) on the NPU round differently in the last bits.
+        np.testing.assert_allclose(npu, cpu, atol=1e-6)
+        to_cpu = max(to_cpu, float(np.max(np.abs(npu - cpu))))
+        reference = transformer_models.onnxruntime_reference(onnx_bytes, names, inputs)
+        np.testing.assert_allclose(npu, reference, atol=1e-5)
+        largest = max(largest, float(np.max(np.abs(npu - reference))))
+    summary_line(
+        f"quantize_dynamic BERT-style ({LAYERS} layers): {len(report.npu_functions)} NPU "
+        f"functions, {sum(report.cpu_ops.values())} CPU ops (the {nodes['MatMulInteger']} "
+        f"MatMulInteger int32 matmuls and the uint8 quantize among them), max |diff| "
+        f"{to_cpu:.2g} vs TVM's CPU build, {largest:.2g} vs onnxruntime on {SAMPLES} inputs"
+    )
