@@ -180,8 +180,14 @@ Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
     }
   }
   program_ = Compile(graph, config);
-  emulator_ = std::make_unique<Emulator>(program_, EmulatorOptions::FromEnvironment());
+  emulator_options_ = EmulatorOptions::FromEnvironment();
   constants_bound_ = program_.graph.ConstNodes().empty();
+}
+
+const Emulator& Executor::emulator() const {
+  std::call_once(emulator_once_,
+                 [this] { emulator_ = std::make_unique<Emulator>(program_, emulator_options_); });
+  return *emulator_;
 }
 
 const std::string& Executor::profile_json() const {
@@ -235,7 +241,7 @@ void Executor::Run(const std::vector<const DLTensor*>& inputs,
     dram.constants.push_back(DataPtr<const char>(*constant.GetDLTensorPtr()));
   }
   const std::shared_ptr<const Bound> bound = BoundFor(inputs);
-  (bound ? *bound->emulator : *emulator_).Run(dram);
+  (bound ? *bound->emulator : emulator()).Run(dram);
   // Outputs no group wrote: a returned input or constant, or a value returned twice.
   for (size_t i = 0; i < outputs.size(); ++i) {
     const int64_t head = graph.heads[i];

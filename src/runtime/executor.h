@@ -43,7 +43,12 @@ class Executor {
 
   const Graph& graph() const { return program_.graph; }
   const Program& program() const { return program_; }
-  const Emulator& emulator() const { return *emulator_; }
+  /*!
+   * \brief The emulator that runs program(): its transfer plan and dataflow are built on the
+   * first run (or call), not at compile time, so a model compiled for its profile alone does not
+   * wait for them. The emulator options are read from the environment when the executor is built.
+   */
+  const Emulator& emulator() const;
   /*!
    * \brief Cycles, traffic and energy of one run as the Profile JSON. Static (it depends on
    * shapes, not values), so it is simulated and serialised once, when first asked for (not at
@@ -72,7 +77,9 @@ class Executor {
   std::shared_ptr<const Bound> BoundFor(const std::vector<const DLTensor*>& inputs) const;
 
   Program program_;
-  std::unique_ptr<Emulator> emulator_;
+  EmulatorOptions emulator_options_;
+  mutable std::once_flag emulator_once_;
+  mutable std::unique_ptr<Emulator> emulator_;
   NPUConfig config_;
   mutable std::mutex bound_mu_;
   mutable std::map<std::vector<uint64_t>, std::shared_ptr<const Bound>> bound_;  // value bits
