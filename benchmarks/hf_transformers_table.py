@@ -94,12 +94,6 @@ def _models() -> dict[str, Callable[[], tuple]]:
     }
 
 
-def _first(output) -> np.ndarray:
-    while not hasattr(output, "numpy"):
-        output = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-    return output.numpy()
-
-
 def _positional(model, names: list[str]):
     """``model`` as a module of positional tensors returning its first output: the ONNX exporter
     takes positional inputs (the tokenizer mask second, named ``names``)."""
