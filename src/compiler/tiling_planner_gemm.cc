@@ -301,7 +301,10 @@ class MatmulRule : public GroupTiler {
 
 /*!
  * \brief conv1d / conv2d on NHWC tiles: output tiles of (n, oh, ow, oc) with the input halo, and
- * (for ungrouped convolution) the input channels split into accumulated chunks.
+ * (for ungrouped convolution) the input channels split into accumulated chunks. A grouped
+ * convolution's tiles hold whole groups; when not even one group fits L1 (wav2vec2's positional
+ * conv: 16 groups of 48 channels, 128 taps), they hold part of one group's output channels and
+ * split its input channels like an ungrouped convolution's.
  */
 class ConvRule : public GroupTiler {
  public:
@@ -332,6 +335,32 @@ class ConvRule : public GroupTiler {
   }
 
   TilePlan Plan() override {
+    const int64_t dim = config_.matrix_engine_dim;
+    // Output-channel tiles hold whole groups; only ungrouped convolutions split input channels.
+    const int64_t oc_granule = p_.groups == 1 ? dim : group_out_;
+    std::vector<int64_t> oc_candidates;
+    for (int64_t oc : Candidates(out_channels_, oc_granule)) {
+      if (p_.groups == 1 || oc % group_out_ == 0) oc_candidates.push_back(oc);
+    }
+    std::vector<int64_t> ic_candidates =
+        p_.groups == 1 ? Candidates(channels_, dim) : std::vector<int64_t>{group_in_};
+    TilePlan plan = Search(oc_candidates, ic_candidates);
+    if (!plan.ok && p_.groups > 1) {
+      // Not one whole group fits: tiles of a divisor of a group's output channels (never
+      // straddling two groups), its input channels in accumulated chunks.
+      partial_groups_ = true;
+      oc_candidates.clear();
+      for (int64_t oc : Candidates(group_out_, dim)) {
+        if (oc < group_out_ && group_out_ % oc == 0) oc_candidates.push_back(oc);
+      }
+      plan = Search(oc_candidates, Candidates(group_in_, dim));
+    }
+    return plan;
+  }
+
+  /*! \brief The cheapest tiling among the candidate channel tiles (plan.ok false if none fits). */
+  TilePlan Search(const std::vector<int64_t>& oc_candidates,
+                  const std::vector<int64_t>& ic_candidates) {
     const int64_t item = OperandBytes(0), w_item = OperandBytes(1);
     const DType compute_type = graph_.nodes[Anchor().inputs[0]].dtype;
     const int64_t dim = config_.matrix_engine_dim;
@@ -353,14 +382,6 @@ class ConvRule : public GroupTiler {
                                       ? config_.sram_bandwidth_bytes_per_cycle
                                       : dram_bw;
     const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
-    // Output-channel tiles hold whole groups; only ungrouped convolutions split input channels.
-    const int64_t oc_granule = p_.groups == 1 ? dim : group_out_;
-    std::vector<int64_t> oc_candidates;
-    for (int64_t oc : Candidates(out_channels_, oc_granule)) {
-      if (p_.groups == 1 || oc % group_out_ == 0) oc_candidates.push_back(oc);
-    }
-    const std::vector<int64_t> ic_candidates =
-        p_.groups == 1 ? Candidates(channels_, dim) : std::vector<int64_t>{group_in_};
     const TensorView input = Lift(layout_.ViewOf(Anchor().inputs[0]));
     const TensorView output = Lift(layout_.ViewOf(group_.output()));
     double best = std::numeric_limits<double>::infinity();
@@ -379,7 +400,7 @@ class ConvRule : public GroupTiler {
             if (bytes > L1Budget()) continue;
             const int64_t spatial = out_[0] * CeilDiv(oh, oht) * CeilDiv(ow, owt);
             const int64_t oc_tiles = CeilDiv(out_channels_, oct);
-            const int64_t ic_tiles = p_.groups == 1 ? CeilDiv(channels_, ict) : 1;
+            const int64_t ic_tiles = SplitsInputChannels() ? CeilDiv(InputChannels(), ict) : 1;
             const double compute =
                 depthwise ? static_cast<double>(spatial) * oc_tiles * CeilDiv(oht * owt, dim) *
                                 dim * CeilDiv(oct, dim) * dim * kh_ * kw_ / depthwise_macs_per_cycle
@@ -392,8 +413,9 @@ class ConvRule : public GroupTiler {
             // or the NPU re-reads a narrow input per block of output channels.
             const double input_reads =
                 static_cast<double>(spatial) * ic_tiles * BusBytes(input, in_tile, Anchor().dtype) *
-                (ic_tiles == 1 ? config_.NarrowInputReads(channels_ * item, out_channels_)
-                               : oc_tiles);
+                (ic_tiles == 1 && !partial_groups_
+                     ? config_.NarrowInputReads(channels_ * item, out_channels_)
+                     : oc_tiles);
             const double output_writes = static_cast<double>(spatial) * oc_tiles *
                                          BusBytes(output, BoxAt(t, 0, 0, 0), Anchor().dtype);
             const double weight_dram = stage ? staged_bytes : weight_reads;
@@ -427,7 +449,7 @@ class ConvRule : public GroupTiler {
     plan.ok = true;
     plan.tile_shape = {tile_.oh, tile_.ow, tile_.oc, tile_.ic};
     plan.tiles = tiling::CountTiles(out_, OutTile(tile_)) *
-                 (p_.groups == 1 ? CeilDiv(channels_, tile_.ic) : 1);
+                 (SplitsInputChannels() ? CeilDiv(InputChannels(), tile_.ic) : 1);
     return plan;
   }
 
@@ -442,18 +464,19 @@ class ConvRule : public GroupTiler {
                   TensorBox out_box{-1, begin, extent, order_};
                   TileRef result = NewResult(scheduler, out_box);
                   const int64_t oc0 = begin[c_axis_], oct = extent[c_axis_];
-                  const int64_t ic_total = p_.groups == 1 ? channels_ : group_in_;
+                  const int64_t ic_total = InputChannels();
                   for (int64_t ic0 = 0; ic0 < ic_total; ic0 += tile_.ic) {
                     const int64_t ict = std::min(tile_.ic, ic_total - ic0);
                     Halo halo = InputBox(tile_, out_box, ic0);
-                    halo.box.extent[c_axis_] = p_.groups == 1 ? ict : oct / group_out_ * group_in_;
+                    halo.box.extent[c_axis_] =
+                        SplitsInputChannels() ? ict : TileGroups(oct) * group_in_;
                     TensorBox w_box{weight.tensor, {0, 0, 0, 0}, weight_, weight_order};
                     const int o_axis = oihw_ ? 0 : 3, i_axis = oihw_ ? 1 : 2;
                     w_box.begin[o_axis] = oc0, w_box.extent[o_axis] = oct;
                     w_box.begin[i_axis] = ic0, w_box.extent[i_axis] = ict;
                     kernels::Conv2dParams params = p_;
                     params.padding = halo.padding;
-                    params.groups = p_.groups == 1 ? 1 : oct / group_out_;
+                    params.groups = TileGroups(oct);
                     params.data_layout = kernels::DataLayout::kNHWC;
                     params.kernel_layout = kernels::KernelLayout::kHWIO;
                     ComputeCommand compute = MakeCompute(
@@ -482,13 +505,13 @@ class ConvRule : public GroupTiler {
   /*! \brief Matrix-engine cycles of one image's tiles of size `t` (edge tiles included). */
   double EngineCycles(DType dtype, const Sizes& t) const {
     const int64_t oh = out_[nchw_ ? 2 : 1], ow = out_[nchw_ ? 3 : 2];
-    const int64_t ic_total = p_.groups == 1 ? channels_ : group_in_;
+    const int64_t ic_total = InputChannels();
     double cycles = 0.0;
     for (auto [h, h_count] : TileExtents(oh, t.oh)) {
       for (auto [w, w_count] : TileExtents(ow, t.ow)) {
         for (auto [c, c_count] : TileExtents(out_channels_, t.oc)) {
           for (auto [i, i_count] : TileExtents(ic_total, t.ic)) {
-            const MatrixWork work{h * w, c, kh_ * kw_ * i, p_.groups == 1 ? 1 : c / group_out_};
+            const MatrixWork work{h * w, c, kh_ * kw_ * i, TileGroups(c)};
             cycles += static_cast<double>(h_count * w_count * c_count * i_count) *
                       MatrixEngineCycles(config_, dtype, work);
           }
@@ -558,10 +581,20 @@ class ConvRule : public GroupTiler {
       halo.padding[s + 2] = window.pad_after;
     }
     const int64_t oc0 = out_box.begin[c_axis_];
-    halo.box.begin[c_axis_] = p_.groups == 1 ? ic0 : oc0 / group_out_ * group_in_;
+    const int64_t group_begin = p_.groups == 1 ? 0 : oc0 / group_out_ * group_in_;
+    halo.box.begin[c_axis_] = group_begin + (SplitsInputChannels() ? ic0 : 0);
     halo.box.extent[c_axis_] =
-        p_.groups == 1 ? std::min(t.ic, channels_) : t.oc / group_out_ * group_in_;
+        SplitsInputChannels() ? std::min(t.ic, InputChannels()) : TileGroups(t.oc) * group_in_;
     return halo;
+  }
+
+  /*! \brief Whether tiles split the input channels they reduce over into accumulated chunks. */
+  bool SplitsInputChannels() const { return p_.groups == 1 || partial_groups_; }
+  /*! \brief The input channels one output channel reduces over. */
+  int64_t InputChannels() const { return p_.groups == 1 ? channels_ : group_in_; }
+  /*! \brief The groups of a tile of `oc` output channels (1 for a part of one group). */
+  int64_t TileGroups(int64_t oc) const {
+    return p_.groups == 1 || partial_groups_ ? 1 : oc / group_out_;
   }
 
   kernels::Conv2dParams p_;
@@ -573,6 +606,7 @@ class ConvRule : public GroupTiler {
   int64_t c_axis_ = 1;
   int64_t kh_ = 1, kw_ = 1;
   int64_t channels_ = 1, out_channels_ = 1, group_in_ = 1, group_out_ = 1;
+  bool partial_groups_ = false;  // tiles hold part of one group (see the class comment)
   Sizes tile_{1, 1, 1, 1};
   bool stage_weights_ = false;
 };

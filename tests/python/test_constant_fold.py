@@ -73,6 +73,33 @@ def test_results_over_the_size_limit_stay_calls(monkeypatch):
     constant_fold._FOLDED.clear()
 
 
+def test_a_weight_norm_over_the_size_limit_folds_into_the_weight(monkeypatch):
+    """wav2vec2's positional conv weight is torch's weight_norm: g * v / ||v||, computed from its
+    parameters. Results no larger than a constant they are computed from fold whatever the limit
+    (here 100 elements against a 384-element v); only the conv is left, bit for bit TVM's."""
+    monkeypatch.setattr(constant_fold, "FOLD_MAX_ELEMENTS", 100)
+    constant_fold._FOLDED.clear()
+    rng = np.random.default_rng(4)
+    v = rng.standard_normal((8, 4, 12)).astype("float32")
+    g = rng.uniform(0.5, 2.0, (1, 1, 12)).astype("float32")
+    x = relax.Var("x", relax.TensorType((1, 8, 20), "float32"))
+
+    def build(bb, x):
+        op = relax.op
+        norm = op.sqrt(
+            op.sum(op.power(relax.const(v), relax.const(2.0)), axis=[0, 1], keepdims=True)
+        )
+        weight = op.multiply(relax.const(g), op.divide(relax.const(v), norm))
+        return op.nn.conv1d(x, bb.emit(weight), padding=6, groups=2)
+
+    mod = _module([x], build)
+    folded = canonicalize(mod)
+    assert _ops(folded) == ["relax.nn.conv1d"], _ops(folded)
+    data = rng.standard_normal((1, 8, 20)).astype("float32")
+    np.testing.assert_array_equal(_run(folded, data), _run(mod, data))
+    constant_fold._FOLDED.clear()
+
+
 def _bool_cumsum_model(shape: tuple[int, ...], exclusive: bool) -> tvm.IRModule:
     """astype(cumsum(b), float32) of a bool tensor, as TVM's PyTorch importer emits it."""
     b = relax.Var("b", relax.TensorType(shape, "bool"))

@@ -201,3 +201,22 @@ def test_nan_and_inf_propagate_as_in_tvms_llvm_build(op):
         vm = relax.VirtualMachine(tvm.compile(m, target="llvm"), tvm.cpu())
         results.append(vm["main"](tvm.runtime.tensor(data)).numpy())
     np.testing.assert_array_equal(results[1], results[0])
+
+
+def test_grouped_conv_whose_group_exceeds_l1_runs_on_the_npu():
+    """wav2vec2's positional convolution (768 channels in 16 groups, 128 taps, padding 64): one
+    group's weights (1.2 MB) are larger than L1, so tiles hold part of a group. It used to stop
+    partitioning with "the smallest tile does not fit L1"."""
+    x = relax.Var("x", relax.TensorType((1, 768, 49), "float32"))
+    weight = np.random.default_rng(0).normal(0, 0.02, (768, 48, 128)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv1d(x, relax.const(weight), padding=64, groups=16))
+            out = bb.emit_output(relax.op.nn.gelu(y))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    offloaded = example_npu.partition_for_npu(mod)
+    assert len(external_symbols(offloaded)) == 1
+    data = [np.random.default_rng(1).normal(size=(1, 768, 49)).astype("float32")]
+    np.testing.assert_allclose(run(offloaded, data), run(mod, data), rtol=1e-4, atol=1e-4)

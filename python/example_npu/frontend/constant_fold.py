@@ -8,7 +8,9 @@ build for calls FoldConstant leaves, such as ``arange``), so the folded module c
 bit what TVM's build of the original computes. Limits:
 
 * results of more than :data:`FOLD_MAX_ELEMENTS` elements stay as calls (they would bloat the
-  module; nothing in a transformer's masks comes near it);
+  module; nothing in a transformer's masks comes near it), unless no larger than a constant
+  operand already in the module (a weight norm's ``v * v`` on the way to its small norm, and
+  the normalized weight itself, replace the weight they are computed from);
 * ``quantize`` / ``dequantize`` stay (their constant operands are what the quantized patterns
   match) and so does a 2-D ``permute_dims`` of a float constant (a Linear weight's transpose
   is part of the dense pattern).
@@ -115,9 +117,16 @@ def foldable(call: relax.Call) -> bool:
     if not isinstance(call.ty, relax.TensorType):
         return False
     shape = static_shape(call.ty)
-    if shape is None or int(np.prod(shape)) > FOLD_MAX_ELEMENTS:
+    if shape is None or int(np.prod(shape)) > max(FOLD_MAX_ELEMENTS, _largest_operand(call)):
         return False
     return not _is_weight_transpose(call)
+
+
+def _largest_operand(call: relax.Call) -> int:
+    """Elements of the call's largest tensor constant operand (0 when it has none)."""
+    shapes = [static_shape(arg.ty) for arg in call.args if isinstance(arg, Constant)]
+    sizes = [int(np.prod(shape)) for shape in shapes if shape is not None]
+    return max(sizes, default=0)
 
 
 def _is_weight_transpose(call: relax.Call) -> bool:
