@@ -7,7 +7,8 @@ compared with PyTorch on the first output (the last hidden state). ``--path onnx
 same models with ``torch.onnx.export`` (the dynamo exporter, onnxscript), loads the file with
 :func:`example_npu.load_model` and compares with onnxruntime instead.
 
-    .venv/bin/python benchmarks/hf_transformers_table.py [--path torch|onnx] [--only NAME ...]
+    .venv/bin/python benchmarks/hf_transformers_table.py [--path torch|onnx] [--set issue|more]
+        [--only NAME ...]
 
 Text models get 128 tokens, the last 20 of them padding in the tokenizer mask. MobileViT gets
 PyTorch's default initialisation (see ``mobilevit``).
@@ -110,6 +111,52 @@ def _positional(model, names: list[str]):
     return Positional().eval()
 
 
+def _more_models() -> dict[str, Callable[[], tuple]]:
+    """Families beyond the nine of the issue, small configurations (2 layers where the config
+    has a depth), to see what other architectures bring (``--set more``)."""
+    import torch
+    import transformers as hf
+
+    layers = {"num_hidden_layers": 2}
+    decoder = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4}
+
+    def text(model, config, **options):
+        return lambda: (model(config(vocab_size=1000, **options)), *_text(1000))
+
+    return {
+        "RoBERTa": text(hf.RobertaModel, hf.RobertaConfig, **layers),
+        "ALBERT": text(hf.AlbertModel, hf.AlbertConfig, **layers),
+        "ELECTRA": text(hf.ElectraModel, hf.ElectraConfig, **layers),
+        "Qwen2": text(hf.Qwen2Model, hf.Qwen2Config, num_key_value_heads=2, **decoder, **layers),
+        "Mistral": text(
+            hf.MistralModel, hf.MistralConfig, num_key_value_heads=2, **decoder, **layers
+        ),
+        "Phi": text(hf.PhiModel, hf.PhiConfig, **decoder, **layers),
+        "GPT-Neo": text(
+            hf.GPTNeoModel,
+            hf.GPTNeoConfig,
+            hidden_size=256,
+            num_layers=2,
+            num_heads=4,
+            attention_types=[[["global", "local"], 1]],
+        ),
+        "T5 encoder": text(
+            hf.T5EncoderModel, hf.T5Config, num_layers=2, d_model=256, d_ff=512, num_heads=4
+        ),
+        "DeiT": lambda: (hf.DeiTModel(hf.DeiTConfig(**layers)), *_image(224)),
+        "BEiT": lambda: (hf.BeitModel(hf.BeitConfig(**layers)), *_image(224)),
+        "CLIP vision": lambda: (hf.CLIPVisionModel(hf.CLIPVisionConfig(**layers)), *_image(224)),
+        "Segformer": lambda: (hf.SegformerModel(hf.SegformerConfig()), *_image(128)),
+        "Wav2Vec2": lambda: (
+            hf.Wav2Vec2Model(hf.Wav2Vec2Config(**layers)),
+            (torch.randn(1, 16000),),
+            {},
+            "16000 samples",
+        ),
+        "ResNet-50": lambda: (hf.ResNetModel(hf.ResNetConfig()), *_image(224)),
+    }
+
+
 def _first_tensor(output):
     while not hasattr(output, "shape"):
         output = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
@@ -174,9 +221,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="model names (default: all)")
     parser.add_argument("--path", choices=("torch", "onnx"), default="torch")
+    parser.add_argument(
+        "--set", choices=("issue", "more"), default="issue", help="the nine, or other families"
+    )
     options = parser.parse_args()
     print(HEADER)
-    for name, build in _models().items():
+    models = _models() if options.set == "issue" else _more_models()
+    for name, build in models.items():
         if not options.only or name in options.only:
             print(measure(name, build, options.path), flush=True)
 
