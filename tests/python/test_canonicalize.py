@@ -292,3 +292,34 @@ def test_a_flip_is_a_reversed_take_on_the_npu(axis, dtype):
     data = np.random.default_rng(2).integers(-100, 100, (3, 5, 4)).astype(dtype)
     np.testing.assert_array_equal(run(partitioned, data), run(mod, data))
     np.testing.assert_array_equal(run(partitioned, data), np.flip(data, axis))
+
+
+def _gather_columns() -> tvm.IRModule:
+    """take(table, ids, axis=1) with run-time ids: not a row gather, so it stays on the CPU."""
+    table = relax.Var("table", relax.TensorType((3, 5), "float32"))
+    ids = relax.Var("ids", relax.TensorType((4,), "int64"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [table, ids]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.take(table, ids, axis=1, mode="fast"))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_run_time_take_never_reads_outside_the_table():
+    """Importers emit take(mode="fast"), which reads out of bounds for a bad index; canonicalized
+    it clips, and valid indices give what TVM's build of the original gives."""
+    mod = _gather_columns()
+    partitioned, report = partition_with_report(mod)
+    assert report.cpu_ops["relax.take"] == 1, report.table()
+    vm = relax.VirtualMachine(tvm.compile(partitioned, target="llvm"), tvm.cpu())
+    table = np.arange(15, dtype="float32").reshape(3, 5)
+    valid = np.array([4, 0, 2, 2])
+    reference = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+
+    def run(machine, ids):
+        return machine["main"](tvm.runtime.tensor(table), tvm.runtime.tensor(ids)).numpy()
+
+    np.testing.assert_array_equal(run(vm, valid), run(reference, valid))
+    bad = np.array([1 << 40, -7, 5, 1])
+    np.testing.assert_array_equal(run(vm, bad), np.take(table, bad, axis=1, mode="clip"))

@@ -36,6 +36,10 @@ the original computes, including NaN and infinities.
   reductions each pick by their own comparison order (neither propagates NaN like PyTorch).
   A ``squeeze`` of exactly the axis an ``argmax`` / ``argmin`` kept is that reduction without
   ``keepdims`` (the NPU moves no ``int64`` data).
+* ``take`` with run-time indices in mode "fast" (what the ONNX, TFLite and PyTorch importers
+  emit) takes mode "clip": the same element for every valid index, and a read inside the table
+  instead of TVM's read out of bounds (a crash or garbage) for a bad one, whoever runs it.
+  Model inputs are untrusted; the NPU's gather raises a ValueError for such an index.
 * Bindings nobody reads (``zeros_like`` left behind by ``torch.export``) are removed.
 
 Then TVM's TFLite lowering takes the integer NPU forms (:mod:`.tflite_canonical`: depthwise
@@ -284,6 +288,11 @@ class _Canonicalizer(PyExprMutator):
             flipped = _flip_as_take(call)
             if flipped is not None:
                 return self.builder_.normalize(flipped)
+        if name == "relax.take" and str(call.attrs.mode) == "fast":
+            if not isinstance(call.args[1], Constant):
+                return self.builder_.normalize(
+                    relax.op.take(*call.args, axis=call.attrs.axis, mode="clip")
+                )
         if name in ("relax.index_tensor", "relax.gather_nd"):
             gather = gather_as_take(call)
             if gather is not None:
