@@ -1,6 +1,7 @@
 """torch.export programs with transformers' key / value cache: the empty 1-D tensor the cache
 starts from, concatenated with each step's keys, is what PyTorch's cat skips and TVM's importer
-refuses; our from_exported_program (and load_model for .pt2 files) drops it."""
+refuses; our from_exported_program (and load_model for .pt2 files) drops it. And PyTorch's
+nearest upsampling, which TVM's importer lowers as nearest-exact."""
 
 from __future__ import annotations
 
@@ -93,3 +94,29 @@ def test_the_users_program_is_left_as_it_was():
     outputs = program.module()(torch.from_numpy(x))
     for actual, expected in zip(outputs, reference, strict=True):
         np.testing.assert_allclose(actual.detach().numpy(), expected, rtol=1e-6, atol=1e-7)
+
+
+class Nearest(torch.nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.options = options
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, mode="nearest", **self.options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"size": (9, 14)}, {"size": (20, 21)}, {"scale_factor": 2.0}, {"scale_factor": (3.0, 2.0)}],
+)
+def test_nearest_upsampling_picks_what_pytorch_picks(options):
+    """A decoder resized to a skip connection's odd size (TVM's importer used half-pixel
+    coordinates rounded to nearest: rows and columns one off) and YOLO's integer upsampling;
+    on the NPU, element for element PyTorch's."""
+    x = np.arange(2 * 11 * 15, dtype="float32").reshape(1, 2, 11, 15)
+    module = Nearest(**options)
+    reference = module(torch.from_numpy(x)).numpy()
+    program = torch.export.export(module, (torch.from_numpy(x),))
+    mod, report = partition_with_report(from_exported_program(program))
+    assert len(report.npu_functions) == 1 and not report.cpu_ops, report.table()
+    np.testing.assert_array_equal(_run(mod, x)[0], reference)

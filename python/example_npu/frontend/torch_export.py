@@ -10,6 +10,13 @@ default ``use_cache=True`` with transformers' cache pytrees registered) fails to
 :func:`skipped_cat_operands_dropped` removes those operands from the program's ``aten.cat`` calls
 (exactly what PyTorch computes) while TVM's importer reads it, then puts them back:
 :func:`from_exported_program` leaves the user's program as it was.
+
+TVM's importer also lowers ``F.interpolate(mode="nearest")`` (``aten.upsample_nearest2d``) as
+``resize2d`` with ``half_pixel`` coordinates rounded to nearest, which is PyTorch's
+``nearest-exact``; PyTorch's ``nearest`` picks ``floor(dst * in / out)``, TVM's ``asymmetric``
+coordinates with ``floor`` rounding (:func:`_upsample_nearest2d`). The two agree for integer
+upscaling (a YOLO neck's 2x) and differ for other sizes: a U-Net decoder resized to an odd skip
+connection's size got rows and columns shifted by one, 0.64 away from PyTorch.
 """
 
 from __future__ import annotations
@@ -59,11 +66,40 @@ def skipped_cat_operands_dropped(program: Any) -> Iterator[int]:
             program.graph_module.recompile()
 
 
+def _upsample_nearest2d(node: Any, importer: Any) -> Any:
+    """``aten.upsample_nearest2d.vec(x, output_size, scale_factors)`` as PyTorch computes it:
+    source index ``floor(dst * in / out)``. With scale factors the output is ``floor(in * s)``;
+    PyTorch then maps by ``1 / s``, the same as ``in / out`` whenever ``in * s`` is whole (every
+    integer factor)."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+    if not size:
+        scales = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
+        shape = [int(dim) for dim in importer.shape_of(x)]
+        scales = scales if isinstance(scales, (list, tuple)) else [scales] * (len(shape) - 2)
+        size = [int(extent * scale) for extent, scale in zip(shape[2:], scales, strict=True)]
+    return importer.block_builder.emit(
+        relax.op.image.resize2d(
+            x,
+            [int(extent) for extent in size],
+            layout="NCHW",
+            method="nearest_neighbor",
+            coordinate_transformation_mode="asymmetric",
+            rounding_method="floor",
+        )
+    )
+
+
 def from_exported_program(program: Any, **kwargs: Any):
     """TVM's ``from_exported_program`` of ``program`` with the skipped ``cat`` operands dropped
-    (:func:`skipped_cat_operands_dropped`; ``program`` itself is left unchanged); ``kwargs`` go
-    to TVM's importer."""
+    (:func:`skipped_cat_operands_dropped`; ``program`` itself is left unchanged) and PyTorch's
+    nearest upsampling (:func:`_upsample_nearest2d`); ``kwargs`` go to TVM's importer (a
+    ``custom_convert_map`` of the caller's takes precedence)."""
     from tvm.relax.frontend.torch import from_exported_program as tvm_from_exported_program
 
+    converters = {"upsample_nearest2d.vec": _upsample_nearest2d}
+    converters.update(kwargs.pop("custom_convert_map", None) or {})
     with skipped_cat_operands_dropped(program):
-        return tvm_from_exported_program(program, **kwargs)
+        return tvm_from_exported_program(program, custom_convert_map=converters, **kwargs)
