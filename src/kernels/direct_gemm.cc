@@ -3,7 +3,8 @@
  * \brief The in-place GEMM: an MR x (NV vectors) register tile, A broadcast from where it lies.
  *
  * Loop nest: column panels (a panel of B stays in the core's cache), then row blocks of kMR rows
- * (split over the threads), then register tiles of 2 or 1 vectors of columns across the panel.
+ * (kNarrowMR in a panel one vector wide; split over the threads), then register tiles of 2 or 1
+ * vectors of columns across the panel.
  * Per reduction step a tile loads NV vectors of one B row and broadcasts one A element per row:
  * MR * NV multiply-adds for MR + NV loads. A column tail narrower than a vector goes through a
  * zero-padded copy of those B columns (float only; the int8 B is packed by the caller).
@@ -38,6 +39,7 @@ struct F32Ops {
   using Vec = __m512;
   static constexpr int64_t kLanes = 16;
   static constexpr int kMR = 12;
+  static constexpr int kNarrowMR = 16;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_ps(); }
   static EXAMPLE_NPU_INLINE Vec Broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static EXAMPLE_NPU_INLINE Vec Load(const float* p) { return _mm512_loadu_ps(p); }
@@ -49,6 +51,7 @@ struct F32Ops {
   using Vec = simd::V8;
   static constexpr int64_t kLanes = simd::kLanes;
   static constexpr int kMR = 6;
+  static constexpr int kNarrowMR = 12;
   static EXAMPLE_NPU_INLINE Vec Zero() { return Vec{}; }
   static EXAMPLE_NPU_INLINE Vec Broadcast(const float* p) { return simd::Splat(*p); }
   static EXAMPLE_NPU_INLINE Vec Load(const float* p) { return simd::Load(p); }
@@ -76,6 +79,7 @@ struct Int8Ops {
   using Vec = __m512i;
   static constexpr int64_t kLanes = 16;
   static constexpr int kMR = 12;
+  static constexpr int kNarrowMR = 16;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_si512(); }
   static EXAMPLE_NPU_INLINE Vec Splat(int32_t word) { return _mm512_set1_epi32(word); }
   static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) { return _mm512_loadu_si512(p); }
@@ -88,6 +92,7 @@ struct Int8Ops {
   using Vec = __m256i;
   static constexpr int64_t kLanes = 8;
   static constexpr int kMR = 6;
+  static constexpr int kNarrowMR = 12;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm256_setzero_si256(); }
   static EXAMPLE_NPU_INLINE Vec Splat(int32_t word) { return _mm256_set1_epi32(word); }
   static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) {
@@ -150,7 +155,12 @@ template <class Ops>
 using MicroTileFn = void (*)(const typename Ops::A* const*, const DirectRows&,
                              const typename Ops::B*, int64_t, typename Ops::C*, int64_t, bool);
 
-/*! \brief MicroTile<Ops, rows, NV> for rows = 1 .. kMR (the last row block may be short). */
+/*! \brief Rows of a register tile of NV vectors of columns: kMR, or kNarrowMR when a single vector
+ * of accumulators per row leaves registers (and load slots per multiply-add) for more rows. */
+template <class Ops, int NV>
+constexpr int kTileRows = NV == 1 ? Ops::kNarrowMR : Ops::kMR;
+
+/*! \brief MicroTile<Ops, rows, NV> for rows = 1 .. kTileRows (the last row block may be short). */
 template <class Ops, int NV, size_t... I>
 constexpr std::array<MicroTileFn<Ops>, sizeof...(I)> MicroTiles(std::index_sequence<I...>) {
   return {&MicroTile<Ops, static_cast<int>(I) + 1, NV>...};
@@ -158,7 +168,8 @@ constexpr std::array<MicroTileFn<Ops>, sizeof...(I)> MicroTiles(std::index_seque
 
 template <class Ops, int NV>
 MicroTileFn<Ops> SelectTile(int rows) {
-  static constexpr auto table = MicroTiles<Ops, NV>(std::make_index_sequence<Ops::kMR>());
+  static constexpr auto table =
+      MicroTiles<Ops, NV>(std::make_index_sequence<static_cast<size_t>(kTileRows<Ops, NV>)>());
   return table[rows - 1];
 }
 
@@ -185,14 +196,15 @@ struct DirectCall {
   bool accumulate;
 };
 
-/*! \brief Rows [i0, i1) (at most kMR) times columns [j0, j1). */
+/*! \brief Rows [i0, i1) times columns [j0, j1): at most kMR rows, or kNarrowMR when the columns
+ * hold no two-vector tile. */
 template <class Ops>
 void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   using C = typename Ops::C;
   constexpr int64_t L = Ops::kLanes;
   const int mr = static_cast<int>(i1 - i0);
   const DirectRows& rows = *call.rows;
-  const typename Ops::A* rp[Ops::kMR];
+  const typename Ops::A* rp[Ops::kNarrowMR];
   for (int i = 0; i < mr; ++i) {
     rp[i] = call.a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
   }
@@ -206,7 +218,7 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
     SelectTile<Ops, 1>(mr)(rp, rows, call.b + j, call.ldb, crow + j, call.ldc, call.accumulate);
   }
   if (j < j1) {
-    C tile[Ops::kMR * L];
+    C tile[Ops::kNarrowMR * L];
     SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, tile, L, false);
     for (int i = 0; i < mr; ++i) {
       for (int64_t q = 0; q < j1 - j; ++q) {
@@ -238,13 +250,15 @@ void RunDirect(DirectCall<Ops> call) {
   // A panel of B of about 256 KiB stays in the core's cache while every row block passes it.
   const int64_t panel =
       std::max<int64_t>(2 * L, (int64_t{1} << 16) / std::max<int64_t>(k, 1) / (2 * L) * (2 * L));
-  // Row blocks of near-equal height (64 rows: 11, 11, 11, 11, 10, 10 rather than 12 x 5 + 4),
-  // so no block runs a short, latency-bound register tile.
-  const int64_t row_blocks = (call.m + Ops::kMR - 1) / Ops::kMR;
   for (int64_t j0 = 0; j0 < call.n; j0 += panel) {
     const int64_t j1 = std::min(call.n, j0 + panel);
+    // Row blocks of near-equal height (64 rows: 11, 11, 11, 11, 10, 10 rather than 12 x 5 + 4),
+    // so no block runs a short, latency-bound register tile; taller ones when the panel is one
+    // vector wide (a 16 x 16 matrix-engine tile is one 16-row block, not two of 8 rows).
+    const int64_t block_rows = std::min(call.full, j1) - j0 >= 2 * L ? Ops::kMR : Ops::kNarrowMR;
+    const int64_t row_blocks = (call.m + block_rows - 1) / block_rows;
     // Below this many multiply-adds per thread a hand-off costs more than it saves.
-    const int64_t block_macs = std::max<int64_t>(1, Ops::kMR * k * (j1 - j0));
+    const int64_t block_macs = std::max<int64_t>(1, block_rows * k * (j1 - j0));
     ParallelFor(row_blocks, std::max<int64_t>(1, (int64_t{1} << 18) / block_macs),
                 [&](int64_t begin, int64_t end) {
                   for (int64_t blk = begin; blk < end; ++blk) {

@@ -104,6 +104,36 @@ TEST(DirectGemmTest, FloatUniformRowStride) {
   ExpectAllClose(c, expected, "uniform rows");
 }
 
+/*! \brief Columns of one vector (a matrix-engine tile 16 wide) run taller row blocks: rows around
+ * them, a tail, depth 1 and a matrix-engine tile's full depth. */
+TEST(DirectGemmTest, FloatOneVectorWideColumns) {
+  std::mt19937 rng(13);
+  for (int64_t m : {1, 15, 16, 17, 33}) {
+    for (int64_t n : {16, 17, 31}) {
+      for (int64_t k : {1, 768}) {
+        const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
+        std::vector<float> c(m * n);
+        std::vector<double> expected(m * n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t p = 0; p < k; ++p) {
+              expected[i * n + j] += double{a[i * k + p]} * b[p * n + j];
+            }
+          }
+        }
+        DirectRows rows;
+        rows.row_stride = k;
+        rows.depth = k;
+        DirectGemm(m, n, a.data(), rows, b.data(), n, c.data(), n, false);
+        ExpectAllClose(
+            c, expected,
+            "m" + std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k), 1e-5,
+            1e-4);
+      }
+    }
+  }
+}
+
 /*! \brief Both int8 orientations: A unsigned x B signed, or A signed x B unsigned. */
 template <typename AType, typename BType>
 void CheckInt8Gemm(std::mt19937* rng) {
