@@ -43,9 +43,16 @@ Layout MakeLayout(int64_t m, int64_t segments, int64_t depth, std::mt19937* rng)
   return l;
 }
 
-DirectRows RowsOf(const Layout& l) {
+/*! \brief Rows in order, a uniform stride apart (the form a matmul passes, no offset table). */
+void MakeUniform(Layout* l) {
+  const int64_t row_span = l->segments * (l->depth + 3);
+  for (size_t r = 0; r < l->row_offsets.size(); ++r) l->row_offsets[r] = r * row_span;
+}
+
+DirectRows RowsOf(const Layout& l, bool uniform = false) {
   DirectRows rows;
-  rows.row_offsets = l.row_offsets.data();
+  rows.row_offsets = uniform ? nullptr : l.row_offsets.data();
+  rows.row_stride = l.segments * (l.depth + 3);
   rows.segment_offsets = l.segment_offsets.data();
   rows.segments = l.segments;
   rows.depth = l.depth;
@@ -59,7 +66,9 @@ TEST(DirectGemmTest, FloatMatchesNaiveSumAcrossTileEdges) {
       for (int64_t segments : {1, 3}) {
         for (bool accumulate : {false, true}) {
           const int64_t depth = 9, k = segments * depth, ldb = n + 2, ldc = n + 1;
-          const Layout l = MakeLayout(m, segments, depth, &rng);
+          const bool uniform = accumulate;  // both row forms, without doubling the cases
+          Layout l = MakeLayout(m, segments, depth, &rng);
+          if (uniform) MakeUniform(&l);
           const std::vector<float> a = RandomVector(l.size, &rng);
           const std::vector<float> b = RandomVector(k * ldb, &rng);
           std::vector<float> c = RandomVector(m * ldc, &rng);
@@ -76,10 +85,11 @@ TEST(DirectGemmTest, FloatMatchesNaiveSumAcrossTileEdges) {
               expected[i * ldc + j] = sum;
             }
           }
-          DirectGemm(m, n, a.data(), RowsOf(l), b.data(), ldb, c.data(), ldc, accumulate);
+          DirectGemm(m, n, a.data(), RowsOf(l, uniform), b.data(), ldb, c.data(), ldc, accumulate);
           ExpectAllClose(c, expected,
                          "m" + std::to_string(m) + " n" + std::to_string(n) + " segments" +
-                             std::to_string(segments) + (accumulate ? " accumulate" : ""));
+                             std::to_string(segments) + (accumulate ? " accumulate" : "") +
+                             (uniform ? " uniform rows" : ""));
         }
       }
     }
@@ -141,11 +151,13 @@ void CheckInt8Gemm(std::mt19937* rng) {
                                         std::numeric_limits<AType>::max());
   std::uniform_int_distribution<int> bv(std::numeric_limits<BType>::min(),
                                         std::numeric_limits<BType>::max());
-  for (int64_t m : {1, 7, 12, 29}) {
+  for (int64_t m : {1, 7, 12, 16, 17, 29}) {
     for (int64_t n : {16, 32, 48}) {
       for (int64_t segments : {1, 4}) {
-        const int64_t depth = 5;  // groups of four bytes
-        const Layout l = MakeLayout(m, segments, depth, rng);
+        const int64_t depth = 5;                       // groups of four bytes
+        const bool uniform = (m + segments) % 2 == 0;  // both row forms
+        Layout l = MakeLayout(m, segments, depth, rng);
+        if (uniform) MakeUniform(&l);
         std::vector<int32_t> a_words(l.size), b_words(segments * depth * n);
         AType* a = reinterpret_cast<AType*>(a_words.data());
         BType* b = reinterpret_cast<BType*>(b_words.data());
@@ -157,9 +169,9 @@ void CheckInt8Gemm(std::mt19937* rng) {
         }
         std::vector<int32_t> c(m * n);
         if constexpr (std::is_same_v<AType, uint8_t>) {
-          DirectGemmU8S8(m, n, a, RowsOf(l), b, n, c.data(), n);
+          DirectGemmU8S8(m, n, a, RowsOf(l, uniform), b, n, c.data(), n);
         } else {
-          DirectGemmS8U8(m, n, a, RowsOf(l), b, n, c.data(), n);
+          DirectGemmS8U8(m, n, a, RowsOf(l, uniform), b, n, c.data(), n);
         }
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
