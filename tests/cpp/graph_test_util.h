@@ -8,12 +8,15 @@
 #define EXAMPLE_NPU_TESTS_CPP_GRAPH_TEST_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "compiler/compiler.h"
 #include "sim/emulator.h"
 #include "sim/engines.h"
+#include "test_util.h"
 
 namespace example_npu {
 namespace test_util {
@@ -69,6 +72,30 @@ inline std::vector<float> Emulated(const Program& program,
   dram.outputs.push_back(out.data());
   Emulator(program, options).Run(dram);
   return out;
+}
+
+/*!
+ * \brief Compiles `graph` for each of `configs` and expects the emulated head within `tolerance`
+ * (absolute plus relative; 0 asks for the same bits) of the untiled evaluation, with forwarding
+ * on and off. Inputs are seeded from `seed`, constants from `seed + 1`; `inspect` sees each
+ * program before it runs (its plans, its groups).
+ */
+inline void ExpectTiledRunsMatchUntiled(
+    const Graph& graph, const std::vector<NPUConfig>& configs, uint32_t seed, double tolerance,
+    const std::function<void(const Program&, const NPUConfig&)>& inspect = nullptr) {
+  const auto inputs = RandomTensors(graph, graph.arg_nodes, seed);
+  const auto consts = RandomTensors(graph, graph.ConstNodes(), seed + 1);
+  const std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
+  for (const NPUConfig& config : configs) {
+    const Program program = Compile(graph, config);
+    if (inspect) inspect(program, config);
+    const std::vector<float> actual = Emulated(program, inputs, consts);
+    const std::string context = "L1 " + std::to_string(config.l1_sram_kb) + " KB, " +
+                                std::to_string(program.groups.size()) + " groups";
+    kernels::test_util::ExpectAllClose(actual, expected, context, tolerance, tolerance);
+    // Forwarding skips copies only: moving every byte through L1 gives the same bits.
+    EXPECT_EQ(Emulated(program, inputs, consts, EmulatorOptions{false}), actual) << context;
+  }
 }
 
 }  // namespace test_util

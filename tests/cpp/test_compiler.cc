@@ -25,6 +25,7 @@ namespace example_npu {
 namespace {
 
 using test_util::Emulated;
+using test_util::ExpectTiledRunsMatchUntiled;
 using test_util::RandomTensors;
 using test_util::Untiled;
 
@@ -122,13 +123,7 @@ TEST(CompilerTest, ABiasReshapedAfterTheConvStillFuses) {
   std::vector<FusedGroup> groups = FuseGraph(graph);
   ASSERT_EQ(groups.size(), 2u);  // the conv group, and the reshape (a view, never run)
   EXPECT_EQ(groups[0].chain, (std::vector<int64_t>{5, 6}));
-  auto inputs = RandomTensors(graph, graph.arg_nodes, 5);
-  auto consts = RandomTensors(graph, graph.ConstNodes(), 6);
-  const std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
-  const std::vector<float> actual = Emulated(Compile(graph, NPUConfig()), inputs, consts);
-  for (size_t i = 0; i < actual.size(); ++i) {
-    EXPECT_NEAR(actual[i], expected[i], 1e-5f * (1 + std::abs(expected[i]))) << i;
-  }
+  ExpectTiledRunsMatchUntiled(graph, {NPUConfig()}, 5, 1e-5);
 }
 
 TEST(CompilerTest, AValueAlsoReadOutsideTheGroupEndsTheChain) {
@@ -223,20 +218,7 @@ TEST(CompilerTest, ProfileReportsTheOnChipHighWaterMarks) {
 }
 
 TEST(CompilerTest, TiledEmulationMatchesTheUntiledReference) {
-  Graph graph = ParseGraph(kConvNet);
-  auto inputs = RandomTensors(graph, graph.arg_nodes, 1);
-  auto consts = RandomTensors(graph, graph.ConstNodes(), 2);
-  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
-  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
-    const Program program = Compile(graph, config);
-    std::vector<float> actual = Emulated(program, inputs, consts);
-    ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < actual.size(); ++i) {
-      EXPECT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
-    }
-    // Forwarding skips copies only: moving every byte through L1 gives the same bits.
-    EXPECT_EQ(Emulated(program, inputs, consts, EmulatorOptions{false}), actual);
-  }
+  ExpectTiledRunsMatchUntiled(ParseGraph(kConvNet), {NPUConfig(), Tiny()}, 1, 1e-4);
 }
 
 TEST(CompilerTest, ArrangedConstantTilesFollowReboundConstants) {
@@ -283,17 +265,10 @@ TEST(CompilerTest, ArrangedInputTilesMatchTransposedLoads) {
     text.replace(at, 13, "\"op\": \"input\"");
   }
   text.replace(text.find("\"arg_nodes\": [0]"), 16, "\"arg_nodes\": [0, 1, 2]");
-  Graph graph = ParseGraph(text);
-  auto inputs = RandomTensors(graph, graph.arg_nodes, 5);
-  auto consts = RandomTensors(graph, graph.ConstNodes(), 6);
-  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
-  const Program program = Compile(graph, Tiny());
-  ASSERT_GT(Emulator(program).transfers().run_arena_bytes, 0);
-  std::vector<float> actual = Emulated(program, inputs, consts);
-  for (size_t i = 0; i < actual.size(); ++i) {
-    ASSERT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
-  }
-  EXPECT_EQ(Emulated(program, inputs, consts, EmulatorOptions{false}), actual);
+  ExpectTiledRunsMatchUntiled(ParseGraph(text), {Tiny()}, 5, 1e-4,
+                              [](const Program& program, const NPUConfig&) {
+                                ASSERT_GT(Emulator(program).transfers().run_arena_bytes, 0);
+                              });
 }
 
 /*!
@@ -342,17 +317,8 @@ TEST(CompilerTest, BatchedMatmulsComputeTheReferenceMergedOrNot) {
                                                                       {{3, 4, 40}, {3, 4, 24}},
                                                                       {{3, 4, 40}, {3, 1, 24}},
                                                                       {{2, 3, 2, 40}, {1, 24}}}) {
-    Graph graph = ParseGraph(LinearOverBatches(lhs, side));
-    auto inputs = RandomTensors(graph, graph.arg_nodes, 7);
-    auto consts = RandomTensors(graph, graph.ConstNodes(), 8);
-    std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
-    for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
-      std::vector<float> actual = Emulated(Compile(graph, config), inputs, consts);
-      ASSERT_EQ(actual.size(), expected.size());
-      for (size_t i = 0; i < actual.size(); ++i) {
-        ASSERT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
-      }
-    }
+    ExpectTiledRunsMatchUntiled(ParseGraph(LinearOverBatches(lhs, side)), {NPUConfig(), Tiny()}, 7,
+                                1e-4);
   }
 }
 
@@ -499,17 +465,7 @@ TEST(CompilerTest, OneByOneNhwcConvWithPaddingWiderThanTheKernelMatchesTheUntile
     {"op": "add", "name": "z", "inputs": [3, 2], "shape": [1, 21, 21, 8], "dtype": "float32"},
     {"op": "nn.relu", "name": "r", "inputs": [4], "shape": [1, 21, 21, 8], "dtype": "float32"}],
     "arg_nodes": [0], "heads": [5]})";
-  Graph graph = ParseGraph(graph_json);
-  auto inputs = RandomTensors(graph, graph.arg_nodes, 5);
-  auto consts = RandomTensors(graph, graph.ConstNodes(), 6);
-  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
-  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
-    std::vector<float> actual = Emulated(Compile(graph, config), inputs, consts);
-    ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < actual.size(); ++i) {
-      EXPECT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
-    }
-  }
+  ExpectTiledRunsMatchUntiled(ParseGraph(graph_json), {NPUConfig(), Tiny()}, 5, 1e-4);
 }
 
 TEST(CompilerTest, AGroupLargerThanL1IsSplitWithinTheGroupAndMatchesTheUntiledReference) {
@@ -524,21 +480,13 @@ TEST(CompilerTest, AGroupLargerThanL1IsSplitWithinTheGroupAndMatchesTheUntiledRe
      "dilation": [1, 1], "groups": 4, "data_layout": "NCHW", "kernel_layout": "OIHW"}},
     {"op": "nn.relu", "name": "r", "inputs": [2], "shape": [1, 64, 6, 20], "dtype": "float32"}],
     "arg_nodes": [0], "heads": [3]})";
-  Graph graph = ParseGraph(graph_json);
-  auto inputs = RandomTensors(graph, graph.arg_nodes, 7);
-  auto consts = RandomTensors(graph, graph.ConstNodes(), 8);
-  std::vector<float> expected = Untiled(graph, inputs, consts)[graph.heads[0]];
-  for (const NPUConfig& config : {NPUConfig(), Tiny()}) {
-    const Program program = Compile(graph, config);
-    for (const GroupInfo& group : program.groups) {
-      EXPECT_LE(group.l1_bytes, config.TierBytes(Tier::kL1)) << group.name;
-    }
-    std::vector<float> actual = Emulated(program, inputs, consts);
-    ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < actual.size(); ++i) {
-      EXPECT_NEAR(actual[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
-    }
-  }
+  ExpectTiledRunsMatchUntiled(ParseGraph(graph_json), {NPUConfig(), Tiny()}, 7, 1e-4,
+                              [](const Program& program, const NPUConfig& config) {
+                                for (const GroupInfo& group : program.groups) {
+                                  EXPECT_LE(group.l1_bytes, config.TierBytes(Tier::kL1))
+                                      << group.name;
+                                }
+                              });
 }
 
 TEST(TransferPlanTest, DramBoxIndexFindsExactlyWhatAFullScanFinds) {

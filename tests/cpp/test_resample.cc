@@ -267,16 +267,7 @@ NPUConfig TinyL1() {
 /*! \brief Compiles `json` for the default NPU and a 4 KB L1: every tiling computes the untiled
  * kernels' bits, with and without DMA forwarding. */
 void ExpectTilingsMatchUntiled(const std::string& json) {
-  const Graph graph = ParseGraph(json);
-  const auto inputs = test_util::RandomTensors(graph, graph.arg_nodes, 1);
-  const auto consts = test_util::RandomTensors(graph, graph.ConstNodes(), 2);
-  const std::vector<float> expected = test_util::Untiled(graph, inputs, consts)[graph.heads[0]];
-  for (const NPUConfig& config : {NPUConfig(), TinyL1()}) {
-    const Program program = Compile(graph, config);
-    EXPECT_EQ(test_util::Emulated(program, inputs, consts), expected)
-        << "L1 " << config.l1_sram_kb << " KB, " << program.groups.size() << " groups";
-    EXPECT_EQ(test_util::Emulated(program, inputs, consts, EmulatorOptions{false}), expected);
-  }
+  test_util::ExpectTiledRunsMatchUntiled(ParseGraph(json), {NPUConfig(), TinyL1()}, 1, 0.0);
 }
 
 TEST(ResampleGraphTest, TiledResizePadAndAdaptivePoolingEqualTheWholeTensorKernels) {
