@@ -323,3 +323,39 @@ def test_run_time_take_never_reads_outside_the_table():
     np.testing.assert_array_equal(run(vm, valid), run(reference, valid))
     bad = np.array([1 << 40, -7, 5, 1])
     np.testing.assert_array_equal(run(vm, bad), np.take(table, bad, axis=1, mode="clip"))
+
+
+def _guarded_quantized_softmax(scale: float) -> tvm.IRModule:
+    """The ONNX exporter's softmax guard in a QDQ model: s = dq(q(softmax(x))), then
+    where(isnan(s), 0, s) quantized again, as onnxruntime's quantizer leaves it in attention."""
+    x = relax.Var("x", relax.TensorType((2, 3, 16), "float32"))
+    step, zero = relax.const(scale, "float32"), relax.const(-128, "int8")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            probs = bb.emit(relax.op.quantize(relax.op.nn.softmax(x), step, zero))
+            guarded = bb.emit(
+                relax.op.where(
+                    relax.op.isnan(relax.op.dequantize(probs, step, zero)),
+                    relax.const(0.0, "float32"),
+                    relax.op.dequantize(probs, step, zero),
+                )
+            )
+            out = bb.emit_output(relax.op.quantize(guarded, step, zero))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_isnan_of_dequantized_integers_is_false_and_the_guard_goes():
+    mod = _guarded_quantized_softmax(1 / 255)
+    assert not {"relax.isnan", "relax.where"} & _ops(canonicalize(mod))
+    partitioned, report = partition_with_report(mod)
+    assert not report.cpu_ops, report.table()
+    x = np.random.default_rng(0).standard_normal((2, 3, 16)).astype("float32") * 4
+    x[0, 1] = -np.inf  # a fully masked row: NaN softmax, quantized as TVM quantizes NaN
+    np.testing.assert_array_equal(run(partitioned, x), run(mod, x))
+
+
+def test_isnan_stays_where_a_nan_can_occur():
+    """A non-finite scale makes (q - zero) * scale NaN for q == zero: the guard stays."""
+    assert {"relax.isnan", "relax.where"} <= _ops(canonicalize(_guarded_quantized_softmax(np.inf)))

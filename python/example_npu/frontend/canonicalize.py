@@ -18,6 +18,8 @@ the original computes, including NaN and infinities.
   position ids, bias gathers, rotary tables, the ONNX importer's index arithmetic, ``Clip``
   bounds), ``bool`` arithmetic TVM cannot build is legalized through ``int32``, and identities
   (zero-width ``pad``, ``where`` with a constant all-true condition, ...) disappear.
+  ``isnan`` of a value that cannot be NaN (an integer cast to float, a ``dequantize`` of integers
+  with a finite constant scale: the ONNX exporter's softmax guard in a QDQ model) is all false.
 * ``dynamic_strided_slice`` whose begin / end / strides are constants (the legacy ONNX
   exporter's ``chunk``: bounds computed from ``Shape``, folded above) becomes the
   ``strided_slice`` that picks the same elements, which TVM's own build checks axis by axis
@@ -274,6 +276,8 @@ class _Canonicalizer(PyExprMutator):
             unsqueezed = self._arg_reduction_unkept(call)
             if unsqueezed is not None:
                 return unsqueezed
+        if name == "relax.isnan" and self._never_nan(call.args[0]):
+            return relax.const(np.zeros(static_shape(call.ty), "bool"))
         if name == "relax.shape_of":
             shape = static_shape(call.args[0].ty)
             return relax.ShapeExpr(shape) if shape is not None else call
@@ -309,6 +313,24 @@ class _Canonicalizer(PyExprMutator):
             return self.builder_.normalize(legal)
         identity = identity_operand(call) if isinstance(call.op, tvm.ir.Op) else None
         return call if identity is None else identity
+
+    def _never_nan(self, value: relax.Expr) -> bool:
+        """True when ``value`` (an operand of this pass's output) holds no NaN whatever the
+        inputs: integers converted to float, or dequantized with a finite constant scale."""
+        if isinstance(value, relax.Var):
+            value = self.builder_.lookup_binding(value)
+        if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
+            return False
+        if static_shape(value.ty) is None or not str(value.args[0].ty.dtype).startswith(
+            ("int", "uint", "bool")
+        ):
+            return False
+        if value.op.name == "relax.astype":
+            return True
+        if value.op.name == "relax.dequantize":
+            scale = value.args[1]
+            return isinstance(scale, Constant) and bool(np.isfinite(scale.value.numpy()).all())
+        return False
 
     def _elementwise_call_tir(self, call: relax.Call) -> relax.Expr:
         callee, args = call.args[0], call.args[1]
