@@ -300,16 +300,23 @@ def test_take_with_evenly_increasing_constant_indices_is_a_strided_view(indices,
 
 
 # Other constant indices: one DMA box per run of evenly stepping rows, copied into its slice
-# (reflection padding's [1, 0, 1, 2, 3, 2], a permutation, repeated rows).
+# (reflection padding's [1, 0, 1, 2, 3, 2], a permutation, repeated rows: broadcasts of one row,
+# e.g. BERT's token-type embedding of constant all-zero ids, 128 of them).
 _GATHER_INDICES = [
     np.array([1, 0, 1, 2, 3, 2]),
     np.array([2, 0, 3, 1]),
     np.array([[1, 1], [1, 3]]),
+    np.zeros((1, 128), "int64"),
+    np.array([3, 3, 3, 0, 1, 2, 2, 2, 2]),
 ]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int16"])
-@pytest.mark.parametrize("indices", _GATHER_INDICES, ids=["reflect", "permutation", "repeats"])
+@pytest.mark.parametrize(
+    "indices",
+    _GATHER_INDICES,
+    ids=["reflect", "permutation", "repeats", "one row 128 times", "repeated runs"],
+)
 def test_take_with_other_constant_indices_copies_each_run_of_rows(indices, dtype):
     shape = (3, 4, 5)
 

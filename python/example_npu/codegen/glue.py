@@ -4,8 +4,9 @@ The NPU graph has one node per tensor, so several Relax forms map onto a few NPU
 
 * ``reshape``, ``flatten``, ``squeeze`` and ``expand_dims`` are one ``reshape`` (a view);
 * ``split``, ``strided_slice`` and ``take`` with constant indices are ``strided_slice`` boxes
-  (views); a ``take`` has one box per run of evenly stepping rows, ``concat``-ed when there
-  are several, and a ``reshape`` to the indices' shape;
+  (views); a ``take`` has one box per run of evenly stepping rows (a repeated row is a
+  ``broadcast_to`` of it), ``concat``-ed when there are several, and a ``reshape`` to the
+  indices' shape;
 * ``max_pool1d`` / ``avg_pool1d`` are 2-D pooling over a height-1 view of the input;
 * reductions, resampling, padding, transposed convolution and PReLU are lowered in
   ``spatial.py``;
@@ -72,8 +73,12 @@ def _take(e: Emitter, x: int) -> int:
     boxes = []
     for first, step, count in runs:
         begin, steps, rows = [0] * len(shape), [1] * len(shape), list(shape)
-        begin[axis], steps[axis], rows[axis] = first, step, count
-        boxes.append(e.shaped("strided_slice", [x], rows, dtype, {"begin": begin, "step": steps}))
+        begin[axis], steps[axis], rows[axis] = first, max(step, 1), count if step else 1
+        box = e.shaped("strided_slice", [x], rows, dtype, {"begin": begin, "step": steps})
+        if rows[axis] != count:  # one row repeated: a broadcast of the row
+            repeated = rows[:axis] + [count] + rows[axis + 1 :]
+            box = e.shaped("broadcast_to", [box], repeated, dtype, {})
+        boxes.append(box)
     taken = boxes[0]
     if len(boxes) > 1:
         rows = list(shape)

@@ -179,8 +179,9 @@ def check_tile(call: relax.Call) -> Verdict:
 
 
 def take_runs(call: relax.Call) -> list[tuple[int, int, int]] | None:
-    """The rows of a constant-index take as runs (first row, step >= 1, count), after its mode
-    (fast: in range only, else None; wrap; clip); each run is as long as the rows allow."""
+    """The rows of a constant-index take as runs (first row, step, count), after its mode
+    (fast: in range only, else None; wrap; clip); each run is as long as the rows allow. A step
+    of 0 repeats one row (BERT's token types, all 0: a broadcast), otherwise it is >= 1."""
     shape = tensor_shape(call.args[0])
     extent = shape[int(call.attrs.axis) % len(shape)]
     values = [int(v) for v in call.args[1].value.numpy().astype("int64").reshape(-1)]
@@ -196,10 +197,10 @@ def take_runs(call: relax.Call) -> list[tuple[int, int, int]] | None:
     while k < len(values):
         step = values[k + 1] - values[k] if k + 1 < len(values) else 1
         count = 1
-        if step >= 1:
+        if step >= 0:
             while k + count < len(values) and values[k + count] - values[k] == step * count:
                 count += 1
-        else:
+        if count == 1:
             step = 1  # a single row
         runs.append((values[k], step, count))
         k += count
