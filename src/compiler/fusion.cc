@@ -30,6 +30,12 @@ bool IsElementwise(OpKind op) {
     case OpKind::kBatchNorm:
     case OpKind::kLeakyRelu:
     case OpKind::kPrelu:
+    case OpKind::kGreater:
+    case OpKind::kGreaterEqual:
+    case OpKind::kLess:
+    case OpKind::kLessEqual:
+    case OpKind::kEqual:
+    case OpKind::kNotEqual:
       return true;
     default:
       return false;

@@ -83,6 +83,13 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::kPad, "nn.pad"},
     {OpKind::kAdaptiveAvgPool2d, "nn.adaptive_avg_pool2d"},
     {OpKind::kTopk, "topk"},
+    {OpKind::kGreater, "greater"},
+    {OpKind::kGreaterEqual, "greater_equal"},
+    {OpKind::kLess, "less"},
+    {OpKind::kLessEqual, "less_equal"},
+    {OpKind::kEqual, "equal"},
+    {OpKind::kNotEqual, "not_equal"},
+    {OpKind::kWhere, "where"},
 };
 
 }  // namespace

@@ -107,6 +107,13 @@ enum class OpKind {
   kTake,
   kCast,
   kTopk,
+  kGreater,
+  kGreaterEqual,
+  kLess,
+  kLessEqual,
+  kEqual,
+  kNotEqual,
+  kWhere,
 };
 
 /*! \brief Parses a graph op name such as "nn.conv2d"; nullopt for names the NPU does not know. */

@@ -380,7 +380,15 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kPower:
     case OpKind::kQnnAdd:
     case OpKind::kQnnMultiply:
+    case OpKind::kGreater:
+    case OpKind::kGreaterEqual:
+    case OpKind::kLess:
+    case OpKind::kLessEqual:
+    case OpKind::kEqual:
+    case OpKind::kNotEqual:
       return Broadcast(node, *in[0], *in[1]);
+    case OpKind::kWhere:
+      return Broadcast(node, Broadcast(node, *in[0], *in[1]), *in[2]);
     case OpKind::kConcat:
     case OpKind::kQnnConcat:
       return InferConcat(node, in);

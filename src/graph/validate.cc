@@ -53,12 +53,19 @@ size_t ExpectedArity(OpKind op) {
     case OpKind::kPrelu:
     case OpKind::kConv2dTranspose:
     case OpKind::kTake:
+    case OpKind::kGreater:
+    case OpKind::kGreaterEqual:
+    case OpKind::kLess:
+    case OpKind::kLessEqual:
+    case OpKind::kEqual:
+    case OpKind::kNotEqual:
       return 2;
     case OpKind::kBatchNorm:
       return 5;
     case OpKind::kLayerNorm:
     case OpKind::kGroupNorm:
     case OpKind::kInstanceNorm:
+    case OpKind::kWhere:
       return 3;
     default:
       return 1;

@@ -143,16 +143,42 @@ enum class UnaryOp {
 void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min = 0.0f,
            float clip_max = 0.0f);
 
-enum class BinaryOp { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum, kPower, kPrelu };
+enum class BinaryOp {
+  kAdd,
+  kSubtract,
+  kMultiply,
+  kDivide,
+  kMaximum,
+  kMinimum,
+  kPower,
+  kPrelu,
+  kGreater,
+  kGreaterEqual,
+  kLess,
+  kLessEqual,
+  kEqual,
+  kNotEqual,
+};
 
 /*!
  * \brief Elementwise binary op with numpy broadcasting of lhs_shape and rhs_shape to out_shape.
  * kMaximum is a > b ? a : b and kMinimum a < b ? a : b, as TVM's LLVM build computes them: a NaN
  * lhs gives the rhs, a NaN rhs gives NaN. kPower is the C library's powf, as in TVM's build.
  * kPrelu is a > 0 ? a : a * b (PReLU with slope b; leaky ReLU with a scalar slope), as TVM's topi.
+ * The comparisons give 1.0f where true and 0.0f where false (the NPU carries a condition as a
+ * float mask); they are ordered, as TVM's LLVM build compares: a NaN operand makes every one of
+ * them false, kNotEqual included (unlike C++'s !=).
  */
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape);
+
+/*!
+ * \brief Elementwise select with numpy broadcasting of the three shapes to out_shape:
+ * out = cond != 0 ? x : y. Only the selected element is read into the output, so a NaN or an
+ * infinity in the other one never shows (relax.where, as TVM's build computes it).
+ */
+void Where(const float* cond, const Shape& cond_shape, const float* x, const Shape& x_shape,
+           const float* y, const Shape& y_shape, float* out, const Shape& out_shape);
 
 /*!
  * \brief Inference batch normalisation along axis:

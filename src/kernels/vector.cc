@@ -211,6 +211,25 @@ struct PowerOp {
 struct PreluOp {
   float operator()(float a, float b) const { return a > 0.0f ? a : a * b; }
 };
+struct GreaterOp {
+  float operator()(float a, float b) const { return a > b ? 1.0f : 0.0f; }
+};
+struct GreaterEqualOp {
+  float operator()(float a, float b) const { return a >= b ? 1.0f : 0.0f; }
+};
+struct LessOp {
+  float operator()(float a, float b) const { return a < b ? 1.0f : 0.0f; }
+};
+struct LessEqualOp {
+  float operator()(float a, float b) const { return a <= b ? 1.0f : 0.0f; }
+};
+struct EqualOp {
+  float operator()(float a, float b) const { return a == b ? 1.0f : 0.0f; }
+};
+// Ordered, as TVM's LLVM build compares (fcmp one): NaN is not "not equal" to anything.
+struct NotEqualOp {
+  float operator()(float a, float b) const { return a < b || a > b ? 1.0f : 0.0f; }
+};
 
 /*! \brief Dispatches on the op once per row, not per element. */
 void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, int64_t rs,
@@ -232,6 +251,18 @@ void BinaryRowOf(BinaryOp op, const float* lhs, int64_t ls, const float* rhs, in
       return BroadcastRow(PowerOp{}, lhs, ls, rhs, rs, out, n);
     case BinaryOp::kPrelu:
       return BroadcastRow(PreluOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kGreater:
+      return BroadcastRow(GreaterOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kGreaterEqual:
+      return BroadcastRow(GreaterEqualOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kLess:
+      return BroadcastRow(LessOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kLessEqual:
+      return BroadcastRow(LessEqualOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kEqual:
+      return BroadcastRow(EqualOp{}, lhs, ls, rhs, rs, out, n);
+    case BinaryOp::kNotEqual:
+      return BroadcastRow(NotEqualOp{}, lhs, ls, rhs, rs, out, n);
   }
 }
 
@@ -422,7 +453,7 @@ void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_
 
 void Binary(BinaryOp op, const float* lhs, const Shape& lhs_shape, const float* rhs,
             const Shape& rhs_shape, float* out, const Shape& out_shape) {
-  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kPrelu)
+  TVM_FFI_ICHECK(op >= BinaryOp::kAdd && op <= BinaryOp::kNotEqual)
       << "Binary: unknown op " << static_cast<int>(op);
   const int64_t total = NumElements(out_shape);
   if (total == 0) return;
@@ -488,6 +519,32 @@ void BatchNorm(const float* input, const Shape& shape, int64_t axis, const float
     BatchNormRows(input, out, s.axis, s.inner, mean, inv_std.data(), mul.data(), add.data(), begin,
                   end);
   });
+}
+
+void Where(const float* cond, const Shape& cond_shape, const float* x, const Shape& x_shape,
+           const float* y, const Shape& y_shape, float* out, const Shape& out_shape) {
+  const int64_t total = NumElements(out_shape);
+  if (total == 0) return;
+  const std::vector<int64_t> cs = AlignedStrides(cond_shape, out_shape);
+  const std::vector<int64_t> xs = AlignedStrides(x_shape, out_shape);
+  const std::vector<int64_t> ys = AlignedStrides(y_shape, out_shape);
+  const size_t rank = out_shape.size();
+  // One odometer over the output; each operand's offset moves by its (0 when broadcast) stride.
+  std::vector<int64_t> index(rank, 0);
+  int64_t c = 0, a = 0, b = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    out[i] = cond[c] != 0.0f ? x[a] : y[b];
+    for (size_t d = rank; d-- > 0;) {
+      c += cs[d];
+      a += xs[d];
+      b += ys[d];
+      if (++index[d] < out_shape[d]) break;
+      c -= cs[d] * out_shape[d];
+      a -= xs[d] * out_shape[d];
+      b -= ys[d] * out_shape[d];
+      index[d] = 0;
+    }
+  }
 }
 
 }  // namespace kernels

@@ -32,6 +32,18 @@ kernels::BinaryOp ToBinaryOp(OpKind op) {
       return kernels::BinaryOp::kPower;
     case OpKind::kPrelu:
       return kernels::BinaryOp::kPrelu;
+    case OpKind::kGreater:
+      return kernels::BinaryOp::kGreater;
+    case OpKind::kGreaterEqual:
+      return kernels::BinaryOp::kGreaterEqual;
+    case OpKind::kLess:
+      return kernels::BinaryOp::kLess;
+    case OpKind::kLessEqual:
+      return kernels::BinaryOp::kLessEqual;
+    case OpKind::kEqual:
+      return kernels::BinaryOp::kEqual;
+    case OpKind::kNotEqual:
+      return kernels::BinaryOp::kNotEqual;
     default:
       return kernels::BinaryOp::kAdd;
   }
@@ -247,8 +259,18 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kMinimum:
     case OpKind::kPower:
     case OpKind::kPrelu:
+    case OpKind::kGreater:
+    case OpKind::kGreaterEqual:
+    case OpKind::kLess:
+    case OpKind::kLessEqual:
+    case OpKind::kEqual:
+    case OpKind::kNotEqual:
       kernels::Binary(ToBinaryOp(op), in[0].data, *in[0].shape, in[1].data, *in[1].shape, out,
                       out_shape);
+      return;
+    case OpKind::kWhere:
+      kernels::Where(in[0].data, *in[0].shape, in[1].data, *in[1].shape, in[2].data, *in[2].shape,
+                     out, out_shape);
       return;
     case OpKind::kClip: {
       const ClipAttrs& clip = std::get<ClipAttrs>(attrs);

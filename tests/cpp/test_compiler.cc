@@ -489,6 +489,21 @@ TEST(CompilerTest, AGroupLargerThanL1IsSplitWithinTheGroupAndMatchesTheUntiledRe
                               });
 }
 
+TEST(CompilerTest, ASelectOfAComparisonTilesLikeTheUntiledReference) {
+  // softplus as torch exports it, where(x > t, x, y), with a broadcast threshold and a per-column
+  // fallback; the comparison's 0 / 1 mask joins the group of its producer.
+  const char* graph_json = R"({"version": 1, "symbol": "select", "nodes": [
+    {"op": "input", "name": "x", "shape": [1, 3, 6, 20], "dtype": "float32"},
+    {"op": "const", "name": "t", "shape": [1, 1, 6, 1], "dtype": "float32"},
+    {"op": "const", "name": "y", "shape": [20], "dtype": "float32"},
+    {"op": "exp", "name": "e", "inputs": [0], "shape": [1, 3, 6, 20], "dtype": "float32"},
+    {"op": "greater", "name": "c", "inputs": [3, 1], "shape": [1, 3, 6, 20], "dtype": "float32"},
+    {"op": "where", "name": "w", "inputs": [4, 0, 2], "shape": [1, 3, 6, 20],
+     "dtype": "float32"}],
+    "arg_nodes": [0], "heads": [5]})";
+  ExpectTiledRunsMatchUntiled(ParseGraph(graph_json), {NPUConfig(), Tiny()}, 9, 0.0);
+}
+
 TEST(TransferPlanTest, DramBoxIndexFindsExactlyWhatAFullScanFinds) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int64_t> coord(0, 12), extent(0, 5), pick(0, 3);

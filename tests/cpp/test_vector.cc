@@ -6,10 +6,12 @@
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -408,6 +410,70 @@ TEST(BinaryTest, BroadcastingShapes) {
       ExpectAllClose(out, expected,
                      ShapeToString(lhs_shape) + " op" + std::to_string(static_cast<int>(op)) + " " +
                          ShapeToString(rhs_shape));
+    }
+  }
+}
+
+// The comparisons on special values, against C++'s own ordered comparison of the same floats (TVM's
+// LLVM build's): NaN compares false, not_equal included; infinities and signed zeros as IEEE.
+TEST(BinaryTest, ComparisonsGiveAFloatMaskAsCppCompares) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> values = {nan, -kInf, -2.5f, -0.0f, 0.0f, 1.0f, 2.5f, kInf};
+  const int64_t n = static_cast<int64_t>(values.size());
+  const Shape lhs_shape = {n, 1}, rhs_shape = {n}, out_shape = {n, n};
+  const std::vector<std::pair<BinaryOp, bool (*)(float, float)>> ops = {
+      {BinaryOp::kGreater, [](float a, float b) { return a > b; }},
+      {BinaryOp::kGreaterEqual, [](float a, float b) { return a >= b; }},
+      {BinaryOp::kLess, [](float a, float b) { return a < b; }},
+      {BinaryOp::kLessEqual, [](float a, float b) { return a <= b; }},
+      {BinaryOp::kEqual, [](float a, float b) { return a == b; }},
+      {BinaryOp::kNotEqual, [](float a, float b) { return a < b || a > b; }},
+  };
+  for (const auto& [op, compare] : ops) {
+    std::vector<float> out(n * n, -1.0f);
+    Binary(op, values.data(), lhs_shape, values.data(), rhs_shape, out.data(), out_shape);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(out[i * n + j], compare(values[i], values[j]) ? 1.0f : 0.0f)
+            << "op " << static_cast<int>(op) << ": " << values[i] << " vs " << values[j];
+      }
+    }
+  }
+}
+
+TEST(WhereTest, SelectsWithBroadcastingAndNeverShowsTheOtherBranch) {
+  std::mt19937 rng(47);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // (cond, x, y): a causal mask over heads, a scalar fill, a per-row condition, rank growth.
+  const std::vector<std::array<Shape, 3>> cases = {
+      {{{1, 1, 5, 5}, {2, 3, 5, 5}, {}}},
+      {{{2, 3, 5, 5}, {2, 3, 5, 5}, {2, 3, 5, 5}}},
+      {{{4, 1}, {1, 6}, {4, 6}}},
+      {{{6}, {}, {3, 1, 6}}},
+      {{{}, {2, 3}, {3}}},
+  };
+  for (const auto& [cond_shape, x_shape, y_shape] : cases) {
+    const Shape out_shape = BroadcastShape(BroadcastShape(cond_shape, x_shape), y_shape);
+    std::vector<float> cond = RandomVector(NumElements(cond_shape), &rng, -1.0f, 1.0f);
+    for (float& c : cond) c = c > 0.0f ? 1.0f : 0.0f;
+    std::vector<float> x = RandomVector(NumElements(x_shape), &rng);
+    std::vector<float> y = RandomVector(NumElements(y_shape), &rng);
+    x[0] = nan;  // wherever it is not selected it must not appear
+    y[y.size() - 1] = -inf;
+    std::vector<float> out(NumElements(out_shape), -123.0f);
+    Where(cond.data(), cond_shape, x.data(), x_shape, y.data(), y_shape, out.data(), out_shape);
+    for (int64_t flat = 0; flat < static_cast<int64_t>(out.size()); ++flat) {
+      const std::vector<int64_t> idx = Unravel(flat, out_shape);
+      const float expected = cond[OperandIndex(idx, cond_shape)] != 0.0f
+                                 ? x[OperandIndex(idx, x_shape)]
+                                 : y[OperandIndex(idx, y_shape)];
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(out[flat])) << flat;
+      } else {
+        EXPECT_EQ(out[flat], expected) << ShapeToString(out_shape) << " element " << flat;
+      }
     }
   }
 }
