@@ -259,6 +259,13 @@ def _nan_guarded_softmax(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype:
     return relax.op.where(relax.op.isnan(softmax), _const(0.0, dtype), softmax)
 
 
+def _select(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+    """torch's softplus threshold: where(x > 20, x, exp(x))."""
+    return relax.op.where(
+        relax.op.greater(v["x"], _const(20.0, dtype)), v["x"], relax.op.exp(v["x"])
+    )
+
+
 def _glue_probes() -> list[Probe]:
     """Data movement (any dtype), reductions, normalisation and the activation forms."""
     image = (("x", (1, 4, 6, 6)),)
@@ -390,6 +397,7 @@ def _glue_probes() -> list[Probe]:
             vector,
             _nan_guarded_softmax,
         ),
+        Probe("select", "where(x > 20, x, exp(x))", vector, _select),
     ]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from example_npu.frontend.canonicalize import canonicalize
 from example_npu.partition.report import partition_with_report
+from spec_models import npu_ops
 from test_glue_ops import data, module, offloaded_and_compared, run
 from tvm import relax
 
@@ -266,14 +267,19 @@ def test_prelu_as_where_is_one_npu_prelu(form, slope_shape):
     offloaded_and_compared(mod, [data(shape, "float32")])
 
 
-def test_where_that_is_not_a_prelu_stays_on_the_cpu():
+def test_where_that_is_not_a_prelu_is_a_select_not_a_prelu():
+    """where(x > 1, x, 0.5 * x) compares with 1: the PReLU form refuses it (its reason says
+    why), the general select runs it."""
+
     def body(bb, v):
         x = v["x"]
         keep = bb.emit(op.greater(x, relax.const(1.0, "float32")))
         return op.where(keep, x, bb.emit(op.multiply(x, relax.const(0.5, "float32"))))
 
-    _, report = partition_with_report(module({"x": ((2, 6), "float32")}, body))
-    assert "something other than 0" in report.cpu_reason("relax.where")
+    mod = module({"x": ((2, 6), "float32")}, body)
+    partitioned, _ = partition_with_report(mod)
+    assert "nn.prelu" not in npu_ops(partitioned) and "where" in npu_ops(partitioned)
+    offloaded_and_compared(mod, [data((2, 6), "float32")])
 
 
 @pytest.mark.parametrize(("shape", "repeats"), [((4,), [1]), ((2, 3), [2, 1]), ((1, 2, 3), [3, 2])])

@@ -401,3 +401,64 @@ def test_other_casts_stay_on_the_cpu_with_a_reason(source, target):
     _, report = partition_with_report(mod)
     assert report.cpu_ops["relax.astype"] == 1, report.table()
     assert f"astype: {source} -> {target}" in report.cpu_reason("relax.astype")
+
+
+_SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.0, 20.0], "float32")
+
+
+@pytest.mark.parametrize(
+    "compare", ["greater", "greater_equal", "less", "less_equal", "equal", "not_equal"]
+)
+def test_a_select_of_a_comparison_runs_on_the_npu(compare):
+    """where(x <op> t, x, y): the comparison is a 0 / 1 mask, the select copies the chosen
+    element; NaN, infinities and -0.0 in either branch come out as TVM's build gives them."""
+    shape = (3, 8)
+
+    def body(bb, v):
+        threshold = relax.const(np.array([[1.5], [-0.0], [20.0]], "float32"))
+        condition = getattr(relax.op, compare)(v["x"], threshold)
+        return relax.op.where(condition, v["x"], v["y"])
+
+    x = np.stack([_SPECIAL, _SPECIAL[::-1], np.roll(_SPECIAL, 3)])
+    y = data(shape, "float32")
+    y[0, :2] = [np.nan, -np.inf]
+    offloaded_and_compared(module({"x": (shape, "float32"), "y": (shape, "float32")}, body), [x, y])
+
+
+def test_a_select_broadcasts_its_condition_and_branches():
+    """A (1, 1, 6, 6) condition over (2, 3, 6, 6) scores, a scalar fill, as in masked attention."""
+
+    def body(bb, v):
+        condition = relax.op.less_equal(v["m"], relax.const(0.0, "float32"))
+        return relax.op.where(condition, v["s"], relax.const(-np.inf, "float32"))
+
+    params = {"m": ((1, 1, 6, 6), "float32"), "s": ((2, 3, 6, 6), "float32")}
+    inputs = [data((1, 1, 6, 6), "float32", 1), data((2, 3, 6, 6), "float32", 2)]
+    offloaded_and_compared(module(params, body), inputs)
+
+
+def test_a_constant_bool_mask_selects_on_the_npu():
+    """GPT-Neo's where(causal_mask, scores, finfo.min) with the mask a constant bool tensor."""
+    causal = np.tril(np.ones((8, 8), bool)).reshape(1, 1, 8, 8)
+
+    def body(bb, v):
+        floor = relax.const(np.finfo("float32").min, "float32")
+        return relax.op.where(relax.const(causal), v["s"], floor)
+
+    scores = data((1, 2, 8, 8), "float32")
+    scores[0, 0, 0, 1] = np.nan  # masked: the fill shows, not the NaN
+    offloaded_and_compared(module({"s": ((1, 2, 8, 8), "float32")}, body), [scores])
+
+
+def test_a_select_of_integers_stays_on_the_cpu_with_a_reason():
+    mod = module(
+        {"x": ((4,), "int32")},
+        lambda bb, v: relax.op.where(
+            relax.op.greater(v["x"], relax.const(0, "int32")), v["x"], relax.const(0, "int32")
+        ),
+    )
+    partitioned, report = partition_with_report(mod)
+    assert report.cpu_ops["relax.where"] == 1
+    assert "int32 values" in report.cpu_reason("relax.where"), report.table()
+    x = np.array([-3, 0, 5, 2**31 - 1], "int32")
+    np.testing.assert_array_equal(run(partitioned, [x])[0], run(mod, [x])[0])

@@ -14,6 +14,8 @@ The NPU graph has one node per tensor, so several Relax forms map onto a few NPU
 * torch.export's safe softmax (``where(all(x == -inf), 0, softmax(x))``) is one ``nn.softmax``
   node with ``zero_masked_rows``, the ONNX exporter's guard (``where(isnan(s), 0, s)`` of
   ``s = softmax(x)``) one with ``zero_nan``;
+* ``where(compare(a, b), x, y)`` is a comparison node giving a float32 0 / 1 mask and a
+  ``where`` node reading it (the NPU has no ``bool`` datapath);
 * ``take`` with run-time ids (an embedding lookup, with the ids' int casts and reshapes, or the
   ONNX importer's negative-id fix-up) is one ``take`` node: a DMA gather of table rows over the
   flattened original ids (``negative_from_end`` for the fix-up).
@@ -38,6 +40,7 @@ from .spatial import SPATIAL_LOWERINGS
 SAFE_SOFTMAX_COMPOSITE = "example_npu.safe_softmax"
 NAN_GUARDED_SOFTMAX_COMPOSITE = "example_npu.nan_guarded_softmax"
 EMBEDDING_COMPOSITE = "example_npu.embedding"
+SELECT_COMPOSITE = "example_npu.select"
 
 _RESHAPES = ("reshape", "flatten", "squeeze", "expand_dims")
 
@@ -207,6 +210,20 @@ def lower_embedding(builder: Any, func: relax.Function, env: dict[Any, Any], com
     attrs = {"negative_from_end": negative_from_end}
     rows = e.shaped("take", [table, flat], [count, *shape[1:]], dtype, attrs)
     return e.node("reshape", [rows], take.ty)
+
+
+def lower_select(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):
+    """where(compare(a, b), x, y) as a comparison node giving a float32 0 / 1 mask (the NPU has
+    no bool datapath) and a where node that reads it."""
+    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    where = bindings.get(func.body.body, func.body.body)
+    compare = bindings.get(where.args[0], where.args[0])
+    e = Emitter(builder, where, composite, env)
+    operands = [builder.eval_tensor(arg, env, composite) for arg in compare.args]
+    mask_shape, _ = builder.tensor_type(compare.ty, "where condition")
+    mask = e.shaped(compare.op.name.removeprefix("relax."), operands, mask_shape, "float32", {})
+    x, y = (builder.eval_tensor(arg, env, composite) for arg in where.args[1:])
+    return e.node("where", [mask, x, y], where.ty)
 
 
 def lower_safe_softmax(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):

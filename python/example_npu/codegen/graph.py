@@ -25,9 +25,11 @@ from .glue import (
     EMBEDDING_COMPOSITE,
     NAN_GUARDED_SOFTMAX_COMPOSITE,
     SAFE_SOFTMAX_COMPOSITE,
+    SELECT_COMPOSITE,
     lower_embedding,
     lower_glue_op,
     lower_safe_softmax,
+    lower_select,
 )
 from .quantized import QNN_COMPOSITE_PREFIX, lower_qnn_composite, quantization_attrs
 from .spatial import PRELU_WHERE_COMPOSITE, lower_prelu_where
@@ -127,6 +129,8 @@ class _GraphBuilder:
             return lower_embedding(self, func, inner_env, composite)
         if composite == PRELU_WHERE_COMPOSITE:
             return lower_prelu_where(self, func, inner_env, composite)
+        if composite == SELECT_COMPOSITE:
+            return lower_select(self, func, inner_env, composite)
         return self._eval_body(func.body, inner_env, composite)
 
     def constant_of(self, expr: Any, env: Mapping[Any, Any]) -> Constant | None:

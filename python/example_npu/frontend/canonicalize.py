@@ -31,7 +31,8 @@ the original computes, including NaN and infinities.
 * Run-time attention masks become float arithmetic (:mod:`.masks`): ``bool`` chains from a
   tokenizer's ``attention_mask`` as 0.0 / 1.0 floats, ``where`` of constants as exact products
   and sums, integer casts before data movement, ``index_tensor`` / ``gather_nd`` with constant
-  indices as a ``take``.
+  indices as a ``take``; last, after every fold, a constant ``bool`` condition of a float32
+  ``where`` is ``float(c) > 0.5``, which the NPU's select reads.
 * ``topk`` with k = 1 (torch.export's ``max(dim)``) is ``max`` / ``min`` with ``keepdims`` for
   its values and ``argmax`` / ``argmin`` for its indices: the first extreme element, as TVM's
   sort picks it. The one exception to bit-exactness: on NaN, TVM's sort-based ``topk`` and its
@@ -65,7 +66,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
-from .masks import MaskRewriter, gather_as_take
+from .masks import MaskRewriter, constant_conditions_as_comparisons, gather_as_take
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
 from .tir_pad import pad_of_call_tir
@@ -394,4 +395,5 @@ def canonicalize(mod: tvm.IRModule, rounding: str | None = None) -> tvm.IRModule
     tflite = model_rounding(mod, rounding) == "tflite"
     mod = canonicalize_tflite(mod, tflite_semantics=tflite)
     # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
-    return canonicalize_qdq(mod, semantics="tflite" if tflite else "tvm")
+    mod = canonicalize_qdq(mod, semantics="tflite" if tflite else "tvm")
+    return constant_conditions_as_comparisons(mod)

@@ -21,7 +21,10 @@ datapath and moves no int64 data outside an embedding, so here:
   ``astype(expand_dims(x), float32)`` is ``expand_dims(astype(x, float32))``;
 * ``index_tensor`` / ``gather_nd`` with constant in-range indices (what
   ``mask[batch_idx, kv_idx]`` exports to through torch.export / ONNX) is a ``take`` of constant
-  rows of the flattened indexed axes, any dtype.
+  rows of the flattened indexed axes, any dtype;
+* ``where(c, x, y)`` of a constant ``bool`` mask ``c`` (GPT-Neo's causal mask) and float32 ``x``,
+  ``y`` is ``where(greater(float(c), 0.5), x, y)`` (:func:`constant_conditions_as_comparisons`,
+  after every fold): the NPU's select reads its condition as a 0.0 / 1.0 comparison result.
 
 Every rewrite computes exactly what TVM's build of the original computes; a chain with any
 other op (a comparison of floats, a ``bool`` model input) is left as it is.
@@ -32,8 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
+from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..relax_types import call_op_name, dtype_of, static_shape
 
@@ -224,3 +229,27 @@ def _term_factors(value: Constant) -> tuple[np.ndarray, bool] | None:
     if array.size != 1:
         return None
     return np.full(array.shape, np.copysign(_FLT_MAX, array), "float32"), True
+
+
+@mutator
+class _ConstantConditions(PyExprMutator):
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102 (visitor protocol)
+        call = super().visit_call_(call)
+        if call_op_name(call) != "relax.where" or not isinstance(call.args[0], Constant):
+            return call
+        if dtype_of(call.args[0]) != "bool" or any(
+            dtype_of(value) != "float32" for value in call.args[1:]
+        ):
+            return call
+        mask = relax.const(call.args[0].value.numpy().astype("float32"))
+        condition = self.builder_.emit(relax.op.greater(mask, relax.const(0.5, "float32")))
+        return self.builder_.normalize(relax.op.where(condition, *call.args[1:]))
+
+
+def constant_conditions_as_comparisons(mod: tvm.IRModule) -> tvm.IRModule:
+    """``main`` with every float32 ``where`` of a constant ``bool`` condition selecting on
+    ``float(c) > 0.5`` instead (the same elements; no constant fold may run after it)."""
+    mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(mod.functions, attrs=mod.attrs)
+    main = _ConstantConditions(mod).visit_expr(mod["main"])
+    mod[mod.get_global_var("main")] = main
+    return relax.transform.Normalize()(mod)

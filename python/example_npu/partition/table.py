@@ -103,6 +103,21 @@ def _embedding() -> tuple[DFPattern, dict[str, DFPattern]]:
     return root, {"ids": ids, "fixup": fixup, "zero": zero, "rows": rows, "root": root}
 
 
+# Comparisons whose result the NPU carries as a float32 0 / 1 mask into a select.
+_COMPARISONS = ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+
+
+def _select() -> tuple[DFPattern, dict[str, DFPattern]]:
+    """where(compare(a, b), x, y): torch's softplus and Mish (where(x > 20, x, log1p(exp(x)))),
+    a constant causal mask (canonicalized to mask > 0.5), clamps written as selects."""
+    a, b = wildcard(), wildcard()
+    compare = is_op(f"relax.{_COMPARISONS[0]}")(a, b)
+    for name in _COMPARISONS[1:]:
+        compare = compare | is_op(f"relax.{name}")(a, b)
+    root = is_op("relax.where")(compare, wildcard(), wildcard())
+    return root, {"compare": compare, "root": root}
+
+
 def _nan_guarded_softmax() -> tuple[DFPattern, dict[str, DFPattern]]:
     """The ONNX exporter's masked softmax: where(isnan(softmax(x)), 0, softmax(x))."""
     x = wildcard()
@@ -195,6 +210,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("power", _binary("relax.power"), compute.check_elementwise, "relax.power"),
     _row("leakyrelu", _unary("relax.nn.leakyrelu"), compute.check_elementwise),
     _row("prelu", _binary("relax.nn.prelu"), spatial.check_prelu),
+    PatternRow("select", _select, (), region_check=glue.check_select),
     PatternRow(
         "prelu_where",
         _prelu_where,

@@ -22,7 +22,7 @@ from tvm.ir.expr import Constant
 from ...config import dtype_bytes
 from ...relax_types import op_name, tensor_dtype, tensor_shape
 from ..verdict import ACCEPT, Verdict, current_config, first_failure, reject
-from .compute import NPU_DTYPES, check_dtypes, check_static_shapes
+from .compute import NPU_DTYPES, check_dtypes, check_static_shapes, check_tensor_sizes
 
 
 def _tensors(call: relax.Call) -> list[Any]:
@@ -263,6 +263,21 @@ def check_safe_softmax(annotated: Mapping[str, Any]) -> Verdict:
     if tensor_dtype(fill) != tensor_dtype(softmax):
         return reject("where: the fill changes the dtype")
     return ACCEPT
+
+
+def check_select(annotated: Mapping[str, Any]) -> Verdict:
+    """where(compare(a, b), x, y) of float32 values: the comparison is a 0 / 1 mask on the
+    vector unit and the select copies the chosen element (NaN and infinities included)."""
+    compare, root = annotated["compare"], annotated["root"]
+    values = [root, *compare.args, *root.args[1:]]
+    for value in values:
+        if tensor_shape(value) is None:
+            return reject(f"where: dynamic or unknown shape {value.ty}")
+        if tensor_dtype(value) != "float32":
+            return reject(
+                f"where: {tensor_dtype(value)} values (the NPU compares and selects float32)"
+            )
+    return check_tensor_sizes(root, values)
 
 
 def check_nan_guarded_softmax(annotated: Mapping[str, Any]) -> Verdict:
