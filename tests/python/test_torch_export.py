@@ -107,12 +107,20 @@ class Nearest(torch.nn.Module):
 
 @pytest.mark.parametrize(
     "options",
-    [{"size": (9, 14)}, {"size": (20, 21)}, {"scale_factor": 2.0}, {"scale_factor": (3.0, 2.0)}],
+    [
+        {"size": (9, 14)},
+        {"size": (20, 21)},
+        {"scale_factor": 2.0},
+        {"scale_factor": (3.0, 2.0)},
+        {"scale_factor": 2.3},
+        {"scale_factor": (1.7, 0.6)},
+    ],
 )
 def test_nearest_upsampling_picks_what_pytorch_picks(options):
     """A decoder resized to a skip connection's odd size (TVM's importer used half-pixel
-    coordinates rounded to nearest: rows and columns one off) and YOLO's integer upsampling;
-    on the NPU, element for element PyTorch's."""
+    coordinates rounded to nearest: rows and columns one off), YOLO's integer upsampling and
+    factors whose 1 / s steps pick other rows than in / out (2.3: 11 -> 25 rows, 15 -> 34
+    columns); on the NPU, element for element PyTorch's."""
     x = np.arange(2 * 11 * 15, dtype="float32").reshape(1, 2, 11, 15)
     module = Nearest(**options)
     reference = module(torch.from_numpy(x)).numpy()

@@ -16,7 +16,10 @@ TVM's importer also lowers ``F.interpolate(mode="nearest")`` (``aten.upsample_ne
 ``nearest-exact``; PyTorch's ``nearest`` picks ``floor(dst * in / out)``, TVM's ``asymmetric``
 coordinates with ``floor`` rounding (:func:`_upsample_nearest2d`). The two agree for integer
 upscaling (a YOLO neck's 2x) and differ for other sizes: a U-Net decoder resized to an odd skip
-connection's size got rows and columns shifted by one, 0.64 away from PyTorch.
+connection's size got rows and columns shifted by one, 0.64 away from PyTorch. Given a scale
+factor whose ``in * s`` is not whole (2.3, 1.7), PyTorch steps by ``1 / s`` rather than
+``in / out``, which no ``resize2d`` expresses: that resize is a ``take`` of PyTorch's rows, then
+of its columns.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 
 def _skipped_by_cat(node: Any) -> bool:
@@ -66,24 +71,51 @@ def skipped_cat_operands_dropped(program: Any) -> Iterator[int]:
             program.graph_module.recompile()
 
 
+def _pytorch_nearest_sources(in_size: int, out_size: int, scale: float | None) -> np.ndarray:
+    """The input index PyTorch's nearest picks for each output index along one axis (its
+    ``nearest_idx``, in float32 as it computes): steps of ``1 / scale`` when the caller gave a
+    scale factor, else of ``in / out``."""
+    dst = np.arange(out_size, dtype=np.int64)
+    if out_size == in_size:
+        return dst
+    if out_size == 2 * in_size:
+        return dst // 2
+    step = np.float32(1.0 / scale) if scale else np.float32(in_size) / np.float32(out_size)
+    return np.minimum(np.floor(dst.astype(np.float32) * step).astype(np.int64), in_size - 1)
+
+
 def _upsample_nearest2d(node: Any, importer: Any) -> Any:
     """``aten.upsample_nearest2d.vec(x, output_size, scale_factors)`` as PyTorch computes it:
-    source index ``floor(dst * in / out)``. With scale factors the output is ``floor(in * s)``;
-    PyTorch then maps by ``1 / s``, the same as ``in / out`` whenever ``in * s`` is whole (every
-    integer factor)."""
+    source index ``floor(dst * in / out)``, a ``resize2d`` with asymmetric coordinates. With
+    scale factors the output is ``floor(in * s)`` and PyTorch steps by ``1 / s``: where that
+    picks other rows or columns than ``in / out`` would, the resize is a ``take`` of PyTorch's
+    indices along each axis."""
     from tvm import relax
 
     x = importer.env[node.args[0]]
+    shape = [int(dim) for dim in importer.shape_of(x)]
     size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+    scales = [None, None]
     if not size:
-        scales = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
-        shape = [int(dim) for dim in importer.shape_of(x)]
-        scales = scales if isinstance(scales, (list, tuple)) else [scales] * (len(shape) - 2)
+        given = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
+        scales = list(given) if isinstance(given, (list, tuple)) else [given] * (len(shape) - 2)
         size = [int(extent * scale) for extent, scale in zip(shape[2:], scales, strict=True)]
+    size = [int(extent) for extent in size]
+    sources = [
+        _pytorch_nearest_sources(extent, out, scale)
+        for extent, out, scale in zip(shape[2:], size, scales, strict=True)
+    ]
+    by_ratio = [
+        _pytorch_nearest_sources(e, out, None) for e, out in zip(shape[2:], size, strict=True)
+    ]
+    if any((a != b).any() for a, b in zip(sources, by_ratio, strict=True)):
+        for axis, indices in enumerate(sources, start=2):
+            x = importer.block_builder.emit(relax.op.take(x, relax.const(indices), axis=axis))
+        return x
     return importer.block_builder.emit(
         relax.op.image.resize2d(
             x,
-            [int(extent) for extent in size],
+            size,
             layout="NCHW",
             method="nearest_neighbor",
             coordinate_transformation_mode="asymmetric",
