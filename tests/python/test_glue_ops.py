@@ -327,6 +327,20 @@ def test_take_with_other_constant_indices_copies_each_run_of_rows(indices, dtype
     offloaded_and_compared(module({"x": (shape, dtype)}, body), [data(shape, dtype)])
 
 
+@pytest.mark.parametrize("index_dtype", ["int64", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_take_of_many_constant_rows_of_axis_0_is_a_row_gather(dtype, index_dtype):
+    """The ONNX exporter's adaptive pooling windows: 140 constant indices into axis 0, far more
+    runs than DMA boxes, gathered as an embedding's rows with the indices as constant ids."""
+    indices = np.random.default_rng(3).integers(0, 12, (5, 4, 7)).astype(index_dtype)
+    shape = (12, 3, 4)
+
+    def body(bb, v):
+        return relax.op.take(v["x"], relax.const(indices), axis=0)
+
+    offloaded_and_compared(module({"x": (shape, dtype)}, body), [data(shape, dtype)])
+
+
 @pytest.mark.parametrize(
     "indices, reason",
     [

@@ -6,7 +6,8 @@ The NPU graph has one node per tensor, so several Relax forms map onto a few NPU
 * ``split``, ``strided_slice`` and ``take`` with constant indices are ``strided_slice`` boxes
   (views); a ``take`` has one box per run of evenly stepping rows (a repeated row is a
   ``broadcast_to`` of it), ``concat``-ed when there are several, and a ``reshape`` to the
-  indices' shape;
+  indices' shape; with more runs than boxes along axis 0 it is the row gather of an embedding
+  (below) whose ids are the constant indices;
 * ``max_pool1d`` / ``avg_pool1d`` are 2-D pooling over a height-1 view of the input;
 * reductions, resampling, padding, transposed convolution and PReLU are lowered in
   ``spatial.py``;
@@ -33,7 +34,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ..partition.checks.glue import int_values, take_runs
+from ..partition.checks.glue import TAKE_MAX_RUNS, constant_row_gather, int_values, take_runs
 from .emitter import Emitter, input_shape
 from .spatial import SPATIAL_LOWERINGS
 
@@ -73,6 +74,13 @@ def _take(e: Emitter, x: int) -> int:
     shape, dtype = input_shape(e.builder, e.call.args[0])
     axis = int(e.call.attrs.axis) % len(shape)
     runs = take_runs(e.call)
+    if len(runs) > TAKE_MAX_RUNS and constant_row_gather(e.call):
+        ids_shape, ids_dtype = input_shape(e.builder, e.call.args[1])
+        count = int(np.prod(ids_shape, dtype=np.int64))
+        flat = e.shaped("reshape", [e.operand(1)], [count], ids_dtype, {})
+        attrs = {"negative_from_end": False}
+        rows = e.shaped("take", [x, flat], [count, *shape[1:]], dtype, attrs)
+        return e.node("reshape", [rows], e.call.ty)
     boxes = []
     for first, step, count in runs:
         begin, steps, rows = [0] * len(shape), [1] * len(shape), list(shape)

@@ -100,7 +100,9 @@ def check_take(call: relax.Call) -> Verdict:
 
     One run is a view (a scalar index, or an exported ``as_strided``'s gather: ``arange``
     reshaped); several runs (reflection padding's [1, 0, 1, 2, ..., n-1, n-2], a permutation)
-    are DMA copies of the boxes into their slices of the output, as a ``concat``."""
+    are DMA copies of the boxes into their slices of the output, as a ``concat``. More runs than
+    that along axis 0 (the ONNX exporter's adaptive pooling windows) are the row gather of an
+    embedding, its ids a constant."""
     indices = call.args[1]
     shape = tensor_shape(call.args[0])
     if not isinstance(indices, Constant) or indices.value.numpy().dtype.kind not in "iu":
@@ -114,12 +116,25 @@ def check_take(call: relax.Call) -> Verdict:
             f"take: indices outside axis {axis} of {shape} (mode fast reads out of bounds in "
             "TVM's build)"
         )
-    if len(runs) > TAKE_MAX_RUNS:
+    if len(runs) > TAKE_MAX_RUNS and not constant_row_gather(call):
         return reject(
             f"take: the indices fall into {len(runs)} runs of evenly stepping rows of axis {axis} "
-            f"(at most {TAKE_MAX_RUNS} DMA boxes)"
+            f"(at most {TAKE_MAX_RUNS} DMA boxes; a row gather reads in-range int32 / int64 "
+            "indices of axis 0)"
         )
     return check_data_movement(call, [call, call.args[0]])  # the indices are an attribute
+
+
+def constant_row_gather(call: relax.Call) -> bool:
+    """Whether a take with constant indices (more runs than DMA boxes) is a gather of rows of
+    axis 0 with int32 / int64 indices all inside the table, as an embedding's."""
+    shape = tensor_shape(call.args[0])
+    indices = call.args[1].value.numpy()
+    return (
+        int(call.attrs.axis) % len(shape) == 0
+        and str(indices.dtype) in ID_DTYPES
+        and bool(((indices >= 0) & (indices < shape[0])).all())
+    )
 
 
 ID_DTYPES = ("int32", "int64")
