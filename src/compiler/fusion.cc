@@ -6,6 +6,7 @@
 namespace example_npu {
 
 bool IsElementwise(OpKind op) {
+  if (IsComparison(op)) return true;
   switch (op) {
     case OpKind::kAdd:
     case OpKind::kSubtract:
@@ -30,12 +31,6 @@ bool IsElementwise(OpKind op) {
     case OpKind::kBatchNorm:
     case OpKind::kLeakyRelu:
     case OpKind::kPrelu:
-    case OpKind::kGreater:
-    case OpKind::kGreaterEqual:
-    case OpKind::kLess:
-    case OpKind::kLessEqual:
-    case OpKind::kEqual:
-    case OpKind::kNotEqual:
       return true;
     default:
       return false;

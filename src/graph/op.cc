@@ -198,6 +198,20 @@ bool IsCastInput(DType dtype) {
   return IsQuantizedDType(dtype) || dtype == DType::kInt32 || dtype == DType::kInt64;
 }
 
+bool IsComparison(OpKind kind) {
+  switch (kind) {
+    case OpKind::kGreater:
+    case OpKind::kGreaterEqual:
+    case OpKind::kLess:
+    case OpKind::kLessEqual:
+    case OpKind::kEqual:
+    case OpKind::kNotEqual:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool IsDataMovement(OpKind kind) {
   switch (kind) {
     case OpKind::kReshape:

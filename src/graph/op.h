@@ -128,6 +128,12 @@ const char* OpKindName(OpKind kind);
 bool IsCastInput(DType dtype);
 /*! \brief The integer ops lowered from QDQ chains ("qnn.*"): integer in, integer out. */
 bool IsQnnOp(OpKind kind);
+/*!
+ * \brief The six comparisons (greater ... not_equal): two broadcast float32 inputs in,
+ * a float32 0 / 1 mask out, ordered as TVM's LLVM build compares (NaN compares false, not_equal
+ * included).
+ */
+bool IsComparison(OpKind kind);
 
 /*!
  * \brief Ops that only move data (reshape, permute_dims, concat, strided_slice, broadcast_to,

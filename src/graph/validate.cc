@@ -31,6 +31,7 @@ using node_checks::Where;
 
 /*! \brief Input count of an op; 0 for concat, which takes one or more. */
 size_t ExpectedArity(OpKind op) {
+  if (IsComparison(op)) return 2;
   switch (op) {
     case OpKind::kConcat:
     case OpKind::kQnnConcat:
@@ -53,12 +54,6 @@ size_t ExpectedArity(OpKind op) {
     case OpKind::kPrelu:
     case OpKind::kConv2dTranspose:
     case OpKind::kTake:
-    case OpKind::kGreater:
-    case OpKind::kGreaterEqual:
-    case OpKind::kLess:
-    case OpKind::kLessEqual:
-    case OpKind::kEqual:
-    case OpKind::kNotEqual:
       return 2;
     case OpKind::kBatchNorm:
       return 5;
