@@ -24,8 +24,16 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
   LayoutPlan layout = PlanLayout(g, groups);
   program.dram_scratch_bytes = PlanDram(g, groups, layout, &program.placements);
   CheckDramCapacity(g, program.placements, program.dram_scratch_bytes, config);
-  TileScheduler scheduler(g, layout, &program);
+  // Every group is planned before any is emitted, so the command vector is sized once for the
+  // whole stream: regrowing it moves every command emitted so far (10^5 of them for a ViT).
+  struct PlannedGroup {
+    std::unique_ptr<TilingRule> rule;
+    std::vector<BufferClass> buffers;
+    BufferLayout layout;
+  };
+  std::vector<PlannedGroup> planned;
   int64_t tiles = 0;
+  int64_t expected_commands = 0;
   for (const FusedGroup& group : groups) {
     if (layout.is_view[group.anchor]) continue;  // read through strides, never materialised
     // An empty result: nothing to compute (validation refused empty operands of other results).
@@ -40,7 +48,7 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
                                 << plan.reason;
     }
     // Every op of the group runs on every tile: that many compute steps (and their loads) go
-    // into the command stream. Checked before the group is emitted, so the limit bounds what
+    // into the command stream. Checked before anything is emitted, so the limit bounds what
     // compiling costs.
     const int64_t op_tiles =
         checked::Mul(plan.tiles, static_cast<int64_t>(info.nodes.size()), "tile count");
@@ -65,20 +73,19 @@ Program Compile(const Graph& graph, const NPUConfig& config) {
     info.l1_bytes = buffers.layout.l1_bytes;
     info.l2_base = buffers.layout.l2_base;
     info.l2_bytes = buffers.layout.l2_bytes;
-    // Room for the group's commands (about a load per operand, a compute per op and a store
-    // per tile), grown geometrically: moving 10^5 commands on each regrowth costs more than
-    // emitting them.
-    const int64_t expected = checked::Add(
-        static_cast<int64_t>(program.commands.size()),
+    // About a load per operand, a compute per op and a store per tile.
+    expected_commands = checked::Add(
+        expected_commands,
         checked::Mul(plan.tiles, static_cast<int64_t>(2 * info.nodes.size() + 2), "tile count"),
         "tile count");
-    if (static_cast<int64_t>(program.commands.capacity()) < expected) {
-      program.commands.reserve(
-          std::max(expected, 2 * static_cast<int64_t>(program.commands.capacity())));
-    }
-    scheduler.BeginGroup(static_cast<int64_t>(program.groups.size()), plan.buffers, buffers.layout);
-    program.groups.push_back(info);
-    rule->Emit(&scheduler);
+    program.groups.push_back(std::move(info));
+    planned.push_back(PlannedGroup{std::move(rule), std::move(plan.buffers), buffers.layout});
+  }
+  program.commands.reserve(expected_commands);
+  TileScheduler scheduler(g, layout, &program);
+  for (size_t i = 0; i < planned.size(); ++i) {
+    scheduler.BeginGroup(static_cast<int64_t>(i), planned[i].buffers, planned[i].layout);
+    planned[i].rule->Emit(&scheduler);
   }
   return program;
 }

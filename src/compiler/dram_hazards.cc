@@ -45,7 +45,7 @@ bool DramHazards::Visit(Uses* uses, int64_t begin, int64_t end, bool drop_covere
     if (it->command < 0) continue;  // dropped
     if (++*visits > kMaxVisits) return false;
     if (it->end <= begin) continue;
-    deps->push_back(it->command);
+    Meet(*it, deps);
     if (drop_covered && begin <= it->begin && it->end <= end) {
       uses->lengths.erase(uses->lengths.find(it->end - it->begin));
       it->command = -1;
@@ -54,21 +54,49 @@ bool DramHazards::Visit(Uses* uses, int64_t begin, int64_t end, bool drop_covere
   return true;
 }
 
+void DramHazards::Meet(const Use& use, std::vector<int64_t>* deps) {
+  if (use.chain < 0) {
+    deps->push_back(use.command);
+    return;
+  }
+  if (use.chain >= static_cast<int64_t>(latest_.size())) latest_.resize(use.chain + 1);
+  Latest& latest = latest_[use.chain];
+  if (latest.query != query_) {
+    latest = Latest{query_, use.version, use.command};
+    chains_met_.push_back(use.chain);
+  } else if (use.version > latest.version) {
+    latest.version = use.version;
+    latest.command = use.command;
+  } else if (use.version == latest.version) {
+    ties_.push_back(use);  // two stores of one tile: neither implies the other
+  }
+}
+
 bool DramHazards::Order(const Space& space, int64_t begin, int64_t end, bool store,
                         std::vector<int64_t>* deps) {
   if (begin >= end) return true;
   auto found = spaces_.find(space);
   if (found == spaces_.end()) return true;
   int64_t visits = 0;
+  ++query_;
+  chains_met_.clear();
+  ties_.clear();
   // Read-after-write and write-after-write; for a store, write-after-read too.
-  if (!Visit(&found->second.stores, begin, end, store, deps, &visits)) return false;
-  return !store || Visit(&found->second.loads, begin, end, /*drop_covered=*/true, deps, &visits);
+  const bool complete =
+      Visit(&found->second.stores, begin, end, store, deps, &visits) &&
+      (!store || Visit(&found->second.loads, begin, end, /*drop_covered=*/true, deps, &visits));
+  for (int64_t chain : chains_met_) deps->push_back(latest_[chain].command);
+  for (const Use& tie : ties_) {
+    if (tie.version == latest_[tie.chain].version) deps->push_back(tie.command);
+  }
+  return complete;
 }
 
-void DramHazards::Record(const Space& space, int64_t begin, int64_t end, int64_t id, bool store) {
+void DramHazards::Record(const Space& space, int64_t begin, int64_t end, int64_t id, bool store,
+                         int64_t chain, int64_t version) {
   if (begin >= end) return;
   SpaceUses& uses = spaces_[space];
-  (store ? uses.stores : uses.loads).current.push_back(Use{begin, end, id});
+  (store ? uses.stores : uses.loads).current.push_back(Use{begin, end, id, chain, version});
   touched_.insert(space);
 }
 

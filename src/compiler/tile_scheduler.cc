@@ -48,6 +48,7 @@ void TileScheduler::BeginGroup(int64_t group, const std::vector<BufferClass>& cl
       Slot slot;
       slot.offset = offset;
       slot.bytes = buffers.slot_bytes[c];
+      slot.chain = chains_++;
       slots_[c].push_back(slot);
     }
   }
@@ -217,7 +218,8 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
   slot.readers.clear();
   slot.key = std::move(key);
   if (from_l2) l2_readers_[cls].push_back(slot.writer);
-  dram_.Record(source.space, source.begin, source.end, slot.writer, /*store=*/false);
+  dram_.Record(source.space, source.begin, source.end, slot.writer, /*store=*/false, slot.chain,
+               slot.writer);
   return program_->commands[slot.writer].dma.tile;
 }
 
@@ -254,7 +256,7 @@ TileRef TileScheduler::Gather(int64_t cls, const TensorView& table, const TileRe
   slot.writer = id;
   slot.readers.clear();
   slot.key.clear();
-  dram_.Record(source.space, source.begin, source.end, id, /*store=*/false);
+  dram_.Record(source.space, source.begin, source.end, id, /*store=*/false, slot.chain, id);
   return program_->commands[id].dma.tile;
 }
 
@@ -296,7 +298,9 @@ void TileScheduler::Store(const TileRef& tile, const TensorView& view, const Ten
   OrderDram(&command, target, /*store=*/true);
   const int64_t id = Append(std::move(command));
   slot.readers.push_back(id);
-  dram_.Record(target.space, target.begin, target.end, id, /*store=*/true);
+  // The store reads the slot's current version: the stores and loads of older ones are implied.
+  dram_.Record(target.space, target.begin, target.end, id, /*store=*/true,
+               slot.writer >= 0 ? slot.chain : -1, slot.writer);
 }
 
 }  // namespace example_npu

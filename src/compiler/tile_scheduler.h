@@ -86,6 +86,9 @@ class TileScheduler {
     std::vector<int64_t> key;
     // Not yet written by this group: its first write waits for earlier groups' use of its bytes.
     bool fresh = true;
+    // Its DRAM hazard chain: each write of the slot waits for the previous write and its
+    // readers, so a DMA of this slot's version `writer` implies those of earlier versions.
+    int64_t chain = -1;
   };
   /*! \brief The last writer and readers of on-chip bytes [begin, end) in an earlier group. */
   struct OnChipUse {
@@ -118,6 +121,7 @@ class TileScheduler {
   Program* program_;
   int64_t group_ = 0;
   std::vector<std::vector<Slot>> slots_;
+  int64_t chains_ = 0;  // slots handed out over all groups: each is a chain of its own
   /*! \brief Every slot of slots_ by its L1 offset (offsets are distinct within a group). */
   std::unordered_map<int64_t, Slot*> slot_at_offset_;
   std::vector<int64_t> next_slot_;
