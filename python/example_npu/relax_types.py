@@ -13,10 +13,11 @@ from tvm.ir.expr import Constant
 
 def static_shape(ty: Any) -> list[int] | None:
     """Static shape of a tensor type, or None when unknown, symbolic or not a tensor."""
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+    if not isinstance(ty, relax.TensorType) or not isinstance(ty.shape, relax.ShapeExpr):
         return None
     try:
-        return [int(dim) for dim in ty.shape]
+        # Through the FFI array: indexing the ShapeExpr asks the FFI for its length per dim.
+        return [int(dim) for dim in ty.shape.values]
     except TypeError:
         return None
 

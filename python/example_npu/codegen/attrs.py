@@ -8,6 +8,8 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from ..relax_types import static_shape
+
 
 class CodegenError(ValueError):
     """The partitioned function contains something the NPU graph format cannot express."""
@@ -18,10 +20,9 @@ def tensor_type(ty: Any, what: str) -> tuple[list[int], str]:
         ty = ty.fields[0]
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
         raise CodegenError(f"{what}: expected a tensor with a static shape, got {ty}")
-    try:
-        shape = [int(dim) for dim in ty.shape]
-    except TypeError as err:
-        raise CodegenError(f"{what}: shape {ty.shape} is not static") from err
+    shape = static_shape(ty)
+    if shape is None:
+        raise CodegenError(f"{what}: shape {ty.shape} is not static")
     return shape, str(ty.dtype)
 
 

@@ -17,7 +17,7 @@ from tvm import relax
 from tvm.relax.backend.utils import has_leaking_intermediate_variables
 
 from ...config import dtype_bytes
-from ...relax_types import op_name, tensor_dtype, tensor_shape
+from ...relax_types import op_name, static_shape, tensor_dtype, tensor_shape
 from ..verdict import ACCEPT, Verdict, current_config, first_failure, not_this_pattern, reject
 
 # dtypes the NPU has datapaths for (spec) and the subset the runtime executes today.
@@ -53,14 +53,7 @@ def check_tensor_sizes(call: relax.Call, tensors: list[Any]) -> Verdict:
 
 def _shapes(ty: Any) -> list[list[int]]:
     fields = ty.fields if isinstance(ty, tvm.ir.type.TupleType) else [ty]
-    shapes = []
-    for field in fields:
-        if isinstance(field, relax.TensorType) and field.shape is not None:
-            try:
-                shapes.append([int(dim) for dim in field.shape])
-            except TypeError:
-                continue
-    return shapes
+    return [shape for shape in map(static_shape, fields) if shape is not None]
 
 
 def check_empty_operands(call: relax.Call) -> Verdict:
