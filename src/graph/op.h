@@ -124,6 +124,9 @@ const char* OpKindName(OpKind kind);
  * \brief astype (kCast): an integer tensor (int8, uint8, int16, int32, int64) converted to
  * float32 element by element, rounded to nearest even as C++'s and LLVM's int-to-float
  * conversions do (exact up to 2^24 in magnitude), e.g. a tokenizer's int64 attention mask.
+ * The other way, float32 to int32 / int64, truncates toward zero as TVM's cast does (the
+ * result tile holds the truncated floats and the store narrows them, like argmax's indices):
+ * position ids computed from token ids as exact float arithmetic, handed to a gather.
  */
 bool IsCastInput(DType dtype);
 /*! \brief The integer ops lowered from QDQ chains ("qnn.*"): integer in, integer out. */

@@ -85,7 +85,9 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
       // Indices of a float tensor.
       return node.dtype == DType::kInt64 && (dtype == DType::kFloat32 || dtype == DType::kFloat16);
     case OpKind::kCast:
-      return node.dtype == DType::kFloat32 && IsCastInput(dtype);
+      return (node.dtype == DType::kFloat32 && IsCastInput(dtype)) ||
+             ((node.dtype == DType::kInt32 || node.dtype == DType::kInt64) &&
+              dtype == DType::kFloat32);
     case OpKind::kTopk:
       // Values of a float / 8-bit tensor, or their indices as int32 / int64.
       if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kInt8 &&

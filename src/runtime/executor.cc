@@ -166,14 +166,14 @@ Executor::Executor(Graph graph, NPUConfig config) : config_(config) {
     const bool int_ok = node.kind != NodeKind::kOp || node.op == OpKind::kQuantize ||
                         IsQnnOp(node.op) || IsDataMovement(node.op) || node.op == OpKind::kPad ||
                         node.op == OpKind::kResize2d || node.op == OpKind::kTopk;
-    // int32 / int64: argmax / argmin and topk indices, and ids (a take's, constant ones
-    // included) moved by DMA byte for byte.
+    // int32 / int64: argmax / argmin and topk indices, float32 cast to ids, and ids (a take's,
+    // constant ones included) moved by DMA byte for byte.
     const bool index_dtype = node.dtype == DType::kInt32 || node.dtype == DType::kInt64;
     const bool index_ok =
-        index_dtype &&
-        (node.kind == NodeKind::kConst || IsDataMovement(node.op) || node.op == OpKind::kTopk ||
-         (node.dtype == DType::kInt64 &&
-          (node.op == OpKind::kArgmax || node.op == OpKind::kArgmin)));
+        index_dtype && (node.kind == NodeKind::kConst || IsDataMovement(node.op) ||
+                        node.op == OpKind::kTopk || node.op == OpKind::kCast ||
+                        (node.dtype == DType::kInt64 &&
+                         (node.op == OpKind::kArgmax || node.op == OpKind::kArgmin)));
     if (!is_float && !(is_int && int_ok) && !index_ok) {
       TVM_FFI_THROW(ValueError) << "node " << node.name << " (" << OpKindName(node.op)
                                 << "): dtype " << DTypeName(node.dtype)

@@ -3,6 +3,7 @@
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/conv_transpose.h"
@@ -302,8 +303,9 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
       return;
     }
     case OpKind::kCast:
-      // The emulator widened the integer tile to float32 as it loaded it (the conversion).
-      std::copy_n(in[0].data, size, out);
+      // From an integer: the emulator widened the tile to float32 as it loaded it, the values
+      // are whole. To an integer: truncated toward zero here, narrowed by the store.
+      for (int64_t i = 0; i < size; ++i) out[i] = std::trunc(in[0].data[i]);
       return;
     case OpKind::kQnnRequantize:
       kernels::Requantize(in[0].data, size, std::get<QnnRequantizeAttrs>(attrs).params, out);

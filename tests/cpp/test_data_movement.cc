@@ -3,7 +3,7 @@
  * \brief Views and DMA copies through the whole executor, for every dtype they accept: permute,
  * reshape of a transposed view, concat into slices, strided slices and broadcasts, checked
  * against index-by-index references; row gathers by run-time ids (take); plus mean and layer_norm
- * groups; astype of integer tensors to float32.
+ * groups; astype of integer tensors to float32 and of float32 to int32 / int64.
  */
 #include <gtest/gtest.h>
 
@@ -329,12 +329,50 @@ TEST(DataMovementTest, AstypeConvertsIntegersToTheNearestFloat) {
   CheckCast<int8_t>("int8", DLDataType{kDLInt, 8, 1}, small);
 }
 
-TEST(DataMovementTest, AstypeTakesIntegersToFloat32Only) {
+TEST(DataMovementTest, AstypeRefusesFloatToFloatAndIntegerToInteger) {
   EXPECT_THROW(ParseGraph(CastGraph("float32")), tvm::ffi::Error);
   std::string to_int = CastGraph("int64");
   const std::string result = R"("shape": [3, 700], "dtype": "float32"})";
   to_int.replace(to_int.find(result), result.size(), R"("shape": [3, 700], "dtype": "int32"})");
   EXPECT_THROW(ParseGraph(to_int), tvm::ffi::Error);
+}
+
+/*! \brief x (float32) [3, 700] -> astype `dtype`: truncated toward zero, as TVM casts. */
+std::string TruncGraph(const std::string& dtype) {
+  return R"({"version": 1, "symbol": "trunc", "nodes": [
+  {"op": "input", "name": "x", "shape": [3, 700], "dtype": "float32"},
+  {"op": "astype", "name": "i", "inputs": [0], "shape": [3, 700], "dtype": ")" +
+         dtype + R"("}], "arg_nodes": [0], "heads": [1]})";
+}
+
+template <typename T>
+void CheckTrunc(const std::string& dtype, DLDataType dl) {
+  NPUConfig small;
+  small.l1_sram_kb = 16;  // several tiles
+  Executor executor(ParseGraph(TruncGraph(dtype)), small);
+  std::vector<float> x(2100);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = (static_cast<float>(i) - 1050.0f) * 1.37f;  // whole and fractional, both signs
+  }
+  x[0] = 16777216.0f;
+  x[1] = -0.99f;
+  x[2] = 2.5f;
+  std::vector<T> out(2100, -7);
+  std::vector<int64_t> shape = {3, 700};
+  DLTensor in = ViewOf(&x, &shape, DLDataType{kDLFloat, 32, 1}), result = ViewOf(&out, &shape, dl);
+  executor.Run({&in}, {&result});
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(out[i], static_cast<T>(std::trunc(static_cast<double>(x[i])))) << dtype << " " << i;
+  }
+  EXPECT_EQ(out[1], 0);
+  EXPECT_EQ(out[2], 2);
+}
+
+TEST(DataMovementTest, AstypeOfFloat32ToAnIndexTypeTruncatesTowardZero) {
+  CheckTrunc<int32_t>("int32", DLDataType{kDLInt, 32, 1});
+  CheckTrunc<int64_t>("int64", DLDataType{kDLInt, 64, 1});
+  std::string to_int8 = TruncGraph("int8");
+  EXPECT_THROW(ParseGraph(to_int8), tvm::ffi::Error);  // quantize's job, with its rounding
 }
 
 }  // namespace
