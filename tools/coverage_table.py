@@ -328,6 +328,12 @@ def _glue_probes() -> list[Probe]:
             param_dtype=lambda name, dtype: "int64",
         ),
         Probe(
+            "astype",
+            "float32 to int32 (computed position ids)",
+            vector,
+            _single(op.astype, "x", dtype="int32"),
+        ),
+        Probe(
             "broadcast_to",
             "stride-0 view",
             (("x", (1, 3, 1)),),

@@ -33,6 +33,10 @@ the original computes, including NaN and infinities.
   and sums, integer casts before data movement, ``index_tensor`` / ``gather_nd`` with constant
   indices as a ``take``; last, after every fold, a constant ``bool`` condition of a float32
   ``where`` is ``float(c) > 0.5``, which the NPU's select reads.
+* Run-time integer index arithmetic cast to int32 / int64 (RoBERTa's position ids from the token
+  ids: a comparison, ``cumsum``, products and sums) becomes the same arithmetic on exact float32
+  whole numbers, cast back at the end (:mod:`.index_arith`). ``gather_elements`` from a constant
+  whose elements are all equal (RoBERTa's all-zero token-type buffer) is that value everywhere.
 * ``topk`` with k = 1 (torch.export's ``max(dim)``) is ``max`` / ``min`` with ``keepdims`` for
   its values and ``argmax`` / ``argmin`` for its indices: the first extreme element, as TVM's
   sort picks it. The one exception to bit-exactness: on NaN, TVM's sort-based ``topk`` and its
@@ -66,6 +70,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
+from .index_arith import IndexArithmetic
 from .masks import MaskRewriter, constant_conditions_as_comparisons, gather_as_take
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
@@ -198,6 +203,20 @@ def _reduce_top1(top1: relax.Call, output: str) -> relax.Expr:
     return (relax.op.argmax if largest else relax.op.argmin)(x, axis=axis, keepdims=True)
 
 
+def _uniform_gather(call: relax.Call) -> Constant | None:
+    """``gather_elements`` from a constant whose elements are all one value: that value in the
+    indices' shape (None otherwise). Any valid index picks it; TVM reads out of bounds for an
+    invalid one."""
+    data, indices = call.args
+    shape = static_shape(indices.ty)
+    if not isinstance(data, Constant) or shape is None:
+        return None
+    values = data.value.numpy()
+    if values.size == 0 or not (values == values.flat[0]).all():
+        return None  # NaN never equals itself: left as it is
+    return relax.const(np.full(shape, values.flat[0], values.dtype), str(values.dtype))
+
+
 @mutator
 class _Canonicalizer(PyExprMutator):
     def __init__(self, mod: tvm.IRModule) -> None:
@@ -213,6 +232,7 @@ class _Canonicalizer(PyExprMutator):
         self.kept_arg_reductions: dict[relax.Var, relax.Call] = {}
         # Run-time masks are rewritten along their chains of (canonicalized) bindings.
         self.masks = MaskRewriter(self.builder_.emit, self.builder_.lookup_binding)
+        self.indices = IndexArithmetic(self.builder_.emit, self.builder_.lookup_binding)
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:  # noqa: D102
         value = self.visit_expr(binding.value)
@@ -302,9 +322,19 @@ class _Canonicalizer(PyExprMutator):
             gather = gather_as_take(call)
             if gather is not None:
                 return self.builder_.normalize(gather)
+        if name == "relax.gather_elements":
+            uniform = _uniform_gather(call)
+            if uniform is not None:
+                return uniform
         mask = self.masks.rewrite(call)
         if mask is not None:
             return self.builder_.normalize(mask)
+        index = self.indices.rewrite(call)
+        if index is not None:
+            return self.builder_.normalize(index)
+        decided = self.indices.decide(call)
+        if decided is not None:
+            return decided
         legal = legalize_bool_arithmetic(call)
         if foldable(call):
             folded = fold(call if legal is None else legal)

@@ -95,7 +95,9 @@ def _embedding() -> tuple[DFPattern, dict[str, DFPattern]]:
     exporters put on the ids (torch: astype(int32) then reshape), or the ONNX importer's
     negative-id fix-up of Gather, where(less(ids, 0), ids + rows, ids)."""
     table, ids, zero, rows = wildcard(), wildcard(), is_const(), is_const()
-    cast = is_op("relax.astype")(ids)
+    # An integer cast rides along; float32 ids cast to int (computed position ids) are the
+    # NPU's own cast before the gather.
+    cast = is_op("relax.astype")(ids.has_dtype("int64") | ids.has_dtype("int32"))
     reshape = is_op("relax.reshape")
     fixup = is_op("relax.where")(is_op("relax.less")(ids, zero), is_op("relax.add")(ids, rows), ids)
     index = reshape(cast, wildcard()) | cast | reshape(ids, wildcard()) | fixup | ids

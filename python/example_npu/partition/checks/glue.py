@@ -172,11 +172,17 @@ CAST_INPUT_DTYPES = ("int8", "uint8", "int16", "int32", "int64")
 
 def check_astype(call: relax.Call) -> Verdict:
     """astype of an integer tensor to float32: each element rounded to the nearest float, ties
-    to even, as TVM's build converts (exact up to 2**24 in magnitude)."""
+    to even, as TVM's build converts (exact up to 2**24 in magnitude); or of float32 to int32 /
+    int64 ids, truncated toward zero as TVM's build converts (computed position ids)."""
     source, target = tensor_dtype(call.args[0]), tensor_dtype(call)
-    if target != "float32" or source not in CAST_INPUT_DTYPES:
+    to_float = target == "float32" and source in CAST_INPUT_DTYPES
+    to_ids = source == "float32" and target in ID_DTYPES
+    if not (to_float or to_ids):
         inputs = " / ".join(CAST_INPUT_DTYPES)
-        return reject(f"astype: {source} -> {target} (the NPU converts {inputs} to float32)")
+        return reject(
+            f"astype: {source} -> {target} (the NPU converts {inputs} to float32, and float32 to"
+            f" {' / '.join(ID_DTYPES)})"
+        )
     return check_static_shapes(call)
 
 
