@@ -75,3 +75,8 @@ def constant_value(expr: Any) -> np.ndarray | None:
         return None
     value = expr.value
     return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+def bindings_of(func: relax.Function) -> dict[relax.Var, relax.Expr]:
+    """Each variable of ``func``'s body to the value it is bound to (a composite's calls)."""
+    return {b.var: b.value for block in func.body.blocks for b in block.bindings}

@@ -35,6 +35,7 @@ import tvm
 from tvm import relax
 
 from ..partition.checks.glue import TAKE_MAX_RUNS, constant_row_gather, int_values, take_runs
+from ..relax_types import bindings_of
 from .emitter import Emitter, input_shape
 from .spatial import SPATIAL_LOWERINGS
 
@@ -199,7 +200,7 @@ def lower_glue_op(builder: Any, call: relax.Call, env: dict[Any, Any], composite
 def lower_embedding(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):
     """The embedding composite as one NPU take node over the original ids, flattened (a view):
     the ids' int casts are left out (the gather checks every id against the table's rows)."""
-    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    bindings = bindings_of(func)
     take = bindings.get(func.body.body, func.body.body)
     ids, negative_from_end = take.args[1], False
     while isinstance(bindings.get(ids), relax.Call):
@@ -223,7 +224,7 @@ def lower_embedding(builder: Any, func: relax.Function, env: dict[Any, Any], com
 def lower_select(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):
     """where(compare(a, b), x, y) as a comparison node giving a float32 0 / 1 mask (the NPU has
     no bool datapath) and a where node that reads it."""
-    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    bindings = bindings_of(func)
     where = bindings.get(func.body.body, func.body.body)
     compare = bindings.get(where.args[0], where.args[0])
     e = Emitter(builder, where, composite, env)

@@ -20,6 +20,7 @@ from typing import Any
 
 from tvm import relax
 
+from ..relax_types import bindings_of
 from .emitter import Emitter, input_shape
 
 _REDUCTIONS = ("mean", "sum", "max", "min", "variance")
@@ -131,7 +132,7 @@ PRELU_WHERE_COMPOSITE = "example_npu.prelu_where"
 def lower_prelu_where(builder: Any, func: relax.Function, env: dict[Any, Any], composite: str):
     """The elementwise PReLU composite (where(x > 0, x, slope * x) or where(x < 0, x * slope, x))
     as one nn.prelu node whose slope broadcasts onto x."""
-    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    bindings = bindings_of(func)
     where = bindings.get(func.body.body, func.body.body)
     compare = bindings.get(where.args[0], where.args[0])
     x = compare.args[0]

@@ -49,7 +49,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..relax_types import constant_value, dtype_of, is_call, shape_of
+from ..relax_types import bindings_of, constant_value, dtype_of, is_call, shape_of
 from .constant_fold import evaluate_on_grid, fold, foldable
 from .float_functions import BINARY as _BINARY
 from .float_functions import UNARY as _UNARY
@@ -218,7 +218,7 @@ _ELEMENTWISE = frozenset(_UNARY) | frozenset(_BINARY) | {"relax.clip", "relax.nn
 
 def float_chain_ends(func: relax.Function) -> set[relax.Call]:
     """The elementwise float calls that no quantize or elementwise op reads (rule 5)."""
-    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    bindings = bindings_of(func)
     read = {
         arg
         for value in bindings.values()
@@ -240,7 +240,7 @@ def _constant_dequantize(value: Any) -> bool:
 def kept_dequantizes(func: relax.Function) -> set[relax.Var]:
     """The variables bound to a ``dequantize`` of a constant that an integer pattern reads: a
     producer's weight or (maybe reshaped) bias, an 8- / 16-bit operand of another chain."""
-    bindings = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    bindings = bindings_of(func)
 
     def constant_dequantize(arg: Any) -> relax.Var | None:
         return arg if _constant_dequantize(bindings.get(arg)) else None
