@@ -192,21 +192,14 @@ TileRef GroupTiler::NewResult(TileScheduler* scheduler, const TensorBox& out_box
 namespace {
 
 /*!
- * \brief The requantization of output channels [first, first + count): each tile's command
- * carries only its own channels' multipliers and biases, so the command stream grows linearly
- * with the channel count (a per-tensor multiplier is kept as it is).
+ * \brief The entries of output channels [first, first + count) of a per-channel table (a
+ * per-tensor one, of one entry or none, as it is): each tile's command carries only its own
+ * channels, so the command stream grows linearly with the channel count.
  */
-kernels::Requantization ChannelSlice(const kernels::Requantization& requant, int64_t first,
-                                     int64_t count) {
-  auto cut = [&](const auto& values) {
-    using Values = std::decay_t<decltype(values)>;
-    if (values.size() <= 1) return values;
-    return Values(values.begin() + first, values.begin() + first + count);
-  };
-  kernels::Requantization slice = requant;  // every setting, with the channels cut
-  slice.multipliers = cut(requant.multipliers);
-  slice.bias = cut(requant.bias);
-  return slice;
+template <typename Values>
+Values ChannelSlice(const Values& values, int64_t first, int64_t count) {
+  if (values.size() <= 1) return values;
+  return Values(values.begin() + first, values.begin() + first + count);
 }
 
 }  // namespace
@@ -217,9 +210,13 @@ TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
   TileRef out = result;
   out.dtype = DType::kFloat32;
   const int64_t channels = result.shape.empty() ? 1 : result.shape.back();  // innermost
+  // StepAttrs() holds every requantization setting but the tables: copying the anchor's whole
+  // requantization per tile made compile time quadratic in the channels.
   ComputeCommand compute = MakeCompute(Anchor(), group_.anchor, {result}, out, StepAttrs());
-  std::get<QnnAttrs>(compute.attrs).requant =
-      ChannelSlice(std::get<QnnAttrs>(Anchor().attrs).requant, channel_offset, channels);
+  kernels::Requantization& requant = std::get<QnnAttrs>(compute.attrs).requant;
+  const kernels::Requantization& full = std::get<QnnAttrs>(Anchor().attrs).requant;
+  requant.multipliers = ChannelSlice(full.multipliers, channel_offset, channels);
+  requant.bias = ChannelSlice(full.bias, channel_offset, channels);
   compute.engine = Engine::kVector;
   compute.step = ComputeStep::kRequantize;
   scheduler->Compute(std::move(compute));
