@@ -80,3 +80,8 @@ def constant_value(expr: Any) -> np.ndarray | None:
 def bindings_of(func: relax.Function) -> dict[relax.Var, relax.Expr]:
     """Each variable of ``func``'s body to the value it is bound to (a composite's calls)."""
     return {b.var: b.value for block in func.body.blocks for b in block.bindings}
+
+
+def is_integer_dtype(dtype: str) -> bool:
+    """int8 ... int64 and uint8 ... uint64 (not bool)."""
+    return dtype.startswith(("int", "uint"))

@@ -34,7 +34,8 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..relax_types import call_op_name, dtype_of, static_shape
+from ..relax_types import call_op_name, dtype_of, is_integer_dtype, static_shape
+from .chain_rewriter import ChainRewriter
 
 _EXACT = 2**24  # every whole number up to this magnitude is a float32
 _MAX_CUMSUM = 1024  # longest cumsum axis made a matmul: its triangle is n * n floats
@@ -74,10 +75,6 @@ class FloatForm:
     hi: int
 
 
-def _integer(dtype: str) -> bool:
-    return dtype.startswith(("int", "uint"))
-
-
 def _magnitude(values: np.ndarray) -> float:
     """The largest magnitude of integer values (through float64: no int64 wrap-around)."""
     return float(np.abs(values.astype("float64")).max(initial=0.0))
@@ -94,21 +91,15 @@ def _fits(dtype: str, lo: int, hi: int) -> bool:
     return -_EXACT <= lo and hi <= _EXACT and info.min <= lo and hi <= info.max
 
 
-class IndexArithmetic:
-    """Float forms of run-time integer arithmetic that ends in a cast to int32 / int64.
-
-    ``emit`` binds an expression and returns its var; ``bound`` is the (canonicalized) value a
-    var is bound to, None for parameters. The integer originals become dead when nothing else
-    reads them (dead-code elimination removes them later).
-    """
+class IndexArithmetic(ChainRewriter):
+    """Float forms of run-time integer arithmetic that ends in a cast to int32 / int64."""
 
     def __init__(
         self,
         emit: Callable[[relax.Expr], relax.Expr],
         bound: Callable[[relax.Expr], relax.Expr | None],
     ) -> None:
-        self.emit = emit
-        self.bound = bound
+        super().__init__(emit, bound)
         self.forms: dict[relax.Expr, FloatForm | None] = {}
         # Float forms already cast back by an earlier rewrite, by the float expression: a later
         # chain through that cast reads the float again.
@@ -122,7 +113,7 @@ class IndexArithmetic:
             return None
         if name == "relax.astype":
             source = call.args[0]
-            if isinstance(source, Constant) or not _integer(dtype_of(source)):
+            if isinstance(source, Constant) or not is_integer_dtype(dtype_of(source)):
                 return None
             if not isinstance(self.bound(source), relax.Call):
                 return None  # a model input: unbounded, and nothing computed to move
@@ -167,7 +158,7 @@ class IndexArithmetic:
 
     def _form(self, expr: relax.Expr) -> FloatForm | None:
         dtype = dtype_of(expr)
-        if dtype != "bool" and not _integer(dtype):
+        if dtype != "bool" and not is_integer_dtype(dtype):
             return None
         if isinstance(expr, Constant):
             values = expr.value.numpy()
@@ -177,9 +168,7 @@ class IndexArithmetic:
             return FloatForm(
                 relax.const(values.astype("float32")), int(values.min()), int(values.max())
             )
-        value = expr
-        while isinstance(value, relax.Var):  # through aliases left by removed identities
-            value = self.bound(value)
+        value = self.value_of(expr)
         if not isinstance(value, relax.Call):
             return None
         form = self._op_form(value)
@@ -227,7 +216,7 @@ class IndexArithmetic:
         form = self.form(operand)
         if form is not None:
             return form.expr
-        if not _integer(dtype_of(operand)) or not isinstance(other, Constant):
+        if not is_integer_dtype(dtype_of(operand)) or not isinstance(other, Constant):
             return None
         # Strictly below 2**24: 2**24 + 1 rounds to 2**24 itself.
         if _magnitude(other.value.numpy()) >= _EXACT:

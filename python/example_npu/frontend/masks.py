@@ -40,7 +40,8 @@ from tvm import relax
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..relax_types import call_op_name, dtype_of, static_shape
+from ..relax_types import call_op_name, dtype_of, is_integer_dtype, static_shape
+from .chain_rewriter import ChainRewriter
 
 # Ops that only move or copy elements: the same op on another dtype moves the same elements.
 _MOVEMENT = frozenset(
@@ -61,10 +62,6 @@ _XOR = frozenset({"relax.logical_xor", "relax.bitwise_xor"})
 _NOT = frozenset({"relax.logical_not", "relax.bitwise_not"})
 
 _FLT_MAX = float(np.finfo(np.float32).max)
-
-
-def _integer(dtype: str) -> bool:
-    return dtype.startswith(("int", "uint"))
 
 
 def gather_as_take(call: relax.Call) -> relax.Expr | None:
@@ -100,7 +97,7 @@ def _coordinates(call: relax.Call) -> list[np.ndarray] | None:
         fields = list(indices.fields)
     else:
         return None
-    if not all(isinstance(i, Constant) and _integer(dtype_of(i)) for i in fields):
+    if not all(isinstance(i, Constant) and is_integer_dtype(dtype_of(i)) for i in fields):
         return None
     arrays = [i.value.numpy().astype("int64") for i in fields]
     if call_op_name(call) == "relax.gather_nd":
@@ -110,21 +107,15 @@ def _coordinates(call: relax.Call) -> list[np.ndarray] | None:
     return arrays
 
 
-class MaskRewriter:
-    """Float forms of run-time ``bool`` / integer values, emitted next to the originals.
-
-    ``emit`` binds an expression and returns its var; ``bound`` is the (canonicalized) value a
-    var is bound to, None for parameters. The originals become dead when nothing else reads
-    them (dead-code elimination removes them later).
-    """
+class MaskRewriter(ChainRewriter):
+    """Float forms of run-time ``bool`` / integer values, emitted next to the originals."""
 
     def __init__(
         self,
         emit: Callable[[relax.Expr], relax.Expr],
         bound: Callable[[relax.Expr], relax.Expr | None],
     ) -> None:
-        self.emit = emit
-        self.bound = bound
+        super().__init__(emit, bound)
         self.floats: dict[relax.Expr, relax.Expr | None] = {}
 
     def rewrite(self, call: relax.Call) -> relax.Expr | None:
@@ -144,13 +135,7 @@ class MaskRewriter:
 
     def _moved(self, expr: relax.Expr) -> bool:
         """An integer value that data movement produced (cast first, then move)."""
-        return _integer(dtype_of(expr)) and call_op_name(self._value(expr)) in _MOVEMENT
-
-    def _value(self, expr: relax.Expr) -> relax.Expr:
-        """What ``expr`` is bound to, through aliases (a removed identity leaves ``y = x``)."""
-        while isinstance(expr, relax.Var) and self.bound(expr) is not None:
-            expr = self.bound(expr)
-        return expr
+        return is_integer_dtype(dtype_of(expr)) and call_op_name(self.value_of(expr)) in _MOVEMENT
 
     def float_of(self, expr: relax.Expr) -> relax.Expr | None:
         """float32 of an integer value, 0.0 / 1.0 of a bool one; None if not expressible."""
@@ -160,16 +145,16 @@ class MaskRewriter:
 
     def _float_of(self, expr: relax.Expr) -> relax.Expr | None:
         dtype = dtype_of(expr)
-        if isinstance(expr, Constant) and (dtype == "bool" or _integer(dtype)):
+        if isinstance(expr, Constant) and (dtype == "bool" or is_integer_dtype(dtype)):
             return relax.const(expr.value.numpy().astype("float32"))
-        value = self._value(expr)
+        value = self.value_of(expr)
         name = call_op_name(value)
         if name in _MOVEMENT and dtype_of(value.args[0]) == dtype:
             moved = self.float_of(value.args[0])
             if moved is None:
                 return None
             return self.emit(relax.Call(value.op, [moved, *value.args[1:]], value.attrs))
-        if _integer(dtype):
+        if is_integer_dtype(dtype):
             return self.emit(relax.op.astype(expr, "float32"))
         if dtype != "bool" or not isinstance(value, relax.Call):
             return None
@@ -178,7 +163,7 @@ class MaskRewriter:
     def _bool_op(self, call: relax.Call) -> relax.Expr | None:
         name = call_op_name(call)
         if name == "relax.astype":
-            if not _integer(dtype_of(call.args[0])):
+            if not is_integer_dtype(dtype_of(call.args[0])):
                 return None  # float -> bool: NaN is true, not expressible this way
             number = self.float_of(call.args[0])
             return None if number is None else self._truth(number)
