@@ -3,7 +3,8 @@
  * \brief Times Executor::Run on one NPU graph JSON without Python or TVM in the process, so a
  * profiler (perf, callgrind) sees only the emulator.
  *
- *     emulator_bench GRAPH.json [RUNS]   (RUNS >= 1 timed runs after one warm-up; default 50)
+ *     emulator_bench GRAPH.json [RUNS]   (RUNS timed runs after one warm-up; default 50;
+ *                                         0: compile and plan only, for profiling the compiler)
  *
  * Graph JSON files come from `python benchmarks/dump_graphs.py DIR`. Inputs and constants are
  * filled with seeded values in [-1, 1) (integer tensors with small integers, so ids are in range);
@@ -77,7 +78,7 @@ int Main(int argc, char** argv) {
   std::ifstream file(argv[1]);
   std::stringstream text;
   text << file.rdbuf();
-  const int runs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 50;
+  const int runs = argc > 2 ? std::max(0, std::atoi(argv[2])) : 50;
 
   auto start = std::chrono::steady_clock::now();
   Graph graph = ParseGraph(text.str());
@@ -89,6 +90,11 @@ int Main(int argc, char** argv) {
   start = std::chrono::steady_clock::now();
   executor.emulator();
   const double plan_ms = Milliseconds(std::chrono::steady_clock::now() - start);
+  if (runs == 0) {
+    std::cout << "compile " << compile_ms << " ms, emulator plan " << plan_ms << " ms, "
+              << executor.program().commands.size() << " commands\n";
+    return 0;
+  }
 
   std::mt19937 rng(0);
   const Graph& g = executor.graph();

@@ -80,9 +80,12 @@ void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
     __m512i acc = _mm512_setzero_si512();
     const __m512i ones = _mm512_set1_epi8(1);
     for (; p + 64 <= k; p += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(row + p));
-    alignas(64) int32_t lanes[16];
-    _mm512_store_si512(lanes, acc);
-    for (int32_t lane : lanes) sum += lane;
+    if (p < k) {  // the rest (all of a pointwise convolution's few channels): masked
+      const __mmask64 rest = (__mmask64{1} << (k - p)) - 1;
+      acc = _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi8(rest, row + p));
+      p = k;
+    }
+    sum = _mm512_reduce_add_epi32(acc);
 #endif
     for (; p < k; ++p) sum += row[p];
     out[i] = int64_t{128} * sum;
@@ -153,6 +156,29 @@ inline uint8_t AsUnsigned(uint8_t x) { return x; }
 template <typename T>
 constexpr int64_t kUnsignedOffset = std::is_same_v<T, int8_t> ? 128 : 0;
 
+/*!
+ * \brief dst[0, count) = AsUnsigned(src[0, count)), then zeros up to `padded` (they meet zero rows
+ * of B). A pixel's channels are few (8 to 64 in MobileNets), too few for the compiler's vector
+ * loop to start: masked 64-byte vectors take them whole.
+ */
+template <typename T>
+void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* dst) {
+#if defined(__AVX512BW__)
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(kUnsignedOffset<T>));
+  for (int64_t i = 0; i < padded; i += 64) {
+    const int64_t valid = std::clamp<int64_t>(count - i, 0, 64);
+    const __mmask64 in = valid == 64 ? ~__mmask64{0} : (__mmask64{1} << valid) - 1;
+    const int64_t width = std::min<int64_t>(padded - i, 64);
+    const __mmask64 out = width == 64 ? ~__mmask64{0} : (__mmask64{1} << width) - 1;
+    const __m512i bytes = _mm512_maskz_loadu_epi8(in, src + i);
+    _mm512_mask_storeu_epi8(dst + i, out, _mm512_maskz_mov_epi8(in, _mm512_xor_si512(bytes, flip)));
+  }
+#else
+  for (int64_t i = 0; i < count; ++i) dst[i] = AsUnsigned(src[i]);
+  std::fill(dst + count, dst + padded, uint8_t{0});
+#endif
+}
+
 template <typename T>
 void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
                 int64_t n, int64_t* acc, bool accumulate) {
@@ -183,10 +209,7 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
   }
   // Otherwise a copy as uint8 with the rows padded to whole groups.
   uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(m * k4 / 4)));
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < k; ++p) a[i * k4 + p] = AsUnsigned(lhs[i * k + p]);
-    std::fill(a + i * k4 + k, a + (i + 1) * k4, uint8_t{0});  // meets zero rows of B
-  }
+  for (int64_t i = 0; i < m; ++i) CopyUnsignedPadded(lhs + i * k, k, k4, a + i * k4);
   PackInt8B(rhs, 1, k, k4, n, n, n16, 0, b, sums);
   DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
   StoreCorrected(c32, n16, nullptr, sums, kUnsignedOffset<T> + zero_point, m, n, acc, n,
@@ -283,7 +306,8 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t*
   int32_t* b = Scratch(1, static_cast<size_t>(taps * c4 / 4 * n16));
   int32_t* sums = Scratch(2, static_cast<size_t>(n16));
   int32_t* c32 = Scratch(3, static_cast<size_t>(pixels * n16));
-  std::vector<int64_t> offsets(pixels + taps);
+  thread_local std::vector<int64_t> offsets;
+  offsets.resize(static_cast<size_t>(pixels + taps));
   for (int64_t y = 0; y < s.oh; ++y) {
     for (int64_t x = 0; x < s.ow; ++x) {
       offsets[y * s.ow + x] = (y * p.strides[0] * wp + x * p.strides[1]) * c4 / 4;
@@ -312,9 +336,8 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t*
             std::fill(dst, dst + c4, pad);
             continue;
           }
-          const T* src = input + ((nb * s.h + iy) * s.w + ix) * s.c + g * s.group_in;
-          for (int64_t i = 0; i < s.group_in; ++i) dst[i] = AsUnsigned(src[i]);
-          std::fill(dst + s.group_in, dst + c4, uint8_t{0});  // meets zero rows of B
+          CopyUnsignedPadded(input + ((nb * s.h + iy) * s.w + ix) * s.c + g * s.group_in,
+                             s.group_in, c4, dst);
         }
       }
       PackInt8B(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, 0, b, sums);
@@ -348,6 +371,15 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
   if (IsQuantizedDepthwise(in_shape, input_zero_point, weight_shape, out_shape, p)) {
     QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p,
                        accumulate);
+    return;
+  }
+  // A pointwise convolution is a matmul of the pixels by the weight: read in place, no copy.
+  const bool pointwise =
+      s.kh == 1 && s.kw == 1 && p.groups == 1 && s.oh == s.h && s.ow == s.w && p.strides[0] == 1 &&
+      p.strides[1] == 1 &&
+      std::all_of(p.padding.begin(), p.padding.end(), [](int64_t pad) { return pad == 0; });
+  if (pointwise) {
+    Matmul8(input, input_zero_point, weight, s.batch * s.h * s.w, s.c, s.co, acc, accumulate);
     return;
   }
   // Other narrow groups would waste most of each 16-column vector: the portable loop.

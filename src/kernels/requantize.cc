@@ -152,30 +152,48 @@ bool FitsInt32Lanes(const Requantization& r) {
          fits(r.min - r.output_zero_point) && fits(r.max - r.output_zero_point);
 }
 
-/*! \brief RequantizePeriods with TFLite's double rounding, sixteen outputs to a vector. */
-void RequantizeTflitePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p,
-                             const Requantization& r, float* out) {
-  // The period's parameters as int32 lanes: bias cut to its low 32 bits (TFLite's int32 sum),
-  // m0 < 2^31, and the left / right shifts of the multiplier's exponent.
+/*!
+ * \brief RequantizePeriods with TFLite's double rounding, sixteen outputs to a vector. The period's
+ * parameters are built as int32 lanes straight from the requantization (no int64 table first):
+ * for the small tiles of MobileNets their set-up costs as much as the arithmetic.
+ */
+void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
+                             int64_t channel_offset, const Requantization& r, float* out) {
+  const int64_t rows = std::max<int64_t>(1, (PeriodicParams::kMinPeriod + channels - 1) / channels);
+  const int64_t period = std::min(size, rows * channels);
+  // bias cut to its low 32 bits (TFLite's int32 sum), m0 < 2^31, and the left / right shifts of
+  // the multiplier's exponent.
   thread_local std::vector<int32_t> storage;
-  storage.resize(static_cast<size_t>(4 * p.period));
+  storage.resize(static_cast<size_t>(4 * std::max(period, channels)));
   int32_t* bias = storage.data();
-  int32_t* m0 = bias + p.period;
-  int32_t* left = m0 + p.period;
-  int32_t* right = left + p.period;
-  for (int64_t i = 0; i < p.period; ++i) {
-    bias[i] = static_cast<int32_t>(static_cast<uint32_t>(p.bias[i]));
-    m0[i] = static_cast<int32_t>(p.m0[i]);
-    left[i] = static_cast<int32_t>(std::max<int64_t>(31 - p.shift[i], 0));
-    right[i] = static_cast<int32_t>(std::max<int64_t>(p.shift[i] - 31, 0));
+  int32_t* m0 = bias + period;
+  int32_t* left = m0 + period;
+  int32_t* right = left + period;
+  const bool per_channel = r.multipliers.size() > 1;
+  const int64_t first_row = std::min(channels, period);
+  for (int64_t i = 0; i < first_row; ++i) {
+    const FixedPointMultiplier& m = r.multipliers[per_channel ? channel_offset + i : 0];
+    TVM_FFI_ICHECK(tflite::InMultiplierRange(m.m0, m.shift))
+        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
+    bias[i] = r.bias.empty()
+                  ? 0
+                  : static_cast<int32_t>(static_cast<uint32_t>(r.bias[channel_offset + i]));
+    m0[i] = static_cast<int32_t>(m.m0);
+    left[i] = static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0));
+    right[i] = static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0));
+  }
+  for (int32_t* table : {bias, m0, left, right}) {
+    for (int64_t i = first_row; i < period; i += first_row) {
+      std::copy_n(table, std::min(first_row, period - i), table + i);
+    }
   }
   // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
   const int64_t zp = r.output_zero_point;
   const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
   const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
-  for (int64_t start = 0; start < size; start += p.period) {
-    const int64_t n = std::min(p.period, size - start);
+  for (int64_t start = 0; start < size; start += period) {
+    const int64_t n = std::min(period, size - start);
     for (int64_t i = 0; i < n; i += 16) {
       const __mmask16 lanes = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
       const __m512i value = _mm512_add_epi32(LowHalves16(acc + start + i, lanes),
@@ -199,8 +217,7 @@ void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t chan
                 const Requantization& r, float* out) {
 #if defined(__AVX512F__)
   if (size > 0 && r.rounding == Rounding::kTflite && !r.single_rounding && FitsInt32Lanes(r)) {
-    RequantizeTflitePeriods(acc, size, MakePeriodicParams(size, channels, channel_offset, r), r,
-                            out);
+    RequantizeTflitePeriods(acc, size, channels, channel_offset, r, out);
     return;
   }
 #endif

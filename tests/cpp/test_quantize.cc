@@ -254,6 +254,15 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
       {1, 9, 8, 13, 3, 2, 17, {2, 3}, {2, 0, 0, 1}, {2, 1}, 1},  // dilated, asymmetric
       {1, 6, 6, 8, 3, 3, 8, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},    // depthwise
       {1, 4, 4, 20, 1, 1, 40, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2},  // pointwise, two groups of 20
+      {1, 5, 5, 70, 3, 3, 16, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},  // a pixel longer than a vector
+      // Pointwise: a matmul of the pixels read in place (channels in whole groups of four) or
+      // copied (channels not), with channels below, at and beyond one 64-byte vector.
+      {1, 4, 5, 16, 1, 1, 24, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {2, 3, 3, 24, 1, 1, 8, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 3, 4, 6, 1, 1, 17, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 2, 3, 72, 1, 1, 16, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 2, 2, 130, 1, 1, 33, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 5, 5, 16, 1, 1, 16, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},  // strided: not a plain matmul
   };
   for (const QConvCase& k : cases) {
     for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
