@@ -69,15 +69,15 @@ std::string Program::ToText() const {
   }
   for (const Command& c : commands) {
     os << c.id << " g" << c.group << " ";
-    if (c.is_dma) {
-      const DmaCommand& d = c.dma;
+    if (c.is_dma()) {
+      const DmaCommand& d = c.dma();
       os << "dma " << (d.store ? "store " : "load ") << graph.nodes[d.view.tensor].name << "["
          << Join(d.box.begin) << "+" << Join(d.box.extent) << "] "
          << (d.store ? TierName(d.tile.tier) : TierName(d.remote_tier)) << "->"
          << (d.store ? "DRAM" : TierName(d.tile.tier)) << "@" << d.tile.offset
          << " bytes=" << d.bus_bytes;
     } else {
-      const ComputeCommand& k = c.compute;
+      const ComputeCommand& k = c.compute();
       os << EngineName(k.engine) << " " << OpKindName(graph.nodes[k.node].op) << " out@"
          << k.output.offset << "(" << Join(k.output.shape) << ")" << (k.accumulate ? " acc" : "")
          << " macs=" << k.macs;

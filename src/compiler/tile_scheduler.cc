@@ -174,8 +174,7 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
     if (slot.key == key) return TileRef{Tier::kL1, slot.offset, TileShape(box), dtype};
   }
   Command command;
-  command.is_dma = true;
-  DmaCommand& dma = command.dma;
+  DmaCommand& dma = command.dma();
   dma.box = box;
   dma.view = view;
   if (classes_[cls].staged_in_l2) {
@@ -187,15 +186,14 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
           << "the L2 copy of " << graph_.nodes[view.tensor].name << " overflows its area";
       TensorView storage = layout_.ViewOf(view.tensor);
       Command stage;
-      stage.is_dma = true;
-      stage.dma.view = storage;
-      stage.dma.box = TensorBox{view.tensor, std::vector<int64_t>(full.size(), 0), full,
-                                layout_.storage_order[view.tensor]};
-      stage.dma.tile = TileRef{Tier::kL2, l2_offsets_[cls], TileShape(stage.dma.box), dtype};
-      stage.dma.bus_bytes = BusBytes(storage, stage.dma.box, dtype);
+      stage.dma().view = storage;
+      stage.dma().box = TensorBox{view.tensor, std::vector<int64_t>(full.size(), 0), full,
+                                  layout_.storage_order[view.tensor]};
+      stage.dma().tile = TileRef{Tier::kL2, l2_offsets_[cls], TileShape(stage.dma().box), dtype};
+      stage.dma().bus_bytes = BusBytes(storage, stage.dma().box, dtype);
       AfterEarlierOnChip(&stage, Tier::kL2, l2_offsets_[cls],
                          l2_offsets_[cls] + l2_area_bytes_[cls]);
-      const DramRange source = DramRangeOf(storage, stage.dma.box);
+      const DramRange source = DramRangeOf(storage, stage.dma().box);
       OrderDram(&stage, source, /*store=*/false);
       l2_stage_command_[cls] = Append(std::move(stage));
       dram_.Record(source.space, source.begin, source.end, l2_stage_command_[cls], /*store=*/false);
@@ -220,15 +218,14 @@ TileRef TileScheduler::Load(int64_t cls, const TensorView& view, const TensorBox
   if (from_l2) l2_readers_[cls].push_back(slot.writer);
   dram_.Record(source.space, source.begin, source.end, slot.writer, /*store=*/false, slot.chain,
                slot.writer);
-  return program_->commands[slot.writer].dma.tile;
+  return program_->commands[slot.writer].dma().tile;
 }
 
 TileRef TileScheduler::Gather(int64_t cls, const TensorView& table, const TileRef& ids,
                               const Shape& rows, bool negative_from_end) {
   const DType dtype = graph_.nodes[table.tensor].dtype;
   Command command;
-  command.is_dma = true;
-  DmaCommand& dma = command.dma;
+  DmaCommand& dma = command.dma();
   dma.gather = true;
   dma.gather_ids = ids;
   dma.gather_negative_from_end = negative_from_end;
@@ -257,7 +254,7 @@ TileRef TileScheduler::Gather(int64_t cls, const TensorView& table, const TileRe
   slot.readers.clear();
   slot.key.clear();
   dram_.Record(source.space, source.begin, source.end, id, /*store=*/false, slot.chain, id);
-  return program_->commands[id].dma.tile;
+  return program_->commands[id].dma().tile;
 }
 
 TileRef TileScheduler::NewResult(int64_t cls, const Shape& shape, DType dtype) {
@@ -274,9 +271,9 @@ void TileScheduler::Compute(ComputeCommand compute) {
   for (const TileRef& input : compute.inputs) AddDeps(&command, &SlotAt(input), false);
   Slot& out = SlotAt(compute.output);
   AddDeps(&command, &out, /*writes=*/true);
-  command.compute = std::move(compute);
+  command.op = std::move(compute);
   const int64_t id = Append(std::move(command));
-  for (const TileRef& input : program_->commands[id].compute.inputs) {
+  for (const TileRef& input : program_->commands[id].compute().inputs) {
     SlotAt(input).readers.push_back(id);
   }
   out.writer = id;
@@ -286,12 +283,11 @@ void TileScheduler::Compute(ComputeCommand compute) {
 
 void TileScheduler::Store(const TileRef& tile, const TensorView& view, const TensorBox& box) {
   Command command;
-  command.is_dma = true;
-  command.dma.store = true;
-  command.dma.view = view;
-  command.dma.box = box;
-  command.dma.tile = tile;
-  command.dma.bus_bytes = BusBytes(view, box, graph_.nodes[view.tensor].dtype);
+  command.dma().store = true;
+  command.dma().view = view;
+  command.dma().box = box;
+  command.dma().tile = tile;
+  command.dma().bus_bytes = BusBytes(view, box, graph_.nodes[view.tensor].dtype);
   Slot& slot = SlotAt(tile);
   AddDeps(&command, &slot, /*writes=*/false);
   const DramRange target = DramRangeOf(view, box);

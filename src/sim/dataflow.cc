@@ -39,11 +39,11 @@ void CheckBuffersDisjoint(const Program& program, const GroupSchedule& group) {
   };
   for (int64_t i = group.begin; i < group.end; ++i) {
     const Command& command = program.commands[i];
-    if (command.is_dma) {
-      note(command.dma.tile);
+    if (command.is_dma()) {
+      note(command.dma().tile);
     } else {
-      for (const TileRef& input : command.compute.inputs) note(input);
-      note(command.compute.output);
+      for (const TileRef& input : command.compute().inputs) note(input);
+      note(command.compute().output);
     }
   }
   BufferKey previous{-1, 0};
@@ -77,8 +77,8 @@ class HazardTracker {
     if (plan_.skipped[i]) return i;
     deps_ = &dataflow_->deps[i];
     const Command& command = program_.commands[i];
-    if (command.is_dma) {
-      const DmaCommand& dma = command.dma;
+    if (command.is_dma()) {
+      const DmaCommand& dma = command.dma();
       if (dma.store) {
         Read(i, KeyOf(dma.tile));
         WriteDram(i, dma);
@@ -94,7 +94,7 @@ class HazardTracker {
     } else {
       // Forwarded operands read or write DRAM tensors that no other command of the group
       // writes (or touches, for a result): the transfer plan guarantees it.
-      const ComputeCommand& compute = command.compute;
+      const ComputeCommand& compute = command.compute();
       for (size_t k = 0; k < compute.inputs.size(); ++k) {
         if (!plan_.input_from[i][k].valid()) Read(i, KeyOf(compute.inputs[k]));
       }
@@ -171,11 +171,11 @@ class HazardTracker {
 
 /*! \brief Work of a command in elements: moved (DMA) or multiply-adds plus results (compute). */
 double Work(const Command& command) {
-  if (command.is_dma) {
-    const DmaCommand& dma = command.dma;  // a gather moves its tile, not its (whole-table) box
+  if (command.is_dma()) {
+    const DmaCommand& dma = command.dma();  // a gather moves its tile, not its (whole-table) box
     return static_cast<double>(kernels::NumElements(dma.gather ? dma.tile.shape : dma.box.extent));
   }
-  return static_cast<double>(command.compute.macs + command.compute.elements);
+  return static_cast<double>(command.compute().macs + command.compute().elements);
 }
 
 /*!
@@ -197,7 +197,7 @@ std::vector<int64_t> TileOrder(const Program& program, const TransferPlan& plan,
   for (size_t t = 0; t < tiles; ++t) {
     const int64_t end = t + 1 < tiles ? group.tile_starts[t + 1] : group.end;
     for (int64_t i = group.tile_starts[t]; i < end && first_compute[t] < 0; ++i) {
-      if (!program.commands[i].is_dma) first_compute[t] = i;
+      if (!program.commands[i].is_dma()) first_compute[t] = i;
     }
     if (first_compute[t] < 0) return {};
   }
@@ -207,7 +207,7 @@ std::vector<int64_t> TileOrder(const Program& program, const TransferPlan& plan,
     if (k >= from.size() || !from[k].valid() || from[k].view >= 0) return std::nullopt;
     return Key{from[k].arranged, from[k].tensor, from[k].offset};
   };
-  const size_t inputs = program.commands[first_compute[0]].compute.inputs.size();
+  const size_t inputs = program.commands[first_compute[0]].compute().inputs.size();
   int64_t best_bytes = kCacheBytes;
   std::optional<size_t> best;
   for (size_t k = 0; k < inputs; ++k) {
@@ -218,7 +218,7 @@ std::vector<int64_t> TileOrder(const Program& program, const TransferPlan& plan,
       if (!key) {
         bytes = -1;  // not read in place by every tile
       } else if (seen.insert(*key).second) {
-        bytes += TileBytes(program.commands[first_compute[t]].compute.inputs[k]);
+        bytes += TileBytes(program.commands[first_compute[t]].compute().inputs[k]);
       }
     }
     if (bytes > best_bytes) best_bytes = bytes, best = k;
@@ -245,9 +245,9 @@ void AnalyzeGroup(const Program& program, const TransferPlan& plan, GroupSchedul
     // A load after a store begins the next tile. (Not a load after a compute: a fused chain
     // loads its side operands, a bias say, after the matrix step, and a thread that took those
     // loads as a tile of their own would wait for the other thread's matrix step each time.)
-    const bool load = command.is_dma && !command.dma.store;
+    const bool load = command.is_dma() && !command.dma().store;
     const bool after_store =
-        i > group->begin && program.commands[i - 1].is_dma && program.commands[i - 1].dma.store;
+        i > group->begin && program.commands[i - 1].is_dma() && program.commands[i - 1].dma().store;
     if (i == group->begin || (load && after_store)) group->tile_starts.push_back(i);
     tiles_independent &= hazards.Add(i) >= group->tile_starts.back();
     double start = 0.0;
@@ -256,7 +256,7 @@ void AnalyzeGroup(const Program& program, const TransferPlan& plan, GroupSchedul
     finish[i - group->begin] = start + work;
     critical = std::max(critical, start + work);
     total += work;
-    computes += command.is_dma ? 0 : 1;
+    computes += command.is_dma() ? 0 : 1;
   }
   group->concurrent = computes >= 2 && total >= min_speedup * critical;
   if (!group->concurrent || !tiles_independent) return;

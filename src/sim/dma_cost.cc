@@ -81,8 +81,8 @@ std::vector<int64_t> LoadReads(const Program& program, const ArenaPlacement& are
   std::map<std::pair<Tier, int64_t>, int64_t> narrow_load;  // on-chip tile -> the load filling it
   std::vector<int64_t> channels(program.commands.size(), 0);
   for (const Command& command : program.commands) {
-    if (command.is_dma) {
-      const DmaCommand& dma = command.dma;
+    if (command.is_dma()) {
+      const DmaCommand& dma = command.dma();
       if (dma.store) continue;
       const std::pair<Tier, int64_t> tile{dma.tile.tier, dma.tile.offset};
       if (LoadsNarrowFeatureMap(program, dma, RemoteOf(program, arena, dma))) {
@@ -92,7 +92,7 @@ std::vector<int64_t> LoadReads(const Program& program, const ArenaPlacement& are
       }
       continue;
     }
-    const ComputeCommand& compute = command.compute;
+    const ComputeCommand& compute = command.compute();
     if (IsArrayConvolution(program, compute) && !compute.output.shape.empty()) {
       const auto it = narrow_load.find({compute.inputs[0].tier, compute.inputs[0].offset});
       if (it != narrow_load.end()) channels[it->second] += compute.output.shape.back();
@@ -101,7 +101,7 @@ std::vector<int64_t> LoadReads(const Program& program, const ArenaPlacement& are
   }
   for (size_t id = 0; id < reads.size(); ++id) {
     if (channels[id] > 0) {
-      const DmaCommand& dma = program.commands[id].dma;
+      const DmaCommand& dma = program.commands[id].dma();
       reads[id] = program.config.NarrowInputReads(
           dma.view.shape.back() * DTypeBytes(dma.tile.dtype), channels[id]);
     }

@@ -97,7 +97,7 @@ struct RunContext {
  */
 void CheckDmaBounds(const RunContext& ctx, int64_t command, const uint8_t* remote,
                     const uint8_t* tile) {
-  const DmaCommand& dma = ctx.program.commands[command].dma;
+  const DmaCommand& dma = ctx.program.commands[command].dma();
   const BoxCopy& copy = ctx.plan.copies[command];
   const int64_t tile_item = DTypeBytes(dma.tile.dtype);
   const int64_t arranged = ctx.plan.arranged_of[command];
@@ -141,7 +141,7 @@ int64_t IdAt(const uint8_t* ids, DType dtype, int64_t index) {
  * error (TVM's take reads out of bounds there), so it is reported, never followed.
  */
 void RunGather(const RunContext& ctx, int64_t command) {
-  const DmaCommand& dma = ctx.program.commands[command].dma;
+  const DmaCommand& dma = ctx.program.commands[command].dma();
   const Node& table = ctx.program.graph.nodes[dma.view.tensor];
   const int64_t item = DTypeBytes(table.dtype);
   const int64_t table_rows = dma.view.shape[0];
@@ -165,7 +165,7 @@ void RunGather(const RunContext& ctx, int64_t command) {
 }
 
 void RunDma(const RunContext& ctx, int64_t command) {
-  const DmaCommand& dma = ctx.program.commands[command].dma;
+  const DmaCommand& dma = ctx.program.commands[command].dma();
   if (dma.gather) {
     RunGather(ctx, command);
     return;
@@ -273,7 +273,7 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
 }
 
 void RunCompute(const RunContext& ctx, int64_t command) {
-  const ComputeCommand& compute = ctx.program.commands[command].compute;
+  const ComputeCommand& compute = ctx.program.commands[command].compute();
   const Node& node = ctx.program.graph.nodes[compute.node];
   const std::vector<DramRef>& input_from = ctx.plan.input_from[command];
   const DramRef& output_to = ctx.plan.output_to[command];
@@ -402,7 +402,7 @@ void Emulator::Run(const DramBindings& dram) const {
   const RunContext ctx{program_, transfers_, dram, memories.get(), ConstArena(dram)};
   auto execute = [&](int64_t i) {
     if (transfers_.skipped[i]) return;
-    if (program_.commands[i].is_dma) {
+    if (program_.commands[i].is_dma()) {
       RunDma(ctx, i);
     } else {
       RunCompute(ctx, i);

@@ -33,8 +33,8 @@ std::vector<bool> KeepIntermediates(const Program& program, int64_t arena) {
   const size_t count = program.placements.size();
   std::vector<int64_t> first(count, -1), last(count, -1);
   for (const Command& command : program.commands) {
-    if (!command.is_dma || command.dma.gather) continue;
-    const int64_t tensor = command.dma.view.tensor;
+    if (!command.is_dma() || command.dma().gather) continue;
+    const int64_t tensor = command.dma().view.tensor;
     if (program.placements[tensor].kind != TensorPlacement::Kind::kScratch) continue;
     if (first[tensor] < 0) first[tensor] = command.group;
     last[tensor] = std::max(last[tensor], command.group);

@@ -114,8 +114,8 @@ int64_t PeakOnChipBytes(const std::vector<GroupInfo>& infos,
 }
 
 std::string TrackName(const NPUConfig& config, const Command& command, int64_t channel) {
-  if (command.is_dma) return "dma" + std::to_string(channel);
-  return EngineName(TimelineOf(config, command.compute));
+  if (command.is_dma()) return "dma" + std::to_string(channel);
+  return EngineName(TimelineOf(config, command.compute()));
 }
 
 }  // namespace
@@ -160,25 +160,26 @@ Profile Simulate(const Program& program) {
     // Only dependencies order commands, across groups too (the scheduler records them).
     int64_t ready = command.after_earlier_groups ? earlier_groups_end : 0;
     for (int64_t dep : command.deps) ready = std::max(ready, end[dep]);
-    const Remote remote = command.is_dma ? RemoteOf(program, arena, command.dma) : Remote::kDram;
-    Cost cost = command.is_dma ? DmaCost(program, command.dma, remote,
-                                         RecordBytes(program, record_axes, command.dma, remote),
-                                         load_reads[command.id])
-                               : ComputeCost(program, command.compute);
-    if (!command.is_dma && !set_up[command.group]) {
+    const Remote remote =
+        command.is_dma() ? RemoteOf(program, arena, command.dma()) : Remote::kDram;
+    Cost cost = command.is_dma() ? DmaCost(program, command.dma(), remote,
+                                           RecordBytes(program, record_axes, command.dma(), remote),
+                                           load_reads[command.id])
+                                 : ComputeCost(program, command.compute());
+    if (!command.is_dma() && !set_up[command.group]) {
       cost.cycles = checked::Add(cost.cycles, config.op_setup_cycles, "cycle count");
       set_up[command.group] = true;
     }
     int64_t start = ready;
     int64_t channel = 0;
-    if (command.is_dma) {
+    if (command.is_dma()) {
       Timeline& port = ports[static_cast<int>(remote)];
       // Earliest time both a channel and the port are free, over all channels.
       int64_t best = INT64_MAX;
       const bool weight_stream =
-          config.weight_dma_channels > 0 && !command.dma.store &&
+          config.weight_dma_channels > 0 && !command.dma().store &&
           (remote == Remote::kDram || remote == Remote::kFlash) &&
-          program.placements[command.dma.view.tensor].kind == TensorPlacement::Kind::kConst;
+          program.placements[command.dma().view.tensor].kind == TensorPlacement::Kind::kConst;
       const size_t first_channel = weight_stream ? config.dma_channels : 0;
       const size_t end_channel =
           weight_stream ? channels.size() : static_cast<size_t>(config.dma_channels);
@@ -203,14 +204,14 @@ Profile Simulate(const Program& program) {
       int64_t& busy = profile.busy_cycles[static_cast<int>(Engine::kDma)];
       busy = checked::Add(busy, cost.cycles, "DMA busy cycles");
     } else {
-      const int timeline = static_cast<int>(TimelineOf(config, command.compute));
+      const int timeline = static_cast<int>(TimelineOf(config, command.compute()));
       Timeline& engine = engines[timeline];
       start = engine.EarliestFree(ready, cost.cycles);
       engine.Reserve(start, cost.cycles);
       int64_t& busy = profile.busy_cycles[timeline];
       busy = checked::Add(busy, cost.cycles, "engine busy cycles");
-      profile.macs = checked::Add(profile.macs, command.compute.macs, "MAC count");
-      profile.groups[command.group].macs += command.compute.macs;
+      profile.macs = checked::Add(profile.macs, command.compute().macs, "MAC count");
+      profile.groups[command.group].macs += command.compute().macs;
     }
     end[command.id] =
         checked::Add(checked::Add(start, cost.cycles, "cycle count"), cost.latency, "cycle count");

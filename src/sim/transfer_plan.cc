@@ -88,24 +88,25 @@ void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
     }
     auto eligible = [&](int64_t i, TensorPlacement::Kind kind) {
       const Command& command = program.commands[i];
-      return command.is_dma && !command.dma.store && !command.dma.gather &&
-             !plan->copies[i].contiguous() &&
-             kernels::NumElements(command.dma.box.extent) > 0 &&
-             program.placements[command.dma.view.tensor].kind == kind;
+      return command.is_dma() && !command.dma().store && !command.dma().gather &&
+             !plan->copies[i].contiguous() && kernels::NumElements(command.dma().box.extent) > 0 &&
+             program.placements[command.dma().view.tensor].kind == kind;
     };
     std::map<std::vector<int64_t>, int64_t> input_loads;
     for (int64_t i = begin; i < end; ++i) {
       if (eligible(i, TensorPlacement::Kind::kInput))
-        ++input_loads[BoxKey(program.commands[i].dma)];
+        ++input_loads[BoxKey(program.commands[i].dma())];
     }
     std::map<std::vector<int64_t>, int64_t> input_index;
     int64_t group_bytes = 0;
     for (int64_t i = begin; i < end; ++i) {
-      const DmaCommand& dma = program.commands[i].dma;
       if (eligible(i, TensorPlacement::Kind::kConst)) {
-        PlanArranged(program, dma, i, true, &const_index, &plan->const_arena_bytes, plan);
-      } else if (eligible(i, TensorPlacement::Kind::kInput) && input_loads[BoxKey(dma)] > 1) {
-        PlanArranged(program, dma, i, false, &input_index, &group_bytes, plan);
+        PlanArranged(program, program.commands[i].dma(), i, true, &const_index,
+                     &plan->const_arena_bytes, plan);
+      } else if (eligible(i, TensorPlacement::Kind::kInput) &&
+                 input_loads[BoxKey(program.commands[i].dma())] > 1) {
+        PlanArranged(program, program.commands[i].dma(), i, false, &input_index, &group_bytes,
+                     plan);
       }
     }
     plan->run_arena_bytes = std::max(plan->run_arena_bytes, group_bytes);
@@ -128,16 +129,16 @@ class GroupForwarder {
     std::map<int64_t, int64_t> writer_of;  // L1 offset -> command whose result it holds
     for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
-      if (command.is_dma) {
-        if (command.dma.tile.tier != Tier::kL1) continue;
-        if (command.dma.store) {
-          Use(writer_of, command.dma.tile.offset, TileUse{i});
+      if (command.is_dma()) {
+        if (command.dma().tile.tier != Tier::kL1) continue;
+        if (command.dma().store) {
+          Use(writer_of, command.dma().tile.offset, TileUse{i});
         } else {
-          writer_of[command.dma.tile.offset] = i;
+          writer_of[command.dma().tile.offset] = i;
         }
         continue;
       }
-      const ComputeCommand& compute = command.compute;
+      const ComputeCommand& compute = command.compute();
       for (size_t k = 0; k < compute.inputs.size(); ++k) {
         if (compute.inputs[k].tier != Tier::kL1) continue;
         Use(writer_of, compute.inputs[k].offset, TileUse{i, static_cast<int64_t>(k)});
@@ -146,7 +147,7 @@ class GroupForwarder {
       writer_of[compute.output.offset] = i;
     }
     for (const auto& [writer, uses] : uses_) {
-      if (program_.commands[writer].is_dma) {
+      if (program_.commands[writer].is_dma()) {
         ForwardLoad(writer, uses);
       } else {
         ForwardResult(writer, uses);
@@ -166,17 +167,17 @@ class GroupForwarder {
     std::map<DramKey, DramBoxIndex> stores;
     for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
-      if (!command.is_dma || command.dma.remote_tier != Tier::kDram) continue;
-      const DramKey key = DramKeyOf(program_, command.dma);
-      if (!command.dma.store) {
-        loads[key].push_back(&command.dma);
+      if (!command.is_dma() || command.dma().remote_tier != Tier::kDram) continue;
+      const DramKey key = DramKeyOf(program_, command.dma());
+      if (!command.dma().store) {
+        loads[key].push_back(&command.dma());
         continue;
       }
       DramBoxIndex& earlier = stores[key];
       if (!conflicted_.count(key)) {
-        earlier.ForEachOverlap(command.dma, [&](int64_t) { conflicted_.insert(key); });
+        earlier.ForEachOverlap(command.dma(), [&](int64_t) { conflicted_.insert(key); });
       }
-      earlier.Add(i, &command.dma);
+      earlier.Add(i, &command.dma());
     }
     for (const auto& [key, unused] : loads) {
       if (stores.count(key)) conflicted_.insert(key);
@@ -203,14 +204,14 @@ class GroupForwarder {
 
   /*! \brief Whether compute `command` can take input 0 and its output as strided views. */
   bool TakesViews(int64_t command) const {
-    const ComputeCommand& compute = program_.commands[command].compute;
+    const ComputeCommand& compute = program_.commands[command].compute();
     std::vector<OperandF32> operands;
     for (const TileRef& tile : compute.inputs) operands.push_back(OperandF32{nullptr, &tile.shape});
     return StridedView(program_.graph.nodes[compute.node].op, compute.attrs, operands);
   }
 
   void ForwardLoad(int64_t load, const std::vector<TileUse>& uses) {
-    const DmaCommand& dma = program_.commands[load].dma;
+    const DmaCommand& dma = program_.commands[load].dma();
     const Forward how = HowToForward(dma, load);
     if (how == Forward::kNo) return;
     for (const TileUse& use : uses) {
@@ -226,12 +227,12 @@ class GroupForwarder {
   }
 
   void ForwardResult(int64_t compute, const std::vector<TileUse>& uses) {
-    if (uses.size() != 1 || program_.commands[compute].compute.accumulate) return;
+    if (uses.size() != 1 || program_.commands[compute].compute().accumulate) return;
     const Command& store = program_.commands[uses[0].command];
-    if (!store.is_dma || !store.dma.store) return;
-    const Forward how = HowToForward(store.dma, store.id);
+    if (!store.is_dma() || !store.dma().store) return;
+    const Forward how = HowToForward(store.dma(), store.id);
     if (how == Forward::kNo || (how == Forward::kStrided && !TakesViews(compute))) return;
-    plan_->output_to[compute] = DramRef{store.dma.view.tensor, plan_->remote_offset[store.id],
+    plan_->output_to[compute] = DramRef{store.dma().view.tensor, plan_->remote_offset[store.id],
                                         how == Forward::kStrided ? store.id : -1};
     plan_->skipped[store.id] = true;
   }
@@ -350,11 +351,11 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
   plan.output_to.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const Command& command = program.commands[i];
-    if (command.is_dma && !command.dma.gather) {  // a gather copies rows it reads at run time
-      PlanCopy(program, command.dma, &plan.copies[i], &plan.remote_offset[i],
+    if (command.is_dma() && !command.dma().gather) {  // a gather copies rows it reads at run time
+      PlanCopy(program, command.dma(), &plan.copies[i], &plan.remote_offset[i],
                &plan.remote_strides[i]);
-    } else {
-      plan.input_from[i].resize(command.compute.inputs.size());
+    } else if (!command.is_dma()) {
+      plan.input_from[i].resize(command.compute().inputs.size());
     }
   }
   if (forward) {

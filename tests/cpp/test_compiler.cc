@@ -152,7 +152,7 @@ TEST(CompilerTest, EveryPlanFitsItsTiersAndCommandsStayInBounds) {
     }
     for (const Command& c : program.commands) {
       for (int64_t dep : c.deps) EXPECT_LT(dep, c.id);
-      const TileRef& tile = c.is_dma ? c.dma.tile : c.compute.output;
+      const TileRef& tile = c.is_dma() ? c.dma().tile : c.compute().output;
       const int64_t bytes = kernels::NumElements(tile.shape) * DTypeBytes(tile.dtype);
       EXPECT_LE(tile.offset + bytes, config.TierBytes(tile.tier)) << "command " << c.id;
     }
@@ -366,10 +366,10 @@ TEST(SchedulerTest, DoubleBufferingOverlapsDmaWithCompute) {
   const std::vector<Command>& commands = program.commands;
   int64_t loads_before_compute_end = 0;
   for (size_t i = 0; i < commands.size(); ++i) {
-    if (commands[i].is_dma || i + 1 >= commands.size()) continue;
+    if (commands[i].is_dma() || i + 1 >= commands.size()) continue;
     for (size_t j = i + 1; j < commands.size() && j < i + 4; ++j) {
       const Command& next = commands[j];
-      if (next.is_dma && !next.dma.store && next.group == commands[i].group &&
+      if (next.is_dma() && !next.dma().store && next.group == commands[i].group &&
           std::find(next.deps.begin(), next.deps.end(), commands[i].id) == next.deps.end()) {
         ++loads_before_compute_end;
       }

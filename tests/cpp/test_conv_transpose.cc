@@ -244,7 +244,8 @@ TEST(ConvTransposeGraphTest, MatrixCyclesCountPhasesNotTheZeroDilatedConvolution
   const Program program = Compile(ParseGraph(TransposedGraph(c)), NPUConfig());
   int64_t macs = 0;
   for (const Command& command : program.commands) {
-    if (!command.is_dma && command.compute.engine == Engine::kMatrix) macs += command.compute.macs;
+    if (!command.is_dma() && command.compute().engine == Engine::kMatrix)
+      macs += command.compute().macs;
   }
   EXPECT_EQ(macs, 32 * 32 * 64 * 64);  // outputs x channels x one tap x input channels
 }

@@ -101,13 +101,13 @@ TEST_F(EmulatorTest, OnlyUnchangedDramTransfersAreForwarded) {
   const Emulator emulator(program);
   const TransferPlan& plan = emulator.transfers();
   for (const Command& command : program.commands) {
-    if (command.is_dma && plan.skipped[command.id]) {
+    if (command.is_dma() && plan.skipped[command.id]) {
       // Dense runs in this graph (no engine here takes strided views).
       EXPECT_TRUE(plan.copies[command.id].contiguous()) << "command " << command.id;
       EXPECT_TRUE(plan.copies[command.id].unchanged());
-      EXPECT_EQ(command.dma.remote_tier, Tier::kDram);
+      EXPECT_EQ(command.dma().remote_tier, Tier::kDram);
     }
-    if (!command.is_dma) {
+    if (!command.is_dma()) {
       // A forwarded input or result always points at a DRAM tensor of the graph.
       for (const DramRef& ref : plan.input_from[command.id]) {
         if (ref.valid()) EXPECT_LT(ref.tensor, static_cast<int64_t>(program.graph.nodes.size()));
@@ -252,8 +252,8 @@ TEST(DataflowTest, AFusedTileKeepsItsMatrixStepAndItsEpilogueTogether) {
     int matrix = 0, stores = 0;
     for (int64_t i = group.tile_starts[t]; i < end; ++i) {
       const Command& command = program.commands[i];
-      matrix += !command.is_dma && command.compute.engine == Engine::kMatrix;
-      stores += command.is_dma && command.dma.store;
+      matrix += !command.is_dma() && command.compute().engine == Engine::kMatrix;
+      stores += command.is_dma() && command.dma().store;
     }
     EXPECT_GE(matrix, 1) << "tile " << t;
     EXPECT_EQ(stores, 1) << "tile " << t;

@@ -141,8 +141,9 @@ void ExpectTiledNormMatches(const std::string& json, bool expect_streaming) {
       // Streaming reads every chunk twice: twice the input bytes of one pass.
       int64_t loaded = 0;
       for (const Command& command : program.commands) {
-        if (command.is_dma && !command.dma.store && command.dma.view.tensor == graph.arg_nodes[0]) {
-          loaded += kernels::NumElements(command.dma.box.extent);
+        if (command.is_dma() && !command.dma().store &&
+            command.dma().view.tensor == graph.arg_nodes[0]) {
+          loaded += kernels::NumElements(command.dma().box.extent);
         }
       }
       const int64_t elements = kernels::NumElements(graph.nodes[graph.arg_nodes[0]].shape);

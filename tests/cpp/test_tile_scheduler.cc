@@ -97,8 +97,8 @@ struct Access {
 
 Access Touches(const Program& program, const Command& command) {
   Access access;
-  if (command.is_dma) {
-    const DmaCommand& dma = command.dma;
+  if (command.is_dma()) {
+    const DmaCommand& dma = command.dma();
     if (dma.store) {
       access.reads.push_back(OnChip(dma.tile));
       access.writes.push_back(InDram(program, dma.view, dma.box));
@@ -115,9 +115,9 @@ Access Touches(const Program& program, const Command& command) {
       access.writes.push_back(OnChip(dma.tile));
     }
   } else {
-    for (const TileRef& input : command.compute.inputs) access.reads.push_back(OnChip(input));
-    if (command.compute.accumulate) access.reads.push_back(OnChip(command.compute.output));
-    access.writes.push_back(OnChip(command.compute.output));
+    for (const TileRef& input : command.compute().inputs) access.reads.push_back(OnChip(input));
+    if (command.compute().accumulate) access.reads.push_back(OnChip(command.compute().output));
+    access.writes.push_back(OnChip(command.compute().output));
   }
   return access;
 }
@@ -188,9 +188,9 @@ TEST(TileSchedulerTest, NoCommandListsTwoLoadsOfOneSlotOfAnEarlierGroup) {
       std::vector<std::pair<int64_t, int64_t>> slots;  // (group, L1 offset) of loads waited for
       for (int64_t dep : command.deps) {
         const Command& other = program.commands[dep];
-        if (other.group == command.group || !other.is_dma || other.dma.store) continue;
-        if (other.dma.tile.tier != Tier::kL1) continue;
-        slots.emplace_back(other.group, other.dma.tile.offset);
+        if (other.group == command.group || !other.is_dma() || other.dma().store) continue;
+        if (other.dma().tile.tier != Tier::kL1) continue;
+        slots.emplace_back(other.group, other.dma().tile.offset);
         ++cross_group_loads;
       }
       std::sort(slots.begin(), slots.end());
@@ -230,11 +230,11 @@ TEST(TileSchedulerTest, AGroupLoadsWhileThePreviousOneComputes) {
   for (const TraceEvent& event : profile.events) {
     const Command& command = program.commands[event.command];
     if (command.group == 0 || event.start >= profile.groups[command.group - 1].end) continue;
-    if (!command.is_dma) continue;
-    const TensorPlacement& placement = program.placements[command.dma.view.tensor];
+    if (!command.is_dma()) continue;
+    const TensorPlacement& placement = program.placements[command.dma().view.tensor];
     EXPECT_TRUE(placement.kind == TensorPlacement::Kind::kConst ||
                 placement.kind == TensorPlacement::Kind::kInput ||
-                command.dma.remote_tier == Tier::kL2 || command.dma.store)
+                command.dma().remote_tier == Tier::kL2 || command.dma().store)
         << "command " << command.id;
   }
 }
