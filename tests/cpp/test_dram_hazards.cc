@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "compiler/dram_hazards.h"
@@ -56,33 +57,56 @@ class ScanReference {
   int64_t group_ = 0;
 };
 
+/*! \brief One DMA's access of DRAM, as a test draws it. */
+struct Access {
+  int64_t space = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool store = false;
+  int64_t chain = -1;
+  int64_t version = 0;
+};
+
+/*!
+ * \brief 30 groups of 40 accesses, `draw(rng, group, id)` each, through the index and the scan:
+ * the same lists every time. Returns how many lists had more than one command.
+ */
+template <typename Draw>
+int64_t ExpectTheScansLists(unsigned seed, Draw draw) {
+  std::mt19937_64 rng(seed);
+  DramHazards index;
+  ScanReference reference;
+  int64_t id = 0, several = 0;
+  for (int group = 0; group < 30; ++group) {
+    index.BeginGroup();
+    reference.BeginGroup();
+    for (int access = 0; access < 40; ++access, ++id) {
+      const Access a = draw(&rng, group, id);
+      std::vector<int64_t> deps;
+      EXPECT_TRUE(index.Order({0, a.space}, a.begin, a.end, a.store, &deps));
+      std::sort(deps.begin(), deps.end());
+      EXPECT_EQ(deps, reference.Order(a.space, a.begin, a.end, a.store))
+          << "seed " << seed << " command " << id;
+      index.Record({0, a.space}, a.begin, a.end, id, a.store, a.chain, a.version);
+      reference.Record(a.space, a.begin, a.end, id, a.store, a.chain, a.version);
+      several += deps.size() > 1;
+    }
+  }
+  return several;
+}
+
 TEST(DramHazardsTest, SameDependenciesAsAScanOfEveryEarlierUse) {
   for (unsigned seed = 0; seed < 20; ++seed) {
-    std::mt19937_64 rng(seed);
-    DramHazards index;
-    ScanReference reference;
-    int64_t id = 0, checked = 0;
-    for (int group = 0; group < 30; ++group) {
-      index.BeginGroup();
-      reference.BeginGroup();
-      for (int access = 0; access < 40; ++access) {
-        const int64_t space = static_cast<int64_t>(rng() % 3);
-        const int64_t begin = static_cast<int64_t>(rng() % 2000);
-        // Mostly tile-sized ranges, sometimes a wide one (a tile spanning many rows).
-        const int64_t length = 1 + static_cast<int64_t>(rng() % (rng() % 8 == 0 ? 1500 : 64));
-        const bool store = rng() % 2 == 0;
-        std::vector<int64_t> deps;
-        ASSERT_TRUE(index.Order({0, space}, begin, begin + length, store, &deps));
-        std::sort(deps.begin(), deps.end());
-        EXPECT_EQ(deps, reference.Order(space, begin, begin + length, store))
-            << "seed " << seed << " command " << id;
-        index.Record({0, space}, begin, begin + length, id, store);
-        reference.Record(space, begin, begin + length, id, store);
-        ++id;
-        checked += !deps.empty();
-      }
-    }
-    EXPECT_GT(checked, 100) << "seed " << seed;
+    const int64_t several = ExpectTheScansLists(seed, [](std::mt19937_64* rng, int, int64_t) {
+      Access a;
+      a.space = static_cast<int64_t>((*rng)() % 3);
+      a.begin = static_cast<int64_t>((*rng)() % 2000);
+      // Mostly tile-sized ranges, sometimes a wide one (a tile spanning many rows).
+      a.end = a.begin + 1 + static_cast<int64_t>((*rng)() % ((*rng)() % 8 == 0 ? 1500 : 64));
+      a.store = (*rng)() % 2 == 0;
+      return a;
+    });
+    EXPECT_GT(several, 50) << "seed " << seed;
   }
 }
 
@@ -128,29 +152,16 @@ TEST(DramHazardsTest, RepeatedRangesAnswerAsTheScanDoes) {
   const std::vector<std::pair<int64_t, int64_t>> ranges = {
       {0, 64}, {64, 128}, {0, 128}, {32, 96}, {128, 256}, {0, 256}, {200, 210}, {96, 400}};
   for (unsigned seed = 0; seed < 20; ++seed) {
-    std::mt19937_64 rng(200 + seed);
-    DramHazards index;
-    ScanReference reference;
-    int64_t id = 0, checked = 0;
-    for (int group = 0; group < 30; ++group) {
-      index.BeginGroup();
-      reference.BeginGroup();
-      for (int access = 0; access < 40; ++access) {
-        const auto [begin, end] = ranges[rng() % ranges.size()];
-        const bool store = rng() % 4 == 0;
-        const int64_t chain = rng() % 5 == 0 ? -1 : 3 * group + static_cast<int64_t>(rng() % 3);
-        std::vector<int64_t> deps;
-        ASSERT_TRUE(index.Order({0, 0}, begin, end, store, &deps));
-        std::sort(deps.begin(), deps.end());
-        EXPECT_EQ(deps, reference.Order(0, begin, end, store))
-            << "seed " << seed << " command " << id;
-        index.Record({0, 0}, begin, end, id, store, chain, id);
-        reference.Record(0, begin, end, id, store, chain, id);
-        ++id;
-        checked += deps.size() > 1;
-      }
-    }
-    EXPECT_GT(checked, 100) << "seed " << seed;
+    const int64_t several =
+        ExpectTheScansLists(200 + seed, [&](std::mt19937_64* rng, int group, int64_t id) {
+          Access a;
+          std::tie(a.begin, a.end) = ranges[(*rng)() % ranges.size()];
+          a.store = (*rng)() % 4 == 0;
+          a.chain = (*rng)() % 5 == 0 ? -1 : 3 * group + static_cast<int64_t>((*rng)() % 3);
+          a.version = id;
+          return a;
+        });
+    EXPECT_GT(several, 100) << "seed " << seed;
   }
 }
 
