@@ -129,6 +129,39 @@ void PackInt8B(const int8_t* base, int64_t segments, int64_t depth, int64_t dept
   }
 }
 
+/*! \brief A packed B and its column sums (PackInt8B's outputs). */
+struct PackedB {
+  const int32_t* b;
+  const int32_t* column_sums;
+};
+
+/*!
+ * \brief PackInt8B's packing of these weights: kept in `packs` (weights that do not change, such
+ * as bound constants: packed once for every tile that multiplies by them) or, without one,
+ * packed into this thread's scratch.
+ */
+PackedB PackB(const int8_t* base, int64_t segments, int64_t depth, int64_t depth4, int64_t ld,
+              int64_t n, int64_t n16, uint8_t flip, WeightPackCache* packs) {
+  const size_t words = static_cast<size_t>(segments * depth4 / 4 * n16);
+  if (packs == nullptr) {
+    int32_t* b = Scratch(1, words);
+    int32_t* sums = Scratch(2, static_cast<size_t>(n16));
+    PackInt8B(base, segments, depth, depth4, ld, n, n16, flip, b, sums);
+    return {b, sums};
+  }
+  thread_local PackedWeights scratch;
+  const PackedWeights& packed = packs->Get(
+      {reinterpret_cast<intptr_t>(base), segments, depth, depth4, ld, n, n16, flip},
+      [&](PackedWeights* out) {
+        out->b.resize(words);
+        out->column_sums.resize(static_cast<size_t>(n16));
+        PackInt8B(base, segments, depth, depth4, ld, n, n16, flip, out->b.data(),
+                  out->column_sums.data());
+      },
+      &scratch);
+  return {packed.b.data(), packed.column_sums.data()};
+}
+
 /*!
  * \brief acc[i, j] (+)= c32[i, j] - row_terms[i] - correction * column_sums[j] for an m x n block
  * of acc (row_terms may be null: zero).
@@ -181,10 +214,8 @@ void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* ds
 
 template <typename T>
 void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
-                int64_t n, int64_t* acc, bool accumulate) {
+                int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
   const int64_t k4 = RoundUp(k, 4), n16 = RoundUp(n, kU8S8Columns);
-  int32_t* b = Scratch(1, static_cast<size_t>(k4 / 4 * n16));
-  int32_t* sums = Scratch(2, static_cast<size_t>(n16));
   int32_t* c32 = Scratch(3, static_cast<size_t>(m * n16));
   DirectRows rows;
   rows.row_stride = k4 / 4;
@@ -193,26 +224,27 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
     if constexpr (std::is_same_v<T, int8_t>) {
       // Rows of whole 4-byte groups: the activations are read in place as the signed operand
       // against w + 128, so sum x (w + 128) = sum x w + 128 sum x.
-      PackInt8B(rhs, 1, k, k4, n, n, n16, 0x80, b, sums);
+      const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0x80, packs);
       thread_local std::vector<int64_t> row_terms;
       row_terms.resize(static_cast<size_t>(m));
       RowTerms(lhs, m, k, row_terms.data());
-      DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(b), n16, c32, n16);
-      StoreCorrected(c32, n16, row_terms.data(), sums, zero_point, m, n, acc, n, accumulate);
+      DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(w.b), n16, c32, n16);
+      StoreCorrected(c32, n16, row_terms.data(), w.column_sums, zero_point, m, n, acc, n,
+                     accumulate);
     } else {
       // uint8 activations already are the unsigned operand: read in place.
-      PackInt8B(rhs, 1, k, k4, n, n, n16, 0, b, sums);
-      DirectGemmU8S8(m, n16, lhs, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-      StoreCorrected(c32, n16, nullptr, sums, zero_point, m, n, acc, n, accumulate);
+      const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0, packs);
+      DirectGemmU8S8(m, n16, lhs, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
+      StoreCorrected(c32, n16, nullptr, w.column_sums, zero_point, m, n, acc, n, accumulate);
     }
     return;
   }
   // Otherwise a copy as uint8 with the rows padded to whole groups.
   uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(m * k4 / 4)));
   for (int64_t i = 0; i < m; ++i) CopyUnsignedPadded(lhs + i * k, k, k4, a + i * k4);
-  PackInt8B(rhs, 1, k, k4, n, n, n16, 0, b, sums);
-  DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-  StoreCorrected(c32, n16, nullptr, sums, kUnsignedOffset<T> + zero_point, m, n, acc, n,
+  const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0, packs);
+  DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
+  StoreCorrected(c32, n16, nullptr, w.column_sums, kUnsignedOffset<T> + zero_point, m, n, acc, n,
                  accumulate);
 }
 
@@ -298,13 +330,11 @@ void ConvPortable(const T* input, int64_t zero_point, const int8_t* weight, int6
  */
 template <typename T>
 void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t* acc,
-              const QConvShape& s, const Conv2dParams& p, bool accumulate) {
+              const QConvShape& s, const Conv2dParams& p, bool accumulate, WeightPackCache* packs) {
   const int64_t c4 = RoundUp(s.group_in, 4), n16 = RoundUp(s.group_out, kU8S8Columns);
   const int64_t hp = s.h + p.padding[0] + p.padding[2], wp = s.w + p.padding[1] + p.padding[3];
   const int64_t pixels = s.oh * s.ow, taps = s.kh * s.kw;
   uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(hp * wp * c4 / 4)));
-  int32_t* b = Scratch(1, static_cast<size_t>(taps * c4 / 4 * n16));
-  int32_t* sums = Scratch(2, static_cast<size_t>(n16));
   int32_t* c32 = Scratch(3, static_cast<size_t>(pixels * n16));
   thread_local std::vector<int64_t> offsets;
   offsets.resize(static_cast<size_t>(pixels + taps));
@@ -340,9 +370,10 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t*
                              s.group_in, c4, dst);
         }
       }
-      PackInt8B(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, 0, b, sums);
-      DirectGemmU8S8(pixels, n16, a, rows, reinterpret_cast<const int8_t*>(b), n16, c32, n16);
-      StoreCorrected(c32, n16, nullptr, sums, unsigned_zero_point, pixels, s.group_out,
+      const PackedB w =
+          PackB(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, 0, packs);
+      DirectGemmU8S8(pixels, n16, a, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
+      StoreCorrected(c32, n16, nullptr, w.column_sums, unsigned_zero_point, pixels, s.group_out,
                      acc + nb * pixels * s.co + g * s.group_out, s.co, accumulate);
     }
   }
@@ -355,9 +386,9 @@ namespace {
 /*! \brief 8-bit activations: the dot-product unit when the build has one and the sums fit. */
 template <typename T>
 void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m, int64_t k,
-             int64_t n, int64_t* acc, bool accumulate) {
+             int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
   if (HasInt8DotProduct() && RoundUp(k, 4) <= kMaxU8S8Depth && m > 0 && n > 0) {
-    MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+    MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate, packs);
   } else {
     MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
   }
@@ -366,7 +397,7 @@ void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
 template <typename T>
 void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, const int8_t* weight,
            const Shape& weight_shape, int64_t* acc, const Shape& out_shape, const Conv2dParams& p,
-           bool accumulate) {
+           bool accumulate, WeightPackCache* packs) {
   const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
   if (IsQuantizedDepthwise(in_shape, input_zero_point, weight_shape, out_shape, p)) {
     QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p,
@@ -379,7 +410,8 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
       p.strides[1] == 1 &&
       std::all_of(p.padding.begin(), p.padding.end(), [](int64_t pad) { return pad == 0; });
   if (pointwise) {
-    Matmul8(input, input_zero_point, weight, s.batch * s.h * s.w, s.c, s.co, acc, accumulate);
+    Matmul8(input, input_zero_point, weight, s.batch * s.h * s.w, s.c, s.co, acc, accumulate,
+            packs);
     return;
   }
   // Other narrow groups would waste most of each 16-column vector: the portable loop.
@@ -390,7 +422,7 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
                    s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth &&
                    PaddedCopyFits(hp, wp, s.h, s.w, s.oh * s.ow, s.kh * s.kw);
   if (dot && s.oh * s.ow > 0) {
-    ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate);
+    ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate, packs);
   } else {
     ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
   }
@@ -399,35 +431,40 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
 }  // namespace
 
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
-  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
+  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate, packs);
 }
 
 void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
-  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
+  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate, packs);
 }
 
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate) {
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate, WeightPackCache*) {
   MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
 }
 
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
-  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate);
+                     const Shape& out_shape, const Conv2dParams& p, bool accumulate,
+                     WeightPackCache* packs) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate,
+        packs);
 }
 
 void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
-  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate);
+                     const Shape& out_shape, const Conv2dParams& p, bool accumulate,
+                     WeightPackCache* packs) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate,
+        packs);
 }
 
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p, bool accumulate) {
+                     const Shape& out_shape, const Conv2dParams& p, bool accumulate,
+                     WeightPackCache*) {
   ConvPortable(input, input_zero_point, weight, acc,
                MakeQConvShape(in_shape, weight_shape, out_shape, p), p, accumulate);
 }

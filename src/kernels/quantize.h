@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/weight_pack_cache.h"
 
 namespace example_npu {
 namespace kernels {
@@ -91,14 +92,19 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
  * activations run on the integer dot-product unit when the build has one (HasInt8DotProduct()):
  * lhs as uint8 (int8 + 128, uint8 as it is) times rhs with int32 sums, minus (128 + zero point,
  * or the uint8 zero point) times rhs's column sums. int16 activations (and 8-bit without it) run
- * a portable loop with int32 products and int64 sums.
+ * a portable loop with int32 products and int64 sums. `packs` (the convolutions' too): where rhs's
+ * packing for the dot-product unit is kept when rhs is a weight that does not change while the
+ * cache holds it; nullptr packs it on every call.
  */
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate,
+                     WeightPackCache* packs = nullptr);
 void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate,
+                     WeightPackCache* packs = nullptr);
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate);
+                     int64_t k, int64_t n, int64_t* acc, bool accumulate,
+                     WeightPackCache* packs = nullptr);
 
 /*!
  * \brief acc[m, n] -= rhs_zero_point * sum_k (lhs[m, k] - lhs_zero_point): after
@@ -123,13 +129,16 @@ void SubtractRhsZeroPoint(const T* lhs, int64_t lhs_zero_point, int64_t rhs_zero
  */
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                     WeightPackCache* packs = nullptr);
 void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                     WeightPackCache* packs = nullptr);
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params, bool accumulate);
+                     const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                     WeightPackCache* packs = nullptr);
 
 /*! \brief q = clamp(round_half_even(x / scale) + zero_point, lo, hi), as exact floats. */
 void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,

@@ -52,6 +52,7 @@ struct RunContext {
   const DramBindings& dram;
   Memories* mem;
   const uint8_t* const_arena;
+  kernels::WeightPackCache* packed_weights;
 
   uint8_t* Dram(int64_t tensor) const {
     const TensorPlacement& p = program.placements[tensor];
@@ -225,7 +226,8 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
  * integers (stored as float, narrowed by the store).
  */
 void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
-                      const std::vector<const uint8_t*>& inputs, uint8_t* output) {
+                      const std::vector<const uint8_t*>& inputs, uint8_t* output,
+                      kernels::WeightPackCache* packs) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
@@ -246,14 +248,14 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
       kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
-                               out_shape, attrs.conv, compute.accumulate);
+                               out_shape, attrs.conv, compute.accumulate, packs);
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
       kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
                                         out_shape, attrs.transposed.params, compute.accumulate);
     } else {
       const int64_t rows = size / std::max<int64_t>(1, channels);
       kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, x.shape.back(), channels,
-                               acc, compute.accumulate);
+                               acc, compute.accumulate, packs);
       if (attrs.weight_zero_point != 0) {
         kernels::SubtractRhsZeroPoint(data, attrs.input_zero_point, attrs.weight_zero_point, rows,
                                       x.shape.back(), channels, acc);
@@ -285,7 +287,14 @@ void RunCompute(const RunContext& ctx, int64_t command) {
       tiles.push_back(input_from[i].valid() ? ctx.Dram(input_from[i])
                                             : ctx.Tile(compute.inputs[i]));
     }
-    RunQuantizedStep(node, compute, tiles, output);
+    // A weight read in place from a bound constant (or its arranged tile) stays as it is
+    // while the constants do: its packing is kept (ConstArena clears it when they change).
+    const DramRef& weight = input_from.size() > 1 ? input_from[1] : DramRef{};
+    const bool constant_weight =
+        weight.valid() && (weight.arranged >= 0 ? ctx.plan.arranged[weight.arranged].constant
+                                                : ctx.program.placements[weight.tensor].kind ==
+                                                      TensorPlacement::Kind::kConst);
+    RunQuantizedStep(node, compute, tiles, output, constant_weight ? ctx.packed_weights : nullptr);
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
@@ -379,10 +388,10 @@ void Emulator::Release(std::unique_ptr<Memories> memories) const {
 
 const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
   std::lock_guard<std::mutex> lock(arena_mu_);
-  if (transfers_.const_arena_bytes == 0 ||
-      (arena_sources_ == dram.constants && arena_version_ == dram.constants_version)) {
+  if (arena_sources_ == dram.constants && arena_version_ == dram.constants_version) {
     return reinterpret_cast<const uint8_t*>(arena_.data());
   }
+  packed_weights_.Clear();  // packed from the constants bound before
   arena_.assign((transfers_.const_arena_bytes + 7) / 8, 0);
   uint8_t* arena = reinterpret_cast<uint8_t*>(arena_.data());
   for (const ArrangedTile& tile : transfers_.arranged) {
@@ -399,7 +408,8 @@ const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
 
 void Emulator::Run(const DramBindings& dram) const {
   std::unique_ptr<Memories> memories = Acquire();
-  const RunContext ctx{program_, transfers_, dram, memories.get(), ConstArena(dram)};
+  const RunContext ctx{program_,       transfers_,       dram,
+                       memories.get(), ConstArena(dram), &packed_weights_};
   auto execute = [&](int64_t i) {
     if (transfers_.skipped[i]) return;
     if (program_.commands[i].is_dma()) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/command_stream.h"
+#include "kernels/weight_pack_cache.h"
 #include "sim/dataflow.h"
 #include "sim/transfer_plan.h"
 
@@ -83,6 +84,8 @@ class Emulator {
   mutable std::vector<const void*> arena_sources_;  // the constants the arena was built from
   mutable int64_t arena_version_ = 0;
   mutable std::vector<uint64_t> arena_;  // 8-byte aligned storage
+  // Constant int8 weights packed for the dot-product unit, cleared with the arena's constants.
+  mutable kernels::WeightPackCache packed_weights_;
 };
 
 }  // namespace example_npu

@@ -119,15 +119,21 @@ namespace {
 
 using kernels::test_util::ViewOf;
 
-/*! \brief Caller-owned float storage as a constant tensor. */
-tvm::ffi::Tensor FloatConstant(std::vector<float>* data, const std::vector<int64_t>& shape) {
+/*! \brief Caller-owned storage as a constant tensor. */
+template <typename T>
+tvm::ffi::Tensor Constant(std::vector<T>* data, const std::vector<int64_t>& shape,
+                          DLDataType dtype) {
   struct Alloc {
-    std::vector<float>* src;
+    std::vector<T>* src;
     void AllocData(DLTensor* t) { t->data = src->data(); }
     void FreeData(DLTensor*) {}
   };
-  return tvm::ffi::Tensor::FromNDAlloc(Alloc{data}, tvm::ffi::Shape(shape),
-                                       DLDataType{kDLFloat, 32, 1}, DLDevice{kDLCPU, 0});
+  return tvm::ffi::Tensor::FromNDAlloc(Alloc{data}, tvm::ffi::Shape(shape), dtype,
+                                       DLDevice{kDLCPU, 0});
+}
+
+tvm::ffi::Tensor FloatConstant(std::vector<float>* data, const std::vector<int64_t>& shape) {
+  return Constant(data, shape, DLDataType{kDLFloat, 32, 1});
 }
 
 TEST(ExecutorTest, MatmulOfAConstantAndASlicedInputStagesTheWholeInput) {
@@ -230,6 +236,55 @@ TEST(ExecutorTest, RuntimeParametersThatAreNaNOrChangeAreBoundEachTime) {
     }
   }
   EXPECT_EQ(run({2.0f, 2.0f}), x);
+}
+
+TEST(ExecutorTest, IntegerWeightsAreRepackedWhenConstantsAreRebound) {
+  // The emulator keeps constant int8 weights packed for the dot-product unit: rebinding the
+  // constants (other contents at the same address, then another address) must not reuse them.
+  constexpr int64_t kChannels = 16;
+  Executor executor(ParseGraph(R"({"version": 1, "symbol": "f", "nodes": [
+    {"op": "input", "name": "x", "shape": [1, 16, 3, 3], "dtype": "int8"},
+    {"op": "const", "name": "w", "shape": [16, 16, 1, 1], "dtype": "int8"},
+    {"op": "qnn.conv2d", "name": "c", "inputs": [0, 1], "shape": [1, 16, 3, 3], "dtype": "int8",
+     "attrs": {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1,
+               "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW",
+               "input_scale": 1.0, "input_zero_point": 0, "weight_scales": [1.0],
+               "output_scale": 1.0, "output_zero_point": 0}}],
+    "arg_nodes": [0], "heads": [2]})"));
+  std::vector<int8_t> x(kChannels * 9), y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int8_t>(static_cast<int>(i % 97) - 48);
+  std::vector<int64_t> shape = {1, kChannels, 3, 3};
+  DLTensor in = ViewOf(&x, &shape, {kDLInt, 8, 1}), out = ViewOf(&y, &shape, {kDLInt, 8, 1});
+  // A permutation of the channels as a 1x1 convolution: output o = input perm[o].
+  auto permutation = [](bool reversed) {
+    std::vector<int8_t> w(kChannels * kChannels, 0);
+    for (int64_t o = 0; o < kChannels; ++o)
+      w[o * kChannels + (reversed ? kChannels - 1 - o : o)] = 1;
+    return w;
+  };
+  auto expected = [&](bool reversed) {
+    std::vector<int8_t> e(x.size());
+    for (int64_t o = 0; o < kChannels; ++o) {
+      const int64_t from = reversed ? kChannels - 1 - o : o;
+      std::copy_n(x.begin() + from * 9, 9, e.begin() + o * 9);
+    }
+    return e;
+  };
+  const std::vector<int64_t> w_shape = {kChannels, kChannels, 1, 1};
+  std::vector<int8_t> w = permutation(false);
+  executor.SetConstants({Constant(&w, w_shape, {kDLInt, 8, 1})});
+  executor.Run({&in}, {&out});
+  EXPECT_EQ(y, expected(false));
+  executor.Run({&in}, {&out});  // the packing kept from the first run
+  EXPECT_EQ(y, expected(false));
+  w = permutation(true);  // same storage, new contents
+  executor.SetConstants({Constant(&w, w_shape, {kDLInt, 8, 1})});
+  executor.Run({&in}, {&out});
+  EXPECT_EQ(y, expected(true));
+  std::vector<int8_t> other = permutation(false);
+  executor.SetConstants({Constant(&other, w_shape, {kDLInt, 8, 1})});
+  executor.Run({&in}, {&out});
+  EXPECT_EQ(y, expected(false));
 }
 
 }  // namespace

@@ -233,6 +233,13 @@ void CheckQuantizedConv(const QConvCase& k, int64_t zp, std::mt19937* rng) {
   for (int64_t& v : twice) v *= 2;
   QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, true);
   EXPECT_EQ(acc, twice);
+  // With the weights' packing kept: packed on the first call, reused on the second.
+  WeightPackCache packs;
+  for (int call = 0; call < 2; ++call) {
+    QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, false,
+                    &packs);
+    EXPECT_EQ(acc, expected) << "kept packing, call " << call << ", C" << k.c << " O" << k.co;
+  }
   if constexpr (sizeof(T) == 1) {
     if (!IsQuantizedDepthwise(in_shape, zp, w_shape, out_shape, p)) return;
     // The depthwise kernel's portable loop, which CPUs without AVX-512 BW run.
@@ -303,6 +310,12 @@ void CheckQuantizedMatmul(int64_t m, int64_t k, int64_t n, int64_t zp, std::mt19
   }
   QuantizedMatmul(a.data(), zp, b.data(), m, k, n, acc.data(), true);
   EXPECT_EQ(acc, expected) << sizeof(T) * 8 << "-bit " << m << "x" << k << "x" << n << " zp " << zp;
+  WeightPackCache packs;
+  for (int call = 0; call < 2; ++call) {
+    std::fill(acc.begin(), acc.end(), 7);
+    QuantizedMatmul(a.data(), zp, b.data(), m, k, n, acc.data(), true, &packs);
+    EXPECT_EQ(acc, expected) << "kept packing, call " << call;
+  }
 }
 
 TEST(QuantizeTest, QuantizedMatmulMatchesANaiveSumForEveryDtype) {

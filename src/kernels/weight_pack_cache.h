@@ -1,0 +1,57 @@
+/*!
+ * \file kernels/weight_pack_cache.h
+ * \brief Packed int8 weights kept for reuse: every tile of a quantized layer multiplies by the
+ * same constant weight tile, and packing it for the dot-product unit (four rows interleaved per
+ * 32-bit lane, columns padded to 16, column sums) cost as much as the multiplication for small
+ * tiles (a fully connected layer at batch 1: over half of the run).
+ */
+#ifndef EXAMPLE_NPU_KERNELS_WEIGHT_PACK_CACHE_H_
+#define EXAMPLE_NPU_KERNELS_WEIGHT_PACK_CACHE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace example_npu {
+namespace kernels {
+
+/*! \brief int8 weights as DirectGemmU8S8 / DirectGemmS8U8 read them, and their column sums. */
+struct PackedWeights {
+  std::vector<int32_t> b;
+  std::vector<int32_t> column_sums;
+};
+
+/*!
+ * \brief Packed weights by the address of the weights and how they were packed. Only for weights
+ * that do not change while the cache holds them (bound constants): whoever owns them calls
+ * Clear() when they are rebound. Thread-safe; entries stay where they are until Clear().
+ */
+class WeightPackCache {
+ public:
+  /*! \brief The weights' address, then the packing's parameters (kernel-defined). */
+  using Key = std::array<int64_t, 8>;
+  /*! \brief Packed bytes kept at most; beyond, Get packs into `scratch` every time. */
+  static constexpr int64_t kMaxBytes = int64_t{256} << 20;
+
+  /*!
+   * \brief The packed weights of `key`, made by `pack` the first time. Past kMaxBytes, `pack`
+   * fills `scratch` and that is returned.
+   */
+  const PackedWeights& Get(const Key& key, const std::function<void(PackedWeights*)>& pack,
+                           PackedWeights* scratch);
+  void Clear();
+
+ private:
+  std::mutex mutex_;
+  std::map<Key, std::unique_ptr<const PackedWeights>> packed_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_WEIGHT_PACK_CACHE_H_
