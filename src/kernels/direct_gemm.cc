@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/amx_gemm.h"
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
@@ -291,6 +292,10 @@ template <bool kSignedA>
 void RunInt8(int64_t m, int64_t n, const void* a, const DirectRows& rows, const void* b,
              int64_t ldb, int32_t* c, int64_t ldc) {
 #if defined(EXAMPLE_NPU_INT8_DOT)
+  if (AmxGemmInt8(kSignedA, m, n, static_cast<const uint8_t*>(a), rows,
+                  static_cast<const uint8_t*>(b), ldb, c, ldc)) {
+    return;
+  }
   RunDirect<Int8Ops<kSignedA>>({m, n, static_cast<const int32_t*>(a), &rows,
                                 static_cast<const int32_t*>(b), ldb, nullptr, 0, c, ldc, false});
 #else

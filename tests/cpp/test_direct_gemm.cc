@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/direct_gemm.h"
@@ -151,10 +152,12 @@ void CheckInt8Gemm(std::mt19937* rng) {
                                         std::numeric_limits<AType>::max());
   std::uniform_int_distribution<int> bv(std::numeric_limits<BType>::min(),
                                         std::numeric_limits<BType>::max());
-  for (int64_t m : {1, 7, 12, 16, 17, 29}) {
-    for (int64_t n : {16, 32, 48}) {
-      for (int64_t segments : {1, 4}) {
-        const int64_t depth = 5;                       // groups of four bytes
+  // Depths of whole 64-byte tiles and row counts past 16 take the AMX kernel where the CPU has
+  // it (kernels/amx_gemm.h), with five slivers of columns (two passes) and a short last block.
+  for (int64_t m : {1, 7, 12, 16, 17, 29, 48}) {
+    for (int64_t n : {16, 32, 48, 80}) {
+      for (auto [segments, depth] : {std::pair<int64_t, int64_t>{1, 5}, {4, 5}, {1, 32}, {3, 16}}) {
+        // depth: groups of four bytes
         const bool uniform = (m + segments) % 2 == 0;  // both row forms
         Layout l = MakeLayout(m, segments, depth, rng);
         if (uniform) MakeUniform(&l);
