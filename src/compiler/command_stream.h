@@ -116,7 +116,7 @@ struct Command {
   int64_t id = 0;
   int64_t group = 0;
   /*! \brief One DMA transfer or one compute step (a command record holds only its own kind:
-   * ViT-B/16 compiles to 360,000 of them). */
+   * ViT-B/16 compiles to 360,000 of them). A default-constructed command is a DMA. */
   std::variant<DmaCommand, ComputeCommand> op;
   std::vector<int64_t> deps;
   /*!

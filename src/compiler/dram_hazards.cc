@@ -7,7 +7,10 @@ namespace example_npu {
 void DramHazards::BeginGroup() {
   for (const Space& space : touched_) {
     SpaceUses& uses = spaces_[space];
-    if (!uses.stores.current.empty()) uses.load_answers.clear();
+    if (!uses.stores.current.empty()) {
+      uses.load_answers.clear();
+      uses.dropped_stores.clear();
+    }
     Merge(&uses.loads);
     Merge(&uses.stores);
   }
@@ -46,11 +49,11 @@ void DramHazards::Merge(Uses* uses) {
   for (const Use& use : uses->current) uses->lengths.insert(use.end - use.begin);
   uses->earlier = std::move(merged);
   uses->current.clear();
-  uses->dropped.clear();
 }
 
 bool DramHazards::Visit(Uses* uses, int64_t begin, int64_t end, bool drop_covered,
-                        std::vector<int64_t>* deps, int64_t* visits) {
+                        std::vector<int64_t>* deps, int64_t* visits,
+                        std::vector<std::pair<int64_t, int64_t>>* dropped) {
   if (uses->lengths.empty()) return true;
   // A use [b, b + length) meets [begin, end) when b < end and b + length > begin: uses that
   // begin after begin - longest and before end.
@@ -77,7 +80,7 @@ bool DramHazards::Visit(Uses* uses, int64_t begin, int64_t end, bool drop_covere
     Meet(*it, deps);
     if (drop_covered && begin <= it->begin && it->end <= end) {
       uses->lengths.erase(uses->lengths.find(it->end - it->begin));
-      uses->dropped.emplace_back(it->begin, it->end);
+      if (dropped != nullptr) dropped->emplace_back(it->begin, it->end);
       it->command = -1;
     }
   }
@@ -110,7 +113,7 @@ bool DramHazards::Order(const Space& space, int64_t begin, int64_t end, bool sto
   SpaceUses& uses = found->second;
   if (store) return Query(&uses, begin, end, /*store=*/true, deps);
   LoadAnswer& answer = uses.load_answers[{begin, end}];
-  const std::vector<std::pair<int64_t, int64_t>>& dropped = uses.stores.dropped;
+  const std::vector<std::pair<int64_t, int64_t>>& dropped = uses.dropped_stores;
   const bool still =
       answer.valid &&
       std::none_of(dropped.begin() + answer.drops_seen, dropped.end(),
@@ -136,8 +139,9 @@ bool DramHazards::Query(SpaceUses* uses, int64_t begin, int64_t end, bool store,
   ties_.clear();
   // Read-after-write and write-after-write; for a store, write-after-read too.
   const bool complete =
-      Visit(&uses->stores, begin, end, store, deps, &visits) &&
-      (!store || Visit(&uses->loads, begin, end, /*drop_covered=*/true, deps, &visits));
+      Visit(&uses->stores, begin, end, store, deps, &visits, &uses->dropped_stores) &&
+      (!store ||
+       Visit(&uses->loads, begin, end, /*drop_covered=*/true, deps, &visits, /*dropped=*/nullptr));
   for (int64_t chain : chains_met_) deps->push_back(latest_[chain].command);
   for (const Use& tie : ties_) {
     if (tie.version == latest_[tie.chain].version) deps->push_back(tie.command);

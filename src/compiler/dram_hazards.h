@@ -83,13 +83,11 @@ class DramHazards {
     std::vector<Use> earlier;        // by begin; equal begins in the order they were recorded
     std::multiset<int64_t> lengths;  // of the live `earlier`: the longest bounds a query's scan
     std::vector<Use> current;        // this group's, merged in at the next group
-    /*! \brief [begin, end) of the uses of `earlier` dropped since it last changed otherwise. */
-    std::vector<std::pair<int64_t, int64_t>> dropped;
   };
   /*! \brief What a load of one byte range waits for, while the earlier stores it met stay. */
   struct LoadAnswer {
     std::vector<int64_t> deps;
-    size_t drops_seen = 0;  // entries of stores.dropped known not to meet the range
+    size_t drops_seen = 0;  // entries of dropped_stores known not to meet the range
     bool valid = false;
   };
   struct SpaceUses {
@@ -103,6 +101,8 @@ class DramHazards {
      * complete stays complete.)
      */
     std::map<std::pair<int64_t, int64_t>, LoadAnswer> load_answers;
+    /*! \brief [begin, end) of the earlier stores dropped since the answers were last cleared. */
+    std::vector<std::pair<int64_t, int64_t>> dropped_stores;
   };
 
   /*! \brief Latest version of a chain met by query `query`, and its command. */
@@ -116,10 +116,10 @@ class DramHazards {
   static void Merge(Uses* uses);
   /*!
    * \brief Meets the uses of `uses` overlapping [begin, end); false after kMaxVisits - *visits
-   * more.
+   * more. Drops covered uses if `drop_covered`, noting their ranges in `dropped` (if given).
    */
   bool Visit(Uses* uses, int64_t begin, int64_t end, bool drop_covered, std::vector<int64_t>* deps,
-             int64_t* visits);
+             int64_t* visits, std::vector<std::pair<int64_t, int64_t>>* dropped);
   /*! \brief Order() without the answers kept for loads; false when it gave up. */
   bool Query(SpaceUses* uses, int64_t begin, int64_t end, bool store, std::vector<int64_t>* deps);
   /*! \brief Lists a use on no chain in `deps`; keeps the latest version of a chain's uses. */

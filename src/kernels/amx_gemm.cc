@@ -114,8 +114,10 @@ void Store(int sliver, int32_t* c, int64_t stride_bytes) {
 void Block(bool signed_a, int64_t i0, int64_t rows_in_block, int64_t j0, int slivers,
            const uint8_t* a, const DirectRows& rows, const uint8_t* b, int64_t ldb, int32_t* c,
            int64_t ldc) {
-  alignas(64) uint8_t a_tile[kRows * 64] = {};
+  alignas(64) uint8_t a_tile[kRows * 64];
   alignas(64) int32_t c_tile[kRows * 16];
+  // The rows a short last block lacks are zeros (the gathered ones are written per tile).
+  std::memset(a_tile + rows_in_block * 64, 0, (kRows - rows_in_block) * 64);
   for (int s = 0; s < slivers; ++s) Zero(s);
   auto row_offset = [&](int64_t r) {
     return rows.row_offsets ? rows.row_offsets[r] : r * rows.row_stride;

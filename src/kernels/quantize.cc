@@ -137,29 +137,27 @@ struct PackedB {
 
 /*!
  * \brief PackInt8B's packing of these weights: kept in `packs` (weights that do not change, such
- * as bound constants: packed once for every tile that multiplies by them) or, without one,
- * packed into this thread's scratch.
+ * as bound constants: packed once for every tile that multiplies by them) or, without one or
+ * when it is full, packed into this thread's scratch.
  */
 PackedB PackB(const int8_t* base, int64_t segments, int64_t depth, int64_t depth4, int64_t ld,
               int64_t n, int64_t n16, uint8_t flip, WeightPackCache* packs) {
   const size_t words = static_cast<size_t>(segments * depth4 / 4 * n16);
-  if (packs == nullptr) {
-    int32_t* b = Scratch(1, words);
-    int32_t* sums = Scratch(2, static_cast<size_t>(n16));
-    PackInt8B(base, segments, depth, depth4, ld, n, n16, flip, b, sums);
-    return {b, sums};
-  }
-  thread_local PackedWeights scratch;
-  const PackedWeights& packed = packs->Get(
-      {reinterpret_cast<intptr_t>(base), segments, depth, depth4, ld, n, n16, flip},
-      [&](PackedWeights* out) {
-        out->b.resize(words);
-        out->column_sums.resize(static_cast<size_t>(n16));
-        PackInt8B(base, segments, depth, depth4, ld, n, n16, flip, out->b.data(),
-                  out->column_sums.data());
-      },
-      &scratch);
-  return {packed.b.data(), packed.column_sums.data()};
+  const PackedWeights* kept =
+      packs == nullptr ? nullptr
+                       : packs->Get({reinterpret_cast<intptr_t>(base), segments, depth, depth4, ld,
+                                     n, n16, flip},
+                                    [&](PackedWeights* out) {
+                                      out->b.resize(words);
+                                      out->column_sums.resize(static_cast<size_t>(n16));
+                                      PackInt8B(base, segments, depth, depth4, ld, n, n16, flip,
+                                                out->b.data(), out->column_sums.data());
+                                    });
+  if (kept != nullptr) return {kept->b.data(), kept->column_sums.data()};
+  int32_t* b = Scratch(1, words);
+  int32_t* sums = Scratch(2, static_cast<size_t>(n16));
+  PackInt8B(base, segments, depth, depth4, ld, n, n16, flip, b, sums);
+  return {b, sums};
 }
 
 /*!

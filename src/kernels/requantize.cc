@@ -54,32 +54,54 @@ struct PeriodicParams {
   const int64_t* bias = nullptr;
 };
 
+/*! \brief Elements of a period: whole rows of `channels`, at least kMinPeriod, at most the tile. */
+int64_t PeriodOf(int64_t size, int64_t channels) {
+  const int64_t rows = std::max<int64_t>(1, (PeriodicParams::kMinPeriod + channels - 1) / channels);
+  return std::min(size, rows * channels);
+}
+
+/*! \brief table[first, period) repeats table[0, first). */
+template <typename T>
+void RepeatFirstRow(T* table, int64_t first, int64_t period) {
+  for (int64_t i = first; i < period; i += first) {
+    std::copy_n(table, std::min(first, period - i), table + i);
+  }
+}
+
+[[noreturn]] __attribute__((noinline)) void RefuseTfliteMultiplier(const FixedPointMultiplier& m) {
+  TVM_FFI_THROW(InternalError) << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift
+                               << " out of range";
+  TVM_FFI_UNREACHABLE();
+}
+
+/*! \brief The multiplier of `channel` (per tensor: the only one), checked in range for TFLite's
+ * rounding (the refusal kept out of line: this runs per channel of every tile). */
+inline const FixedPointMultiplier& ChannelMultiplier(const Requantization& r, int64_t channel) {
+  const FixedPointMultiplier& m = r.multipliers[r.multipliers.size() > 1 ? channel : 0];
+  if (r.rounding == Rounding::kTflite && !tflite::InMultiplierRange(m.m0, m.shift)) {
+    RefuseTfliteMultiplier(m);
+  }
+  return m;
+}
+
 PeriodicParams MakePeriodicParams(int64_t size, int64_t channels, int64_t channel_offset,
                                   const Requantization& r) {
   thread_local std::vector<int64_t> storage;
-  const int64_t rows = std::max<int64_t>(1, (PeriodicParams::kMinPeriod + channels - 1) / channels);
-  const int64_t period = std::min(size, rows * channels);
+  const int64_t period = PeriodOf(size, channels);
   storage.resize(static_cast<size_t>(4 * std::max<int64_t>(period, channels)));
   int64_t* m0 = storage.data();
   int64_t* shift = m0 + period;
   int64_t* rounding = shift + period;
   int64_t* bias = rounding + period;
-  const bool per_channel = r.multipliers.size() > 1;
-  for (int64_t i = 0; i < std::min(channels, period); ++i) {
-    const FixedPointMultiplier& m = r.multipliers[per_channel ? channel_offset + i : 0];
-    TVM_FFI_ICHECK(r.rounding != Rounding::kTflite || tflite::InMultiplierRange(m.m0, m.shift))
-        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
+  const int64_t first_row = std::min(channels, period);
+  for (int64_t i = 0; i < first_row; ++i) {
+    const FixedPointMultiplier& m = ChannelMultiplier(r, channel_offset + i);
     m0[i] = m.m0;
     shift[i] = m.shift;
     rounding[i] = int64_t{1} << (m.shift - 1);
     bias[i] = r.bias.empty() ? 0 : r.bias[channel_offset + i];
   }
-  for (int64_t i = channels; i < period; ++i) {
-    m0[i] = m0[i - channels];
-    shift[i] = shift[i - channels];
-    rounding[i] = rounding[i - channels];
-    bias[i] = bias[i - channels];
-  }
+  for (int64_t* table : {m0, shift, rounding, bias}) RepeatFirstRow(table, first_row, period);
   return PeriodicParams{period, m0, shift, rounding, bias};
 }
 
@@ -159,8 +181,7 @@ bool FitsInt32Lanes(const Requantization& r) {
  */
 void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
                              int64_t channel_offset, const Requantization& r, float* out) {
-  const int64_t rows = std::max<int64_t>(1, (PeriodicParams::kMinPeriod + channels - 1) / channels);
-  const int64_t period = std::min(size, rows * channels);
+  const int64_t period = PeriodOf(size, channels);
   // bias cut to its low 32 bits (TFLite's int32 sum), m0 < 2^31, and the left / right shifts of
   // the multiplier's exponent.
   thread_local std::vector<int32_t> storage;
@@ -169,12 +190,9 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
   int32_t* m0 = bias + period;
   int32_t* left = m0 + period;
   int32_t* right = left + period;
-  const bool per_channel = r.multipliers.size() > 1;
   const int64_t first_row = std::min(channels, period);
   for (int64_t i = 0; i < first_row; ++i) {
-    const FixedPointMultiplier& m = r.multipliers[per_channel ? channel_offset + i : 0];
-    TVM_FFI_ICHECK(tflite::InMultiplierRange(m.m0, m.shift))
-        << "TFLite requantization multiplier " << m.m0 << " * 2^-" << m.shift << " out of range";
+    const FixedPointMultiplier& m = ChannelMultiplier(r, channel_offset + i);
     bias[i] = r.bias.empty()
                   ? 0
                   : static_cast<int32_t>(static_cast<uint32_t>(r.bias[channel_offset + i]));
@@ -182,11 +200,7 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
     left[i] = static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0));
     right[i] = static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0));
   }
-  for (int32_t* table : {bias, m0, left, right}) {
-    for (int64_t i = first_row; i < period; i += first_row) {
-      std::copy_n(table, std::min(first_row, period - i), table + i);
-    }
-  }
+  for (int32_t* table : {bias, m0, left, right}) RepeatFirstRow(table, first_row, period);
   // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
   const int64_t zp = r.output_zero_point;
   const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));

@@ -5,17 +5,13 @@
 namespace example_npu {
 namespace kernels {
 
-const PackedWeights& WeightPackCache::Get(const Key& key,
-                                          const std::function<void(PackedWeights*)>& pack,
-                                          PackedWeights* scratch) {
+const PackedWeights* WeightPackCache::Get(const Key& key,
+                                          const std::function<void(PackedWeights*)>& pack) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = packed_.find(key);
-    if (found != packed_.end()) return *found->second;
-    if (bytes_ >= kMaxBytes) {
-      pack(scratch);
-      return *scratch;
-    }
+    if (found != packed_.end()) return found->second.get();
+    if (bytes_ >= kMaxBytes) return nullptr;
   }
   // Packed outside the lock; a tile packed twice at once keeps the first copy.
   auto packed = std::make_unique<PackedWeights>();
@@ -25,7 +21,7 @@ const PackedWeights& WeightPackCache::Get(const Key& key,
   std::lock_guard<std::mutex> lock(mutex_);
   auto [it, inserted] = packed_.emplace(key, std::move(packed));
   if (inserted) bytes_ += bytes;
-  return *it->second;
+  return it->second.get();
 }
 
 void WeightPackCache::Clear() {

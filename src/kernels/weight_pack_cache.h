@@ -34,15 +34,14 @@ class WeightPackCache {
  public:
   /*! \brief The weights' address, then the packing's parameters (kernel-defined). */
   using Key = std::array<int64_t, 8>;
-  /*! \brief Packed bytes kept at most; beyond, Get packs into `scratch` every time. */
+  /*! \brief Packed bytes kept at most. */
   static constexpr int64_t kMaxBytes = int64_t{256} << 20;
 
   /*!
-   * \brief The packed weights of `key`, made by `pack` the first time. Past kMaxBytes, `pack`
-   * fills `scratch` and that is returned.
+   * \brief The packed weights of `key`, made by `pack` the first time; nullptr when they are not
+   * kept and the cache is full (the caller then packs them itself).
    */
-  const PackedWeights& Get(const Key& key, const std::function<void(PackedWeights*)>& pack,
-                           PackedWeights* scratch);
+  const PackedWeights* Get(const Key& key, const std::function<void(PackedWeights*)>& pack);
   void Clear();
 
  private:
