@@ -10,6 +10,7 @@
 
 #include "kernels/direct_gemm.h"
 #include "kernels/quantized_depthwise.h"
+#include "kernels/requantize_sums.h"
 #include "kernels/window.h"
 
 #if defined(__AVX512F__)
@@ -179,6 +180,21 @@ void StoreCorrected(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
 }
 
 /*!
+ * \brief StoreCorrected's values put where `to` says: into its accumulators, or requantized into
+ * its output (the block starting `offset` elements in, rows `ld` apart, channels 0 to n).
+ */
+void StoreSums(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
+               const int32_t* column_sums, int64_t correction, int64_t m, int64_t n,
+               const SumsOut& to, int64_t offset, int64_t ld) {
+  if (to.requant == nullptr) {
+    StoreCorrected(c32, ldc, row_terms, column_sums, correction, m, n, to.acc + offset, ld,
+                   to.accumulate);
+  } else {
+    to.requant->Run(c32, ldc, row_terms, column_sums, correction, m, to.out + offset, ld);
+  }
+}
+
+/*!
  * \brief The unsigned operand of the dot-product unit for an 8-bit activation: int8 x as x + 128
  * (its sign bit flipped), uint8 x as it is. kUnsignedOffset is what was added.
  */
@@ -212,7 +228,7 @@ void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* ds
 
 template <typename T>
 void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
-                int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
+                int64_t n, const SumsOut& to, WeightPackCache* packs) {
   const int64_t k4 = RoundUp(k, 4), n16 = RoundUp(n, kU8S8Columns);
   int32_t* c32 = Scratch(3, static_cast<size_t>(m * n16));
   DirectRows rows;
@@ -227,13 +243,12 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
       row_terms.resize(static_cast<size_t>(m));
       RowTerms(lhs, m, k, row_terms.data());
       DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(w.b), n16, c32, n16);
-      StoreCorrected(c32, n16, row_terms.data(), w.column_sums, zero_point, m, n, acc, n,
-                     accumulate);
+      StoreSums(c32, n16, row_terms.data(), w.column_sums, zero_point, m, n, to, 0, n);
     } else {
       // uint8 activations already are the unsigned operand: read in place.
       const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0, packs);
       DirectGemmU8S8(m, n16, lhs, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
-      StoreCorrected(c32, n16, nullptr, w.column_sums, zero_point, m, n, acc, n, accumulate);
+      StoreSums(c32, n16, nullptr, w.column_sums, zero_point, m, n, to, 0, n);
     }
     return;
   }
@@ -242,8 +257,7 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
   for (int64_t i = 0; i < m; ++i) CopyUnsignedPadded(lhs + i * k, k, k4, a + i * k4);
   const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0, packs);
   DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
-  StoreCorrected(c32, n16, nullptr, w.column_sums, kUnsignedOffset<T> + zero_point, m, n, acc, n,
-                 accumulate);
+  StoreSums(c32, n16, nullptr, w.column_sums, kUnsignedOffset<T> + zero_point, m, n, to, 0, n);
 }
 
 template <typename T>
@@ -327,8 +341,8 @@ void ConvPortable(const T* input, int64_t zero_point, const int8_t* weight, int6
  * (DirectGemmU8S8).
  */
 template <typename T>
-void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t* acc,
-              const QConvShape& s, const Conv2dParams& p, bool accumulate, WeightPackCache* packs) {
+void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, const SumsOut& to,
+              const QConvShape& s, const Conv2dParams& p, WeightPackCache* packs) {
   const int64_t c4 = RoundUp(s.group_in, 4), n16 = RoundUp(s.group_out, kU8S8Columns);
   const int64_t hp = s.h + p.padding[0] + p.padding[2], wp = s.w + p.padding[1] + p.padding[3];
   const int64_t pixels = s.oh * s.ow, taps = s.kh * s.kw;
@@ -371,8 +385,8 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, int64_t*
       const PackedB w =
           PackB(weight + g * s.group_out, taps, s.group_in, c4, s.co, s.group_out, n16, 0, packs);
       DirectGemmU8S8(pixels, n16, a, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
-      StoreCorrected(c32, n16, nullptr, w.column_sums, unsigned_zero_point, pixels, s.group_out,
-                     acc + nb * pixels * s.co + g * s.group_out, s.co, accumulate);
+      StoreSums(c32, n16, nullptr, w.column_sums, unsigned_zero_point, pixels, s.group_out, to,
+                nb * pixels * s.co + g * s.group_out, s.co);
     }
   }
 }
@@ -384,22 +398,23 @@ namespace {
 /*! \brief 8-bit activations: the dot-product unit when the build has one and the sums fit. */
 template <typename T>
 void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m, int64_t k,
-             int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
+             int64_t n, const SumsOut& to, WeightPackCache* packs) {
   if (HasInt8DotProduct() && RoundUp(k, 4) <= kMaxU8S8Depth && m > 0 && n > 0) {
-    MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate, packs);
-  } else {
-    MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+    MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, to, packs);
+    return;
   }
+  ViaAccumulators(to, m * n, n, [&](int64_t* acc, bool accumulate) {
+    MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+  });
 }
 
 template <typename T>
 void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, const int8_t* weight,
-           const Shape& weight_shape, int64_t* acc, const Shape& out_shape, const Conv2dParams& p,
-           bool accumulate, WeightPackCache* packs) {
+           const Shape& weight_shape, const SumsOut& to, const Shape& out_shape,
+           const Conv2dParams& p, WeightPackCache* packs) {
   const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
   if (IsQuantizedDepthwise(in_shape, input_zero_point, weight_shape, out_shape, p)) {
-    QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p,
-                       accumulate);
+    QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p);
     return;
   }
   // A pointwise convolution is a matmul of the pixels by the weight: read in place, no copy.
@@ -408,8 +423,7 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
       p.strides[1] == 1 &&
       std::all_of(p.padding.begin(), p.padding.end(), [](int64_t pad) { return pad == 0; });
   if (pointwise) {
-    Matmul8(input, input_zero_point, weight, s.batch * s.h * s.w, s.c, s.co, acc, accumulate,
-            packs);
+    Matmul8(input, input_zero_point, weight, s.batch * s.h * s.w, s.c, s.co, to, packs);
     return;
   }
   // Other narrow groups would waste most of each 16-column vector: the portable loop.
@@ -418,53 +432,59 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
   const int64_t wp = SaturatingAdd(SaturatingAdd(s.w, p.padding[1]), p.padding[3]);
   const bool dot = HasInt8DotProduct() && s.group_out >= kU8S8Columns / 2 &&
                    s.kh * s.kw * RoundUp(s.group_in, 4) <= kMaxU8S8Depth &&
-                   PaddedCopyFits(hp, wp, s.h, s.w, s.oh * s.ow, s.kh * s.kw);
-  if (dot && s.oh * s.ow > 0) {
-    ConvU8S8(input, input_zero_point, weight, acc, s, p, accumulate, packs);
-  } else {
-    ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
+                   PaddedCopyFits(hp, wp, s.h, s.w, s.oh * s.ow, s.kh * s.kw) && s.oh * s.ow > 0;
+  // A prepared requantization starts at channel 0: several groups go through the accumulators.
+  if (dot && (to.requant == nullptr || p.groups == 1)) {
+    ConvU8S8(input, input_zero_point, weight, to, s, p, packs);
+    return;
   }
+  ViaAccumulators(to, s.batch * s.oh * s.ow * s.co, s.co, [&](int64_t* acc, bool accumulate) {
+    if (dot) {
+      ConvU8S8(input, input_zero_point, weight, SumsOut{acc, accumulate}, s, p, packs);
+    } else {
+      ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
+    }
+  });
 }
 
 }  // namespace
 
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
-  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate, packs);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs) {
+  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, to, packs);
 }
 
 void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate, WeightPackCache* packs) {
-  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate, packs);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs) {
+  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, to, packs);
 }
 
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate, WeightPackCache*) {
-  MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache*) {
+  ViaAccumulators(to, m * n, n, [&](int64_t* acc, bool accumulate) {
+    MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+  });
 }
 
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p, bool accumulate,
-                     WeightPackCache* packs) {
-  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate,
-        packs);
+                     const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache* packs) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p, packs);
 }
 
 void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p, bool accumulate,
-                     WeightPackCache* packs) {
-  Conv8(input, in_shape, input_zero_point, weight, weight_shape, acc, out_shape, p, accumulate,
-        packs);
+                     const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache* packs) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p, packs);
 }
 
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
-                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& p, bool accumulate,
-                     WeightPackCache*) {
-  ConvPortable(input, input_zero_point, weight, acc,
-               MakeQConvShape(in_shape, weight_shape, out_shape, p), p, accumulate);
+                     const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache*) {
+  const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
+  ViaAccumulators(to, s.batch * s.oh * s.ow * s.co, s.co, [&](int64_t* acc, bool accumulate) {
+    ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);
+  });
 }
 
 void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,

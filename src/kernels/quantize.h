@@ -70,6 +70,21 @@ struct Requantization {
   bool single_rounding = false;
 };
 
+class PreparedRequantization;  // kernels/requantize_sums.h
+
+/*!
+ * \brief Where an integer kernel's exact sums go: int64 accumulators (stored, or added to when
+ * `accumulate`), or, with `requant` set, their requantization as float into `out` (Requantize's
+ * result for accumulators whose innermost dim is the channel, channel_offset 0): the NPU's
+ * requantization step computed with its accumulation (kernels/requantize_sums.h).
+ */
+struct SumsOut {
+  int64_t* acc = nullptr;
+  bool accumulate = false;
+  const PreparedRequantization* requant = nullptr;
+  float* out = nullptr;
+};
+
 /*!
  * \brief out[i] = requantised acc[i], whose channel is (channel_offset + i % channels) (channel
  * innermost, as in NHWC and [rows, cols] tiles). Results are exact integers stored as float.
@@ -88,7 +103,7 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
                            int64_t channel_offset, const Requantization& requant, float* out);
 
 /*!
- * \brief acc[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. 8-bit
+ * \brief to[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. 8-bit
  * activations run on the integer dot-product unit when the build has one (HasInt8DotProduct()):
  * lhs as uint8 (int8 + 128, uint8 as it is) times rhs with int32 sums, minus (128 + zero point,
  * or the uint8 zero point) times rhs's column sums. int16 activations (and 8-bit without it) run
@@ -97,14 +112,11 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
  * cache holds it; nullptr packs it on every call.
  */
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate,
-                     WeightPackCache* packs = nullptr);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr);
 void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate,
-                     WeightPackCache* packs = nullptr);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr);
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, int64_t* acc, bool accumulate,
-                     WeightPackCache* packs = nullptr);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr);
 
 /*!
  * \brief acc[m, n] -= rhs_zero_point * sum_k (lhs[m, k] - lhs_zero_point): after
@@ -123,21 +135,21 @@ void SubtractRhsZeroPoint(const T* lhs, int64_t lhs_zero_point, int64_t rhs_zero
 }
 
 /*!
- * \brief NHWC input, HWIO weight, NHWC accumulators (+)= the exact integer convolution of
+ * \brief NHWC input, HWIO weight, NHWC sums `to` (+)= the exact integer convolution of
  * (input - input_zero_point) with the weight. Padding contributes zero (it stands for the real
  * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul.
  */
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                     const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                     const Shape& out_shape, const Conv2dParams& params,
                      WeightPackCache* packs = nullptr);
 void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
-                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                     const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                     const Shape& out_shape, const Conv2dParams& params,
                      WeightPackCache* packs = nullptr);
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
-                     const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                     const Shape& out_shape, const Conv2dParams& params, bool accumulate,
+                     const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                     const Shape& out_shape, const Conv2dParams& params,
                      WeightPackCache* packs = nullptr);
 
 /*! \brief q = clamp(round_half_even(x / scale) + zero_point, lo, hi), as exact floats. */

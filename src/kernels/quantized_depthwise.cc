@@ -13,10 +13,12 @@
 #include "kernels/quantized_depthwise.h"
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/parallel.h"
+#include "kernels/requantize_sums.h"
 #include "kernels/window.h"
 
 #if defined(__x86_64__)
@@ -37,21 +39,30 @@ constexpr int64_t kMaxTaps = ((int64_t{1} << 31) - 1) / (383 * 128);
 /*! \brief The taps shared by a block of output pixels `step` input elements apart. */
 template <typename T>
 struct PixelTaps {
-  const T* const* in;        // tap t of the block's first pixel
-  const int32_t* const* w;   // tap t's weights, channels contiguous
-  int64_t count;             // taps
-  int64_t step;              // input elements from one pixel to the next
+  const T* const* in;       // tap t of the block's first pixel
+  const int32_t* const* w;  // tap t's weights, channels contiguous
+  int64_t count;            // taps
+  int64_t step;             // input elements from one pixel to the next
 };
 
-/*! \brief Where the sums of kP pixels go: int64 accumulators `step` apart, channels innermost. */
+/*!
+ * \brief Where the sums of kP pixels go, `step` elements apart, channels innermost: int64
+ * accumulators, or (sums32 set) int32 sums that the row's requantization reads next.
+ */
 struct PixelOut {
   int64_t* acc;
+  int32_t* sums32;
   int64_t step;
   bool accumulate;
 };
 
-inline void StoreSums(const int32_t* sums, int64_t width, int64_t* out, bool accumulate) {
-  for (int64_t c = 0; c < width; ++c) out[c] = accumulate ? out[c] + sums[c] : sums[c];
+inline void StoreSums(const int32_t* sums, int64_t width, const PixelOut& out, int64_t offset) {
+  if (out.sums32 != nullptr) {
+    std::copy_n(sums, width, out.sums32 + offset);
+    return;
+  }
+  int64_t* acc = out.acc + offset;
+  for (int64_t c = 0; c < width; ++c) acc[c] = out.accumulate ? acc[c] + sums[c] : sums[c];
 }
 
 /*! \brief Every channel of kP pixels, portable (the channel loop vectorises for the target). */
@@ -70,9 +81,7 @@ void PixelsPortable(const PixelTaps<T>& taps, int64_t channels, int32_t zero_poi
         }
       }
     }
-    for (int p = 0; p < kP; ++p) {
-      StoreSums(sums[p], width, out.acc + p * out.step + c0, out.accumulate);
-    }
+    for (int p = 0; p < kP; ++p) StoreSums(sums[p], width, out, p * out.step + c0);
   }
 }
 
@@ -80,8 +89,8 @@ void PixelsPortable(const PixelTaps<T>& taps, int64_t channels, int32_t zero_poi
 #define EXAMPLE_NPU_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 bool HasAvx512Bw() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
   return has;
 }
 
@@ -96,9 +105,16 @@ EXAMPLE_NPU_AVX512BW inline __m512i LoadWidened(const T* x, __mmask16 mask) {
   }
 }
 
-/*! \brief 16 int32 sums widened into 16 int64 accumulators (masked), stored or added. */
-EXAMPLE_NPU_AVX512BW inline void StoreWidened(__m512i sums, __mmask16 mask, int64_t* out,
-                                             bool accumulate) {
+/*! \brief 16 int32 sums (masked) stored as they are, or widened into 16 int64 accumulators,
+ * stored or added. */
+EXAMPLE_NPU_AVX512BW inline void StoreWidened(__m512i sums, __mmask16 mask, const PixelOut& to,
+                                              int64_t offset) {
+  if (to.sums32 != nullptr) {
+    _mm512_mask_storeu_epi32(to.sums32 + offset, mask, sums);
+    return;
+  }
+  int64_t* out = to.acc + offset;
+  const bool accumulate = to.accumulate;
   const __mmask8 lo_mask = static_cast<__mmask8>(mask), hi_mask = static_cast<__mmask8>(mask >> 8);
   // (maskz forms: GCC 12 warns about the undefined register in the plain intrinsics)
   __m512i lo = _mm512_maskz_cvtepi32_epi64(0xff, _mm512_maskz_extracti64x4_epi64(0xf, sums, 0));
@@ -129,9 +145,7 @@ EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channel
         sums[p] = _mm512_add_epi32(sums[p], _mm512_mullo_epi32(centred, w));
       }
     }
-    for (int p = 0; p < kP; ++p) {
-      StoreWidened(sums[p], mask, out.acc + p * out.step + c0, out.accumulate);
-    }
+    for (int p = 0; p < kP; ++p) StoreWidened(sums[p], mask, out, p * out.step + c0);
   }
 }
 #endif
@@ -144,15 +158,15 @@ struct DepthwiseShape {
 template <typename T>
 class DepthwiseRows {
  public:
-  DepthwiseRows(const T* input, int64_t zero_point, const int32_t* weight, int64_t* acc,
-                const DepthwiseShape& s, const Conv2dParams& p, bool accumulate, bool portable)
+  DepthwiseRows(const T* input, int64_t zero_point, const int32_t* weight, const SumsOut& to,
+                const DepthwiseShape& s, const Conv2dParams& p, bool portable)
       : input_(input),
         zero_point_(static_cast<int32_t>(zero_point)),
         weight_(weight),
-        acc_(acc),
+        to_(to),
+        requant_(to.requant),
         s_(s),
-        p_(p),
-        accumulate_(accumulate) {
+        p_(p) {
 #if defined(EXAMPLE_NPU_X86_64)
     if (!portable && HasAvx512Bw()) {
       one_ = PixelsAvx512<1, T>;
@@ -183,7 +197,10 @@ class DepthwiseRows {
       const int64_t h_base = oh * p_.strides[0] - p_.padding[0];
       const Range khs = ValidRange(h_base, p_.dilation[0], s_.h, s_.kh);
       const T* image = input_ + n * s_.h * s_.w * s_.channels;
-      int64_t* out_row = acc_ + r * s_.ow * s_.channels;
+      const int64_t row_offset = r * s_.ow * s_.channels;
+      // Requantized: the row's int32 sums, requantized once the row is summed.
+      thread_local std::vector<int32_t> row_sums;
+      if (requant_ != nullptr) row_sums.resize(static_cast<size_t>(s_.ow * s_.channels));
       auto gather = [&](int64_t ow) {
         const int64_t w_base = ow * sw - p_.padding[1];
         const Range kws = ValidRange(w_base, dw, s_.w, s_.kw);
@@ -198,7 +215,10 @@ class DepthwiseRows {
         return PixelTaps<T>{tap_in.data(), tap_w.data(), count, step};
       };
       auto out_at = [&](int64_t ow) {
-        return PixelOut{out_row + ow * s_.channels, s_.channels, accumulate_};
+        const int64_t at = ow * s_.channels;
+        return requant_ != nullptr
+                   ? PixelOut{nullptr, row_sums.data() + at, s_.channels, false}
+                   : PixelOut{to_.acc + row_offset + at, nullptr, s_.channels, to_.accumulate};
       };
       int64_t ow = 0;
       for (; ow < interior_begin; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
@@ -211,6 +231,10 @@ class DepthwiseRows {
         }
       }
       for (; ow < s_.ow; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
+      if (requant_ != nullptr) {
+        requant_->Run(row_sums.data(), s_.channels, nullptr, nullptr, 0, s_.ow,
+                      to_.out + row_offset, s_.channels);
+      }
     }
   }
 
@@ -219,27 +243,54 @@ class DepthwiseRows {
   const T* input_;
   int32_t zero_point_;
   const int32_t* weight_;
-  int64_t* acc_;
+  const SumsOut& to_;
+  const PreparedRequantization* requant_;
   DepthwiseShape s_;
   const Conv2dParams& p_;
-  bool accumulate_;
   Pixels one_ = nullptr;
   Pixels four_ = nullptr;
 };
 
 template <typename T>
 void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t* weight,
-         const Shape& weight_shape, int64_t* acc, const Shape& out_shape, const Conv2dParams& p,
-         bool accumulate, bool portable) {
+         const Shape& weight_shape, const SumsOut& to, const Shape& out_shape,
+         const Conv2dParams& p, bool portable) {
   const DepthwiseShape s{in_shape[0],     in_shape[1],     in_shape[2],  in_shape[3],
                          weight_shape[0], weight_shape[1], out_shape[1], out_shape[2]};
   // The weights widened once to int32, tap-major with the channels contiguous (HWIO [kh, kw, 1,
   // C] as it lies).
   std::vector<int32_t> weight32(weight, weight + s.kh * s.kw * s.channels);
-  const DepthwiseRows<T> rows(input, zero_point, weight32.data(), acc, s, p, accumulate, portable);
-  const int64_t row_work = std::max<int64_t>(s.ow * s.channels * s.kh * s.kw, 1);
-  ParallelFor(s.batch * s.oh, std::max<int64_t>(1, (1 << 16) / row_work),
-              [&](int64_t begin, int64_t end) { rows.Run(begin, end); });
+  auto run = [&](const T* data, const DepthwiseShape& shape, const Conv2dParams& params) {
+    const DepthwiseRows<T> rows(data, zero_point, weight32.data(), to, shape, params, portable);
+    const int64_t row_work = std::max<int64_t>(s.ow * s.channels * s.kh * s.kw, 1);
+    ParallelFor(s.batch * s.oh, std::max<int64_t>(1, (1 << 16) / row_work),
+                [&](int64_t begin, int64_t end) { rows.Run(begin, end); });
+  };
+  const int64_t left = p.padding[1], right = p.padding[3];
+  if ((left == 0 && right == 0) || zero_point < std::numeric_limits<T>::min() ||
+      zero_point > std::numeric_limits<T>::max()) {
+    run(input, s, p);
+    return;
+  }
+  // The horizontal padding copied in as the zero point (which contributes nothing): every
+  // output column then has all of its taps, so whole rows run four pixels at a time instead of
+  // their edge pixels one by one (a keyword-spotting layer 5 pixels wide has no block of four
+  // interior ones).
+  DepthwiseShape padded_shape = s;
+  padded_shape.w = s.w + left + right;
+  Conv2dParams padded_params = p;
+  padded_params.padding[1] = padded_params.padding[3] = 0;
+  thread_local std::vector<T> padded;
+  const int64_t row = s.w * s.channels, padded_row = padded_shape.w * s.channels;
+  padded.resize(static_cast<size_t>(s.batch * s.h * padded_row));
+  const T pad = static_cast<T>(zero_point);
+  for (int64_t y = 0; y < s.batch * s.h; ++y) {
+    T* dst = padded.data() + y * padded_row;
+    std::fill(dst, dst + left * s.channels, pad);
+    std::copy_n(input + y * row, row, dst + left * s.channels);
+    std::fill(dst + left * s.channels + row, dst + padded_row, pad);
+  }
+  run(padded.data(), padded_shape, padded_params);
 }
 
 }  // namespace
@@ -255,19 +306,15 @@ bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape
 }
 
 void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,
-                        const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                        const Shape& out_shape, const Conv2dParams& params, bool accumulate,
-                        bool portable) {
-  Run(input, in_shape, zero_point, weight, weight_shape, acc, out_shape, params, accumulate,
-      portable);
+                        const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                        const Shape& out_shape, const Conv2dParams& params, bool portable) {
+  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable);
 }
 
 void QuantizedDepthwise(const uint8_t* input, const Shape& in_shape, int64_t zero_point,
-                        const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                        const Shape& out_shape, const Conv2dParams& params, bool accumulate,
-                        bool portable) {
-  Run(input, in_shape, zero_point, weight, weight_shape, acc, out_shape, params, accumulate,
-      portable);
+                        const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                        const Shape& out_shape, const Conv2dParams& params, bool portable) {
+  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable);
 }
 
 }  // namespace kernels

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/kernels.h"
+#include "kernels/quantize.h"
 
 namespace example_npu {
 namespace kernels {
@@ -22,19 +23,18 @@ bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape
                           const Shape& out_shape, const Conv2dParams& params);
 
 /*!
- * \brief NHWC accumulators (+)= sum over the in-bounds taps of (input - zero_point) * weight, per
+ * \brief NHWC sums `to` (+)= sum over the in-bounds taps of (input - zero_point) * weight, per
  * channel (padding contributes zero), summed in int32 with the channels innermost: 16 channels
  * to a vector on CPUs with AVX-512 BW (chosen at run time), a portable loop otherwise or when
- * `portable` (tests check both on any CPU).
+ * `portable` (tests check both on any CPU). A requantized `to` gets each output row requantized
+ * as it is summed.
  */
 void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,
-                        const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                        const Shape& out_shape, const Conv2dParams& params, bool accumulate,
-                        bool portable = false);
+                        const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                        const Shape& out_shape, const Conv2dParams& params, bool portable = false);
 void QuantizedDepthwise(const uint8_t* input, const Shape& in_shape, int64_t zero_point,
-                        const int8_t* weight, const Shape& weight_shape, int64_t* acc,
-                        const Shape& out_shape, const Conv2dParams& params, bool accumulate,
-                        bool portable = false);
+                        const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
+                        const Shape& out_shape, const Conv2dParams& params, bool portable = false);
 
 }  // namespace kernels
 }  // namespace example_npu

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/quantize.h"
+#include "kernels/requantize_sums.h"
 #include "kernels/tflite_arithmetic.h"
 
 #if defined(__AVX512F__)
@@ -281,6 +282,152 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
           return ScaleRounded(value, FixedPointMultiplier{m0, shift});
         },
         out);
+  }
+}
+
+PreparedRequantization::PreparedRequantization(const Requantization& requant, int64_t channels)
+    : requant_(requant), channels_(channels) {
+  const Requantization& r = requant;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  if (r.rounding == Rounding::kTflite && !r.single_rounding) {
+    if (FitsInt32Lanes(r)) lanes_ = Lanes::kInt32;
+  } else {
+    lanes_ = Lanes::kInt64;
+  }
+#endif
+  auto bias_of = [&](int64_t j) { return r.bias.empty() ? 0 : r.bias[j]; };
+  if (lanes_ == Lanes::kInt32) {
+    for (int64_t j = 0; j < channels; ++j) {
+      const FixedPointMultiplier& m = ChannelMultiplier(r, j);
+      bias32_.push_back(static_cast<int32_t>(static_cast<uint32_t>(bias_of(j))));
+      m0_32_.push_back(static_cast<int32_t>(m.m0));
+      left_.push_back(static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0)));
+      right_.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
+    }
+  } else if (lanes_ == Lanes::kInt64) {
+    for (int64_t j = 0; j < channels; ++j) {
+      const FixedPointMultiplier& m = ChannelMultiplier(r, j);
+      bias64_.push_back(bias_of(j));
+      m0_64_.push_back(m.m0);
+      shift_.push_back(m.shift);
+      rounding_.push_back(int64_t{1} << (m.shift - 1));
+    }
+  }
+}
+
+void PreparedRequantization::RunElementwise(const int32_t* sums, int64_t row_term,
+                                            const int32_t* column_sums, int64_t correction,
+                                            float* out) const {
+  thread_local std::vector<int64_t> acc;
+  acc.resize(static_cast<size_t>(channels_));
+  for (int64_t j = 0; j < channels_; ++j) {
+    acc[j] = sums[j] - row_term - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+  }
+  RequantizeElementwise(acc.data(), channels_, channels_, 0, requant_, out);
+}
+
+void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+                                 const int32_t* column_sums, int64_t correction, int64_t rows,
+                                 float* out, int64_t ld_out) const {
+  const Requantization& r = requant_;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  const int64_t zp = r.output_zero_point;
+  if (lanes_ == Lanes::kInt32) {
+    // As RequantizeTflitePeriods: low 32 bits of the sum, clamped before the zero point. The
+    // column term's low 32 bits are those of the int32 product.
+    const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));
+    const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
+    const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
+    // The bias less the column terms, once per call: low 32 bits, as the int32 sums wrap.
+    thread_local std::vector<int32_t> offsets;
+    const int32_t* offset = bias32_.data();
+    if (column_sums != nullptr) {
+      offsets.resize(static_cast<size_t>(channels_));
+      for (int64_t j = 0; j < channels_; ++j) {
+        offsets[j] = static_cast<int32_t>(static_cast<uint32_t>(bias32_[j]) -
+                                          static_cast<uint32_t>(correction * column_sums[j]));
+      }
+      offset = offsets.data();
+    }
+    const int32_t *m0 = m0_32_.data(), *left = left_.data(), *right = right_.data();
+    for (int64_t i = 0; i < rows; ++i) {
+      const int32_t* s = sums + i * ld_sums;
+      float* o = out + i * ld_out;
+      const __m512i row_term = _mm512_set1_epi32(
+          static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
+      for (int64_t j = 0; j < channels_; j += 16) {
+        const __mmask16 lanes =
+            channels_ - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels_ - j)) - 1);
+        const __m512i value =
+            _mm512_sub_epi32(_mm512_add_epi32(_mm512_maskz_loadu_epi32(lanes, s + j),
+                                              _mm512_maskz_loadu_epi32(lanes, offset + j)),
+                             row_term);
+        const __m512i scaled = MultiplyByQuantizedMultiplier16(
+            value, _mm512_maskz_loadu_epi32(lanes, m0 + j),
+            _mm512_maskz_loadu_epi32(lanes, left + j), _mm512_maskz_loadu_epi32(lanes, right + j));
+        const __m512i clamped =
+            _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
+        _mm512_mask_storeu_ps(
+            o + j, lanes, _mm512_maskz_cvtepi32_ps(kAll16, _mm512_add_epi32(clamped, zero_point)));
+      }
+    }
+    return;
+  }
+  if (lanes_ == Lanes::kInt64) {
+    // One rounding of the 64-bit product, as RequantizeElementwise's: TFLite's single rounding
+    // always, TVM's exact rounding for values below 2^31 (a wider one takes ScaleRounded).
+    const bool exact = r.rounding == Rounding::kTvm;
+    const __m512i limit = _mm512_set1_epi64(int64_t{1} << 31);
+    const __m512i zero_point = _mm512_set1_epi64(zp);
+    const __m512i lo = _mm512_set1_epi64(r.min), hi = _mm512_set1_epi64(r.max);
+    // The bias less the column terms, once per call.
+    thread_local std::vector<int64_t> offsets;
+    const int64_t* offset = bias64_.data();
+    if (column_sums != nullptr) {
+      offsets.resize(static_cast<size_t>(channels_));
+      for (int64_t j = 0; j < channels_; ++j) offsets[j] = bias64_[j] - correction * column_sums[j];
+      offset = offsets.data();
+    }
+    const int64_t *m0 = m0_64_.data(), *shift = shift_.data(), *rounding = rounding_.data();
+    for (int64_t i = 0; i < rows; ++i) {
+      const int32_t* s = sums + i * ld_sums;
+      float* o = out + i * ld_out;
+      const __m512i row_term = _mm512_set1_epi64(row_terms == nullptr ? 0 : row_terms[i]);
+      for (int64_t j = 0; j < channels_; j += 8) {
+        const __mmask8 lanes =
+            channels_ - j >= 8 ? 0xff : static_cast<__mmask8>((1u << (channels_ - j)) - 1);
+        const __m512i value = _mm512_sub_epi64(
+            _mm512_add_epi64(
+                _mm512_maskz_cvtepi32_epi64(0xff, _mm256_maskz_loadu_epi32(lanes, s + j)),
+                _mm512_maskz_loadu_epi64(lanes, offset + j)),
+            row_term);
+        const __m512i scaled = _mm512_maskz_srav_epi64(
+            tflite::kAllLanes,
+            _mm512_add_epi64(_mm512_mullo_epi64(value, _mm512_maskz_loadu_epi64(lanes, m0 + j)),
+                             _mm512_maskz_loadu_epi64(lanes, rounding + j)),
+            _mm512_maskz_loadu_epi64(lanes, shift + j));
+        const __m512i result = _mm512_maskz_min_epi64(
+            tflite::kAllLanes,
+            _mm512_maskz_max_epi64(tflite::kAllLanes, _mm512_add_epi64(scaled, zero_point), lo),
+            hi);
+        _mm256_mask_storeu_ps(o + j, lanes, _mm512_cvtepi64_ps(result));
+        if (exact &&
+            _mm512_mask_cmpge_epi64_mask(lanes, _mm512_maskz_abs_epi64(lanes, value), limit) != 0) {
+          alignas(64) int64_t wide[8];
+          _mm512_store_si512(wide, value);
+          for (int64_t k = 0; k < std::min<int64_t>(8, channels_ - j); ++k) {
+            const FixedPointMultiplier m{m0[j + k], shift[j + k]};
+            o[j + k] = static_cast<float>(std::clamp(zp + ScaleRounded(wide[k], m), r.min, r.max));
+          }
+        }
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < rows; ++i) {
+    RunElementwise(sums + i * ld_sums, row_terms == nullptr ? 0 : row_terms[i], column_sums,
+                   correction, out + i * ld_out);
   }
 }
 

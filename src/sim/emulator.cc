@@ -53,6 +53,7 @@ struct RunContext {
   Memories* mem;
   const uint8_t* const_arena;
   kernels::WeightPackCache* packed_weights;
+  const FusedRequantization& fused;
 
   uint8_t* Dram(int64_t tensor) const {
     const TensorPlacement& p = program.placements[tensor];
@@ -223,11 +224,14 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
 /*!
  * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
  * weights): the exact int64 accumulators of the op, or their requantization into the output
- * integers (stored as float, narrowed by the store).
+ * integers (stored as float, narrowed by the store). With `requant` (a requantization step
+ * fused into this one, see FusedRequantization), the op's sums go straight to `requantized`.
  */
 void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                       const std::vector<const uint8_t*>& inputs, uint8_t* output,
-                      kernels::WeightPackCache* packs) {
+                      kernels::WeightPackCache* packs,
+                      const kernels::PreparedRequantization* requant = nullptr,
+                      float* requantized = nullptr) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
@@ -245,17 +249,20 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       << "quantized " << OpKindName(node.op)
       << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
+  const kernels::SumsOut to = requant != nullptr
+                                  ? kernels::SumsOut{nullptr, false, requant, requantized}
+                                  : kernels::SumsOut{acc, compute.accumulate};
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
-      kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
-                               out_shape, attrs.conv, compute.accumulate, packs);
+      kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, to,
+                               out_shape, attrs.conv, packs);
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
       kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
                                         out_shape, attrs.transposed.params, compute.accumulate);
     } else {
       const int64_t rows = size / std::max<int64_t>(1, channels);
       kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, x.shape.back(), channels,
-                               acc, compute.accumulate, packs);
+                               to, packs);
       if (attrs.weight_zero_point != 0) {
         kernels::SubtractRhsZeroPoint(data, attrs.input_zero_point, attrs.weight_zero_point, rows,
                                       x.shape.back(), channels, acc);
@@ -294,7 +301,16 @@ void RunCompute(const RunContext& ctx, int64_t command) {
         weight.valid() && (weight.arranged >= 0 ? ctx.plan.arranged[weight.arranged].constant
                                                 : ctx.program.placements[weight.tensor].kind ==
                                                       TensorPlacement::Kind::kConst);
-    RunQuantizedStep(node, compute, tiles, output, constant_weight ? ctx.packed_weights : nullptr);
+    kernels::WeightPackCache* packs = constant_weight ? ctx.packed_weights : nullptr;
+    const int64_t fused = ctx.fused.with[command];
+    if (fused < 0) {
+      RunQuantizedStep(node, compute, tiles, output, packs);
+      return;
+    }
+    const FusedRequantization::Step& step = ctx.fused.steps[fused];
+    RunQuantizedStep(
+        node, compute, tiles, output, packs, &step.prepared,
+        reinterpret_cast<float*>(ctx.Tile(ctx.program.commands[step.command].compute().output)));
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
@@ -344,12 +360,64 @@ void RunCompute(const RunContext& ctx, int64_t command) {
   if (compute.round_to_half) kernels::RoundToHalf(out, size);
 }
 
+bool SameTile(const TileRef& a, const TileRef& b) {
+  return a.tier == b.tier && a.offset == b.offset && a.shape == b.shape;
+}
+
+/*!
+ * \brief Whether requantization step `requantize` can be computed inside the op step before it:
+ * it requantizes that step's whole result in place, which nothing else reads (the compiler gives
+ * a tile's accumulators to its requantization only), and neither side is forwarded to DRAM.
+ */
+bool CanFuseRequantization(const Program& program, const TransferPlan& plan, int64_t requantize) {
+  if (requantize == 0 || program.commands[requantize].is_dma() ||
+      program.commands[requantize - 1].is_dma()) {
+    return false;
+  }
+  const int64_t op = requantize - 1;
+  const ComputeCommand& step = program.commands[requantize].compute();
+  const ComputeCommand& compute = program.commands[op].compute();
+  if (step.step != ComputeStep::kRequantize || compute.step != ComputeStep::kOp ||
+      compute.node != step.node || compute.accumulate || step.inputs.size() != 1) {
+    return false;
+  }
+  const OpKind kind = program.graph.nodes[compute.node].op;
+  const QnnAttrs* attrs = std::get_if<QnnAttrs>(&compute.attrs);
+  // A run-time weight's zero point is subtracted from the accumulators afterwards.
+  if ((kind != OpKind::kQnnConv2d && kind != OpKind::kQnnMatmul) || attrs == nullptr ||
+      attrs->weight_zero_point != 0) {
+    return false;
+  }
+  return SameTile(compute.output, step.inputs[0]) && step.output.tier == compute.output.tier &&
+         step.output.offset == compute.output.offset && !plan.output_to[op].valid() &&
+         !plan.output_to[requantize].valid() && !plan.input_from[requantize][0].valid();
+}
+
 }  // namespace
+
+FusedRequantization PlanFusedRequantization(const Program& program, const TransferPlan& plan,
+                                            bool fuse) {
+  const int64_t commands = static_cast<int64_t>(program.commands.size());
+  FusedRequantization fused{std::vector<int64_t>(commands, -1), std::vector<bool>(commands), {}};
+  for (int64_t i = 0; fuse && i < commands; ++i) {
+    if (!CanFuseRequantization(program, plan, i)) continue;
+    const ComputeCommand& step = program.commands[i].compute();
+    fused.with[i - 1] = static_cast<int64_t>(fused.steps.size());
+    fused.folded[i] = true;
+    const int64_t channels = step.output.shape.empty() ? 1 : step.output.shape.back();
+    fused.steps.push_back(
+        {i, kernels::PreparedRequantization(std::get<QnnAttrs>(step.attrs).requant, channels)});
+  }
+  return fused;
+}
 
 EmulatorOptions EmulatorOptions::FromEnvironment() {
   EmulatorOptions options;
   if (const char* env = std::getenv("EXAMPLE_NPU_FORWARD_DMA")) {
     options.forward_dma = std::string(env) != "0";
+  }
+  if (const char* env = std::getenv("EXAMPLE_NPU_FUSE_REQUANTIZE")) {
+    options.fuse_requantize = std::string(env) != "0";
   }
   return options;
 }
@@ -357,7 +425,8 @@ EmulatorOptions EmulatorOptions::FromEnvironment() {
 Emulator::Emulator(const Program& program, EmulatorOptions options)
     : program_(program),
       transfers_(PlanTransfers(program, options.forward_dma)),
-      dataflow_(AnalyzeDataflow(program, transfers_)) {
+      dataflow_(AnalyzeDataflow(program, transfers_)),
+      fused_(PlanFusedRequantization(program, transfers_, options.fuse_requantize)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {
@@ -408,10 +477,10 @@ const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
 
 void Emulator::Run(const DramBindings& dram) const {
   std::unique_ptr<Memories> memories = Acquire();
-  const RunContext ctx{program_,       transfers_,       dram,
-                       memories.get(), ConstArena(dram), &packed_weights_};
+  const RunContext ctx{program_,         transfers_,       dram,  memories.get(),
+                       ConstArena(dram), &packed_weights_, fused_};
   auto execute = [&](int64_t i) {
-    if (transfers_.skipped[i]) return;
+    if (transfers_.skipped[i] || fused_.folded[i]) return;
     if (program_.commands[i].is_dma()) {
       RunDma(ctx, i);
     } else {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/command_stream.h"
+#include "kernels/requantize_sums.h"
 #include "kernels/weight_pack_cache.h"
 #include "sim/dataflow.h"
 #include "sim/transfer_plan.h"
@@ -39,10 +40,36 @@ class Memories;
 struct EmulatorOptions {
   /*! \brief Forward contiguous transfers instead of copying them (see sim/transfer_plan.h). */
   bool forward_dma = true;
+  /*! \brief Compute requantization steps inside the op steps before them (FusedRequantization). */
+  bool fuse_requantize = true;
   /*! \brief The defaults, with EXAMPLE_NPU_FORWARD_DMA=0 in the environment turning forwarding
-   * off (every transfer then moves its bytes through L1). */
+   * off (every transfer then moves its bytes through L1) and EXAMPLE_NPU_FUSE_REQUANTIZE=0 the
+   * fused requantization (every step then runs on its own). */
   static EmulatorOptions FromEnvironment();
 };
+
+/*!
+ * \brief Requantization steps the emulator computes inside the quantized op step just before
+ * them, from the op's int32 sums (kernels/requantize_sums.h), where they requantize that step's
+ * whole result in place and nothing else reads its accumulators: the same numbers without the
+ * tile of int64 accumulators. Timing still counts both commands (it reads the command stream).
+ */
+struct FusedRequantization {
+  /*! \brief A requantization step and its tables, prepared once. */
+  struct Step {
+    int64_t command;
+    kernels::PreparedRequantization prepared;
+  };
+  /*! \brief Per command: the index in `steps` of the requantization computed with it, or -1. */
+  std::vector<int64_t> with;
+  /*! \brief Per command: computed with the step before it, so not run on its own. */
+  std::vector<bool> folded;
+  std::vector<Step> steps;
+};
+
+/*! \brief The requantization steps of `program` the emulator fuses (none when `fuse` is off). */
+FusedRequantization PlanFusedRequantization(const Program& program, const TransferPlan& plan,
+                                            bool fuse);
 
 /*!
  * \brief Runs a compiled program on emulated memories. Built once per program (it analyses the
@@ -62,6 +89,7 @@ class Emulator {
 
   const Dataflow& dataflow() const { return dataflow_; }
   const TransferPlan& transfers() const { return transfers_; }
+  const FusedRequantization& fused_requantization() const { return fused_; }
 
  private:
   std::unique_ptr<Memories> Acquire() const;
@@ -75,6 +103,7 @@ class Emulator {
   const Program& program_;
   TransferPlan transfers_;
   Dataflow dataflow_;
+  FusedRequantization fused_;
   int64_t l1_bytes_ = 0;
   int64_t l2_bytes_ = 0;
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/quantize.h"
 #include "kernels/quantized_depthwise.h"
+#include "kernels/requantize_sums.h"
 #include "kernels/tflite_arithmetic.h"
 
 namespace example_npu {
@@ -197,6 +199,54 @@ std::vector<T> RandomIntegers(int64_t size, std::mt19937* rng) {
   return v;
 }
 
+/*!
+ * \brief Requantizations of `channels` channels in every rounding a kernel fuses: TVM's exact
+ * rounding (one channel's bias beyond 2^31, so some values take the wide rounding), TFLite's
+ * double rounding (per channel, and per tensor without a bias), TFLite's single rounding.
+ */
+std::vector<Requantization> FusableRequantizations(int64_t channels, std::mt19937* rng) {
+  std::uniform_real_distribution<double> scale(1e-4, 2e-2);
+  std::uniform_int_distribution<int64_t> bias(-50000, 50000);
+  Requantization per_channel;
+  for (int64_t c = 0; c < channels; ++c) {
+    per_channel.multipliers.push_back(QuantizeMultiplier(scale(*rng)));
+    per_channel.bias.push_back(bias(*rng));
+  }
+  per_channel.output_zero_point = -7;
+  per_channel.min = -7;  // a fused relu
+  per_channel.max = 127;
+  Requantization tvm = per_channel;
+  tvm.bias[channels / 2] = (int64_t{1} << 33) + 5;
+  tvm.max = 300;  // 16-bit-like range: clamps past int8
+  Requantization tflite = per_channel;
+  tflite.rounding = Rounding::kTflite;
+  Requantization per_tensor;
+  per_tensor.multipliers = {QuantizeMultiplier(scale(*rng))};
+  per_tensor.rounding = Rounding::kTflite;
+  per_tensor.output_zero_point = 3;
+  Requantization single = tflite;
+  single.single_rounding = true;
+  return {tvm, tflite, per_tensor, single};
+}
+
+/*!
+ * \brief `run(to)` with `to` requantizing (the kernel's fused path) gives Requantize of the
+ * exact accumulators `expected`, for every fusable requantization.
+ */
+template <typename Run>
+void ExpectFusedRequantization(const std::vector<int64_t>& expected, int64_t channels,
+                               std::mt19937* rng, const std::string& what, Run run) {
+  const int64_t size = static_cast<int64_t>(expected.size());
+  for (const Requantization& r : FusableRequantizations(channels, rng)) {
+    std::vector<float> want(expected.size()), got(expected.size(), -1000.0f);
+    RequantizeElementwise(expected.data(), size, channels, 0, r, want.data());
+    const PreparedRequantization prepared(r, channels);
+    run(SumsOut{nullptr, false, &prepared, got.data()});
+    EXPECT_EQ(got, want) << what << ", rounding " << static_cast<int>(r.rounding) << " single "
+                         << r.single_rounding << " multipliers " << r.multipliers.size();
+  }
+}
+
 struct QConvCase {
   int64_t n, h, w, c, kh, kw, co;
   std::array<int64_t, 2> strides;
@@ -225,30 +275,42 @@ void CheckQuantizedConv(const QConvCase& k, int64_t zp, std::mt19937* rng) {
   const std::vector<int64_t> expected =
       NaiveQuantizedConv(x, in_shape, zp, w, w_shape, out_shape, p);
   std::vector<int64_t> acc(expected.size());
-  QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, false);
+  QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false}, out_shape,
+                  p);
   EXPECT_EQ(acc, expected) << sizeof(T) * 8 << "-bit, zp " << zp << ", C" << k.c << " O" << k.co
                            << " g" << k.groups;
   // Accumulating adds the same sums onto what is there.
   std::vector<int64_t> twice = expected;
   for (int64_t& v : twice) v *= 2;
-  QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, true);
+  QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), true}, out_shape,
+                  p);
   EXPECT_EQ(acc, twice);
+  const std::string what = std::to_string(sizeof(T) * 8) + "-bit conv, zp " + std::to_string(zp) +
+                           ", C" + std::to_string(k.c) + " O" + std::to_string(k.co) + " g" +
+                           std::to_string(k.groups);
+  ExpectFusedRequantization(expected, k.co, rng, what, [&](const SumsOut& to) {
+    QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, to, out_shape, p);
+  });
   // With the weights' packing kept: packed on the first call, reused on the second.
   WeightPackCache packs;
   for (int call = 0; call < 2; ++call) {
-    QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, false,
-                    &packs);
+    QuantizedConv2d(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false},
+                    out_shape, p, &packs);
     EXPECT_EQ(acc, expected) << "kept packing, call " << call << ", C" << k.c << " O" << k.co;
   }
   if constexpr (sizeof(T) == 1) {
     if (!IsQuantizedDepthwise(in_shape, zp, w_shape, out_shape, p)) return;
     // The depthwise kernel's portable loop, which CPUs without AVX-512 BW run.
-    QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, false,
-                       /*portable=*/true);
+    QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false},
+                       out_shape, p, /*portable=*/true);
     EXPECT_EQ(acc, expected) << "portable, zp " << zp << ", C" << k.c;
-    QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, acc.data(), out_shape, p, true,
-                       /*portable=*/true);
+    QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), true},
+                       out_shape, p, /*portable=*/true);
     EXPECT_EQ(acc, twice) << "portable, zp " << zp << ", C" << k.c;
+    ExpectFusedRequantization(expected, k.co, rng, "portable " + what, [&](const SumsOut& to) {
+      QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, to, out_shape, p,
+                         /*portable=*/true);
+    });
   }
 }
 
@@ -308,14 +370,21 @@ void CheckQuantizedMatmul(int64_t m, int64_t k, int64_t n, int64_t zp, std::mt19
         expected[i * n + j] += (int64_t{a[i * k + p]} - zp) * b[p * n + j];
     }
   }
-  QuantizedMatmul(a.data(), zp, b.data(), m, k, n, acc.data(), true);
+  QuantizedMatmul(a.data(), zp, b.data(), m, k, n, SumsOut{acc.data(), true});
   EXPECT_EQ(acc, expected) << sizeof(T) * 8 << "-bit " << m << "x" << k << "x" << n << " zp " << zp;
   WeightPackCache packs;
   for (int call = 0; call < 2; ++call) {
     std::fill(acc.begin(), acc.end(), 7);
-    QuantizedMatmul(a.data(), zp, b.data(), m, k, n, acc.data(), true, &packs);
+    QuantizedMatmul(a.data(), zp, b.data(), m, k, n, SumsOut{acc.data(), true}, &packs);
     EXPECT_EQ(acc, expected) << "kept packing, call " << call;
   }
+  for (int64_t& v : expected) v -= 7;  // the sums alone
+  const std::string what = std::to_string(sizeof(T) * 8) + "-bit matmul " + std::to_string(m) +
+                           "x" + std::to_string(k) + "x" + std::to_string(n) + " zp " +
+                           std::to_string(zp);
+  ExpectFusedRequantization(expected, n, rng, what, [&](const SumsOut& to) {
+    QuantizedMatmul(a.data(), zp, b.data(), m, k, n, to);
+  });
 }
 
 TEST(QuantizeTest, QuantizedMatmulMatchesANaiveSumForEveryDtype) {

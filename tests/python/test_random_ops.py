@@ -135,10 +135,12 @@ def test_every_pattern_and_op_offloads_in_some_case(request):
 def test_random_cases_match_tvm_with_a_tiny_l1(family, monkeypatch):
     """Every 4th case again on a 16 KB L1: more tiles, halos and split reductions, same numbers.
 
-    These runs also turn DMA forwarding off, so every transfer moves its bytes through the
-    emulated L1 (the default runs above forward contiguous transfers).
+    These runs also turn DMA forwarding and the fused requantization off, so every transfer moves
+    its bytes through the emulated L1 and every quantized tile's requantization runs as its own
+    step (the default runs above forward contiguous transfers and fuse requantization).
     """
     monkeypatch.setenv("EXAMPLE_NPU_FORWARD_DMA", "0")
+    monkeypatch.setenv("EXAMPLE_NPU_FUSE_REQUANTIZE", "0")
     _, failures = _run_family(family, NPUConfig(l1_sram_kb=16), every=4)
     assert not failures, f"{len(failures)} {family} case(s) failed with a 16 KB L1:\n" + "\n".join(
         failures

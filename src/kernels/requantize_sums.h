@@ -1,0 +1,83 @@
+/*!
+ * \file kernels/requantize_sums.h
+ * \brief The requantization step fused into the integer kernels: their exact int32 sums go
+ * straight to the output integers instead of through a tile of int64 accumulators.
+ *
+ * On the NPU a quantized layer's tile is two commands, the matrix engine's accumulation and the
+ * vector unit's requantization (compiler/command_stream.h, ComputeStep). The emulator computes
+ * both at once where nothing else reads the accumulators (sim/emulator.cc): the numbers are those
+ * of Requantize over the accumulators, bit for bit, and the cycle model still counts both
+ * commands (it reads the command stream, not this).
+ */
+#ifndef EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
+#define EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quantize.h"
+
+namespace example_npu {
+namespace kernels {
+
+/*!
+ * \brief A tile's requantization with its per-channel parameters laid out as the lanes read them,
+ * built once (the emulator prepares every fused requantization when it plans the program), then
+ * applied to rows of int32 sums, each row one pixel's `channels` channels. TFLite's double
+ * rounding runs on sixteen int32 lanes, the single rounding of TFLite's FULLY_CONNECTED and TVM's
+ * exact rounding on eight int64 lanes (TVM's for sums below 2^31, wider ones as
+ * RequantizeElementwise rounds them); the rest, and CPUs without AVX-512 DQ, go through
+ * RequantizeElementwise.
+ */
+class PreparedRequantization {
+ public:
+  /*! \brief `requant` must outlive this. */
+  PreparedRequantization(const Requantization& requant, int64_t channels);
+
+  /*!
+   * \brief out[i * ld_out + j] = requantized(sums[i * ld_sums + j] - row_terms[i] - correction *
+   * column_sums[j]) for rows i and channels j (row_terms, column_sums nullptr: zero), the value
+   * requantized being the exact sum an int64 accumulator would hold. Safe from several threads.
+   */
+  void Run(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+           const int32_t* column_sums, int64_t correction, int64_t rows, float* out,
+           int64_t ld_out) const;
+
+  const Requantization& requantization() const { return requant_; }
+  int64_t channels() const { return channels_; }
+
+ private:
+  enum class Lanes { kInt32, kInt64, kElementwise };
+  void RunElementwise(const int32_t* sums, int64_t row_term, const int32_t* column_sums,
+                      int64_t correction, float* out) const;
+
+  const Requantization& requant_;
+  int64_t channels_;
+  Lanes lanes_ = Lanes::kElementwise;
+  // kInt32: low 32 bits of the bias, m0, left and right shifts.
+  std::vector<int32_t> bias32_, m0_32_, left_, right_;
+  // kInt64: bias, m0, shift and rounding bit.
+  std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
+};
+
+/*!
+ * \brief Sums of `size` outputs (channels innermost) computed as int64 by `compute(acc,
+ * accumulate)`, then put where `to` says: for kernel paths without a fused requantization, the
+ * accumulators go through this thread's scratch and Requantize.
+ */
+template <typename Compute>
+void ViaAccumulators(const SumsOut& to, int64_t size, int64_t channels, Compute compute) {
+  if (to.requant == nullptr) {
+    compute(to.acc, to.accumulate);
+    return;
+  }
+  thread_local std::vector<int64_t> scratch;
+  if (scratch.size() < static_cast<size_t>(size)) scratch.resize(static_cast<size_t>(size));
+  compute(scratch.data(), false);
+  Requantize(scratch.data(), size, channels, 0, to.requant->requantization(), to.out);
+}
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
