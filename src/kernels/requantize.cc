@@ -332,6 +332,7 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
   const Requantization& r = requant_;
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
   const int64_t zp = r.output_zero_point;
+  const int64_t channels = channels_;  // a local: the loops below then vectorise
   if (lanes_ == Lanes::kInt32) {
     // As RequantizeTflitePeriods: low 32 bits of the sum, clamped before the zero point. The
     // column term's low 32 bits are those of the int32 product.
@@ -342,9 +343,10 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     thread_local std::vector<int32_t> offsets;
     const int32_t* offset = bias32_.data();
     if (column_sums != nullptr) {
-      offsets.resize(static_cast<size_t>(channels_));
-      for (int64_t j = 0; j < channels_; ++j) {
-        offsets[j] = static_cast<int32_t>(static_cast<uint32_t>(bias32_[j]) -
+      offsets.resize(static_cast<size_t>(channels));
+      const int32_t* bias = bias32_.data();
+      for (int64_t j = 0; j < channels; ++j) {
+        offsets[j] = static_cast<int32_t>(static_cast<uint32_t>(bias[j]) -
                                           static_cast<uint32_t>(correction * column_sums[j]));
       }
       offset = offsets.data();
@@ -384,8 +386,9 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     thread_local std::vector<int64_t> offsets;
     const int64_t* offset = bias64_.data();
     if (column_sums != nullptr) {
-      offsets.resize(static_cast<size_t>(channels_));
-      for (int64_t j = 0; j < channels_; ++j) offsets[j] = bias64_[j] - correction * column_sums[j];
+      offsets.resize(static_cast<size_t>(channels));
+      const int64_t* bias = bias64_.data();
+      for (int64_t j = 0; j < channels; ++j) offsets[j] = bias[j] - correction * column_sums[j];
       offset = offsets.data();
     }
     const int64_t *m0 = m0_64_.data(), *shift = shift_.data(), *rounding = rounding_.data();

@@ -5,17 +5,22 @@
 namespace example_npu {
 namespace kernels {
 
-const PackedWeights* WeightPackCache::Get(const Key& key,
-                                          const std::function<void(PackedWeights*)>& pack) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = packed_.find(key);
-    if (found != packed_.end()) return found->second.get();
-    if (bytes_ >= kMaxBytes) return nullptr;
-  }
-  // Packed outside the lock; a tile packed twice at once keeps the first copy.
-  auto packed = std::make_unique<PackedWeights>();
-  pack(packed.get());
+size_t WeightPackCache::KeyHash::operator()(const Key& key) const {
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a over the eight words
+  for (int64_t word : key) hash = (hash ^ static_cast<uint64_t>(word)) * 0x100000001b3ULL;
+  return static_cast<size_t>(hash);
+}
+
+const PackedWeights* WeightPackCache::Find(const Key& key, bool* full) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = packed_.find(key);
+  if (found != packed_.end()) return found->second.get();
+  *full = bytes_ >= kMaxBytes;
+  return nullptr;
+}
+
+const PackedWeights* WeightPackCache::Insert(const Key& key,
+                                             std::unique_ptr<const PackedWeights> packed) {
   const int64_t bytes =
       static_cast<int64_t>((packed->b.size() + packed->column_sums.size()) * sizeof(int32_t));
   std::lock_guard<std::mutex> lock(mutex_);

@@ -10,10 +10,9 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace example_npu {
@@ -38,15 +37,31 @@ class WeightPackCache {
   static constexpr int64_t kMaxBytes = int64_t{256} << 20;
 
   /*!
-   * \brief The packed weights of `key`, made by `pack` the first time; nullptr when they are not
-   * kept and the cache is full (the caller then packs them itself).
+   * \brief The packed weights of `key`, made by `pack(PackedWeights*)` the first time; nullptr
+   * when they are not kept and the cache is full (the caller then packs them itself). A template,
+   * so that the per-tile lookup builds no std::function.
    */
-  const PackedWeights* Get(const Key& key, const std::function<void(PackedWeights*)>& pack);
+  template <typename Pack>
+  const PackedWeights* Get(const Key& key, const Pack& pack) {
+    bool full = false;
+    if (const PackedWeights* kept = Find(key, &full)) return kept;
+    if (full) return nullptr;
+    // Packed outside the lock; a tile packed twice at once keeps the first copy.
+    auto packed = std::make_unique<PackedWeights>();
+    pack(packed.get());
+    return Insert(key, std::move(packed));
+  }
   void Clear();
 
  private:
+  struct KeyHash {
+    size_t operator()(const Key& key) const;
+  };
+  const PackedWeights* Find(const Key& key, bool* full);
+  const PackedWeights* Insert(const Key& key, std::unique_ptr<const PackedWeights> packed);
+
   std::mutex mutex_;
-  std::map<Key, std::unique_ptr<const PackedWeights>> packed_;
+  std::unordered_map<Key, std::unique_ptr<const PackedWeights>, KeyHash> packed_;
   int64_t bytes_ = 0;
 };
 

@@ -288,7 +288,8 @@ void RunCompute(const RunContext& ctx, int64_t command) {
   const DramRef& output_to = ctx.plan.output_to[command];
   uint8_t* output = output_to.valid() ? ctx.Dram(output_to) : ctx.Tile(compute.output);
   if (std::holds_alternative<QnnAttrs>(compute.attrs)) {
-    std::vector<const uint8_t*> tiles;
+    thread_local std::vector<const uint8_t*> tiles;  // reused: a tile's step allocates nothing
+    tiles.clear();
     for (size_t i = 0; i < compute.inputs.size(); ++i) {
       TVM_FFI_ICHECK(input_from[i].view < 0) << "quantized ops read dense tiles";
       tiles.push_back(input_from[i].valid() ? ctx.Dram(input_from[i])
