@@ -190,7 +190,8 @@ void StoreSums(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
     StoreCorrected(c32, ldc, row_terms, column_sums, correction, m, n, to.acc + offset, ld,
                    to.accumulate);
   } else {
-    to.requant->Run(c32, ldc, row_terms, column_sums, correction, m, to.out + offset, ld);
+    to.requant->Run(c32, ldc, row_terms, column_sums, correction, m, to.OutAt(offset), ld,
+                    to.out_type);
   }
 }
 

@@ -73,17 +73,36 @@ struct Requantization {
 class PreparedRequantization;  // kernels/requantize_sums.h
 
 /*!
+ * \brief What a fused requantization writes: float (the tile the NPU's vector unit holds, which
+ * its store narrows), or the output integers themselves (where only that store reads the tile).
+ */
+enum class SumsType { kFloat32, kInt8, kUInt8, kInt16 };
+
+inline int64_t SumsTypeBytes(SumsType type) {
+  return type == SumsType::kFloat32 ? 4 : type == SumsType::kInt16 ? 2 : 1;
+}
+
+/*!
  * \brief Where an integer kernel's exact sums go: int64 accumulators (stored, or added to when
- * `accumulate`), or, with `requant` set, their requantization as float into `out` (Requantize's
- * result for accumulators whose innermost dim is the channel, channel_offset 0): the NPU's
- * requantization step computed with its accumulation (kernels/requantize_sums.h).
+ * `accumulate`), or, with `requant` set, their requantization into `out` as `out_type`
+ * (Requantize's result for accumulators whose innermost dim is the channel, channel_offset 0):
+ * the NPU's requantization step computed with its accumulation (kernels/requantize_sums.h).
  */
 struct SumsOut {
   int64_t* acc = nullptr;
   bool accumulate = false;
   const PreparedRequantization* requant = nullptr;
-  float* out = nullptr;
+  void* out = nullptr;
+  SumsType out_type = SumsType::kFloat32;
+
+  /*! \brief The requantized output `elements` into `out`. */
+  void* OutAt(int64_t elements) const {
+    return static_cast<uint8_t*>(out) + elements * SumsTypeBytes(out_type);
+  }
 };
+
+/*! \brief values[0, count) (exact integers) written as `type` (narrowing is exact for them). */
+void StoreRequantized(const float* values, int64_t count, SumsType type, void* out);
 
 /*!
  * \brief out[i] = requantised acc[i], whose channel is (channel_offset + i % channels) (channel

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/quantize.h"
@@ -315,20 +316,81 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
   }
 }
 
+void StoreRequantized(const float* values, int64_t count, SumsType type, void* out) {
+  auto narrow = [&](auto* dst) {
+    using T = std::remove_pointer_t<decltype(dst)>;
+    for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(values[i]);
+  };
+  switch (type) {
+    case SumsType::kFloat32:
+      std::copy_n(values, count, static_cast<float*>(out));
+      return;
+    case SumsType::kInt8:
+      return narrow(static_cast<int8_t*>(out));
+    case SumsType::kUInt8:
+      return narrow(static_cast<uint8_t*>(out));
+    case SumsType::kInt16:
+      return narrow(static_cast<int16_t*>(out));
+  }
+}
+
 void PreparedRequantization::RunElementwise(const int32_t* sums, int64_t row_term,
                                             const int32_t* column_sums, int64_t correction,
-                                            float* out) const {
+                                            void* out, SumsType out_type) const {
   thread_local std::vector<int64_t> acc;
+  thread_local std::vector<float> values;
   acc.resize(static_cast<size_t>(channels_));
+  values.resize(static_cast<size_t>(channels_));
   for (int64_t j = 0; j < channels_; ++j) {
     acc[j] = sums[j] - row_term - (column_sums == nullptr ? 0 : correction * column_sums[j]);
   }
-  RequantizeElementwise(acc.data(), channels_, channels_, 0, requant_, out);
+  RequantizeElementwise(acc.data(), channels_, channels_, 0, requant_, values.data());
+  StoreRequantized(values.data(), channels_, out_type, out);
 }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+namespace {
+
+/*! \brief Sixteen exact int32 results (masked) stored as `type`. */
+inline void Store16(__m512i values, __mmask16 lanes, SumsType type, void* out) {
+  switch (type) {
+    case SumsType::kFloat32:
+      _mm512_mask_storeu_ps(out, lanes, _mm512_maskz_cvtepi32_ps(kAll16, values));
+      return;
+    case SumsType::kInt8:
+    case SumsType::kUInt8:  // values in [0, 255]: the low byte
+      _mm512_mask_cvtepi32_storeu_epi8(out, lanes, values);
+      return;
+    case SumsType::kInt16:
+      _mm512_mask_cvtepi32_storeu_epi16(out, lanes, values);
+      return;
+  }
+}
+
+/*! \brief Eight exact int64 results (masked) stored as `type`. */
+inline void Store8(__m512i values, __mmask8 lanes, SumsType type, void* out) {
+  switch (type) {
+    case SumsType::kFloat32:
+      _mm256_mask_storeu_ps(out, lanes, _mm512_cvtepi64_ps(values));
+      return;
+    case SumsType::kInt8:
+    case SumsType::kUInt8:
+      _mm512_mask_cvtepi64_storeu_epi8(out, lanes, values);
+      return;
+    case SumsType::kInt16:
+      _mm512_mask_cvtepi64_storeu_epi16(out, lanes, values);
+      return;
+  }
+}
+
+}  // namespace
+#endif
 
 void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
                                  const int32_t* column_sums, int64_t correction, int64_t rows,
-                                 float* out, int64_t ld_out) const {
+                                 void* out, int64_t ld_out, SumsType out_type) const {
+  const int64_t item = SumsTypeBytes(out_type);
+  auto row_out = [&](int64_t i) { return static_cast<uint8_t*>(out) + i * ld_out * item; };
   const Requantization& r = requant_;
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
   const int64_t zp = r.output_zero_point;
@@ -354,7 +416,7 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     const int32_t *m0 = m0_32_.data(), *left = left_.data(), *right = right_.data();
     for (int64_t i = 0; i < rows; ++i) {
       const int32_t* s = sums + i * ld_sums;
-      float* o = out + i * ld_out;
+      uint8_t* o = row_out(i);
       const __m512i row_term = _mm512_set1_epi32(
           static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
       for (int64_t j = 0; j < channels_; j += 16) {
@@ -369,8 +431,7 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
             _mm512_maskz_loadu_epi32(lanes, left + j), _mm512_maskz_loadu_epi32(lanes, right + j));
         const __m512i clamped =
             _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
-        _mm512_mask_storeu_ps(
-            o + j, lanes, _mm512_maskz_cvtepi32_ps(kAll16, _mm512_add_epi32(clamped, zero_point)));
+        Store16(_mm512_add_epi32(clamped, zero_point), lanes, out_type, o + j * item);
       }
     }
     return;
@@ -394,7 +455,7 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     const int64_t *m0 = m0_64_.data(), *shift = shift_.data(), *rounding = rounding_.data();
     for (int64_t i = 0; i < rows; ++i) {
       const int32_t* s = sums + i * ld_sums;
-      float* o = out + i * ld_out;
+      uint8_t* o = row_out(i);
       const __m512i row_term = _mm512_set1_epi64(row_terms == nullptr ? 0 : row_terms[i]);
       for (int64_t j = 0; j < channels_; j += 8) {
         const __mmask8 lanes =
@@ -413,15 +474,18 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
             tflite::kAllLanes,
             _mm512_maskz_max_epi64(tflite::kAllLanes, _mm512_add_epi64(scaled, zero_point), lo),
             hi);
-        _mm256_mask_storeu_ps(o + j, lanes, _mm512_cvtepi64_ps(result));
+        Store8(result, lanes, out_type, o + j * item);
         if (exact &&
             _mm512_mask_cmpge_epi64_mask(lanes, _mm512_maskz_abs_epi64(lanes, value), limit) != 0) {
-          alignas(64) int64_t wide[8];
+          alignas(64) int64_t wide[8], exact_result[8];
           _mm512_store_si512(wide, value);
-          for (int64_t k = 0; k < std::min<int64_t>(8, channels_ - j); ++k) {
+          _mm512_store_si512(exact_result, result);
+          for (int64_t k = 0; k < 8; ++k) {
+            if (((lanes >> k) & 1) == 0) continue;
             const FixedPointMultiplier m{m0[j + k], shift[j + k]};
-            o[j + k] = static_cast<float>(std::clamp(zp + ScaleRounded(wide[k], m), r.min, r.max));
+            exact_result[k] = std::clamp(zp + ScaleRounded(wide[k], m), r.min, r.max);
           }
+          Store8(_mm512_load_si512(exact_result), lanes, out_type, o + j * item);
         }
       }
     }
@@ -430,7 +494,7 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
 #endif
   for (int64_t i = 0; i < rows; ++i) {
     RunElementwise(sums + i * ld_sums, row_terms == nullptr ? 0 : row_terms[i], column_sums,
-                   correction, out + i * ld_out);
+                   correction, row_out(i), out_type);
   }
 }
 

@@ -36,12 +36,13 @@ class PreparedRequantization {
 
   /*!
    * \brief out[i * ld_out + j] = requantized(sums[i * ld_sums + j] - row_terms[i] - correction *
-   * column_sums[j]) for rows i and channels j (row_terms, column_sums nullptr: zero), the value
-   * requantized being the exact sum an int64 accumulator would hold. Safe from several threads.
+   * column_sums[j]) as `out_type`, for rows i and channels j (row_terms, column_sums nullptr:
+   * zero), the value requantized being the exact sum an int64 accumulator would hold. Safe from
+   * several threads.
    */
   void Run(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
-           const int32_t* column_sums, int64_t correction, int64_t rows, float* out,
-           int64_t ld_out) const;
+           const int32_t* column_sums, int64_t correction, int64_t rows, void* out, int64_t ld_out,
+           SumsType out_type) const;
 
   const Requantization& requantization() const { return requant_; }
   int64_t channels() const { return channels_; }
@@ -49,7 +50,7 @@ class PreparedRequantization {
  private:
   enum class Lanes { kInt32, kInt64, kElementwise };
   void RunElementwise(const int32_t* sums, int64_t row_term, const int32_t* column_sums,
-                      int64_t correction, float* out) const;
+                      int64_t correction, void* out, SumsType out_type) const;
 
   const Requantization& requant_;
   int64_t channels_;
@@ -74,7 +75,15 @@ void ViaAccumulators(const SumsOut& to, int64_t size, int64_t channels, Compute 
   thread_local std::vector<int64_t> scratch;
   if (scratch.size() < static_cast<size_t>(size)) scratch.resize(static_cast<size_t>(size));
   compute(scratch.data(), false);
-  Requantize(scratch.data(), size, channels, 0, to.requant->requantization(), to.out);
+  if (to.out_type == SumsType::kFloat32) {
+    Requantize(scratch.data(), size, channels, 0, to.requant->requantization(),
+               static_cast<float*>(to.out));
+    return;
+  }
+  thread_local std::vector<float> values;
+  values.resize(static_cast<size_t>(size));
+  Requantize(scratch.data(), size, channels, 0, to.requant->requantization(), values.data());
+  StoreRequantized(values.data(), size, to.out_type, to.out);
 }
 
 }  // namespace kernels

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -231,7 +233,8 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                       const std::vector<const uint8_t*>& inputs, uint8_t* output,
                       kernels::WeightPackCache* packs,
                       const kernels::PreparedRequantization* requant = nullptr,
-                      float* requantized = nullptr) {
+                      void* requantized = nullptr,
+                      kernels::SumsType requantized_type = kernels::SumsType::kFloat32) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
@@ -249,9 +252,9 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       << "quantized " << OpKindName(node.op)
       << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
-  const kernels::SumsOut to = requant != nullptr
-                                  ? kernels::SumsOut{nullptr, false, requant, requantized}
-                                  : kernels::SumsOut{acc, compute.accumulate};
+  const kernels::SumsOut to =
+      requant != nullptr ? kernels::SumsOut{nullptr, false, requant, requantized, requantized_type}
+                         : kernels::SumsOut{acc, compute.accumulate};
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
       kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, to,
@@ -309,9 +312,8 @@ void RunCompute(const RunContext& ctx, int64_t command) {
       return;
     }
     const FusedRequantization::Step& step = ctx.fused.steps[fused];
-    RunQuantizedStep(
-        node, compute, tiles, output, packs, &step.prepared,
-        reinterpret_cast<float*>(ctx.Tile(ctx.program.commands[step.command].compute().output)));
+    RunQuantizedStep(node, compute, tiles, output, packs, &step.prepared,
+                     ctx.Tile(ctx.program.commands[step.command].compute().output), step.type);
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
@@ -396,12 +398,107 @@ bool CanFuseRequantization(const Program& program, const TransferPlan& plan, int
 
 }  // namespace
 
-FusedRequantization PlanFusedRequantization(const Program& program, const TransferPlan& plan,
-                                            bool fuse) {
+namespace {
+
+/*! \brief The integers `dtype` stores, where a requantization clamped to [min, max] fits it. */
+std::optional<kernels::SumsType> IntegerSumsType(DType dtype, int64_t min, int64_t max) {
+  auto fits = [&](int64_t lo, int64_t hi) { return min >= lo && max <= hi; };
+  switch (dtype) {
+    case DType::kInt8:
+      if (fits(-128, 127)) return kernels::SumsType::kInt8;
+      break;
+    case DType::kUInt8:
+      if (fits(0, 255)) return kernels::SumsType::kUInt8;
+      break;
+    case DType::kInt16:
+      if (fits(-32768, 32767)) return kernels::SumsType::kInt16;
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+/*!
+ * \brief Lets each fused step whose requantized tile only stores read (into an integer tensor
+ * holding its clamp range) write those integers: the readers of each step's tile are found by
+ * walking each group in stream order until the tile is overwritten (a group lays out its L1
+ * afresh, so nothing after it reads the tile).
+ */
+void NarrowStoredRequantizations(const Program& program, TransferPlan* plan,
+                                 FusedRequantization* fused) {
+  using BufferKey = std::pair<Tier, int64_t>;
+  auto key = [](const TileRef& tile) { return BufferKey{tile.tier, tile.offset}; };
+  const size_t steps = fused->steps.size();
+  std::vector<std::vector<int64_t>> stores(steps);
+  std::vector<bool> other_reader(steps, false);
+  std::map<BufferKey, int64_t> holds;  // buffer -> the fused step whose result it holds
+  int64_t group = -1;
+  for (int64_t c = 0; c < static_cast<int64_t>(program.commands.size()); ++c) {
+    const Command& command = program.commands[c];
+    if (command.group != group) holds.clear();
+    group = command.group;
+    if (plan->skipped[c]) continue;
+    auto read = [&](const TileRef& tile, bool store) {
+      const auto held = holds.find(key(tile));
+      if (held == holds.end()) return;
+      const ComputeCommand& step = program.commands[fused->steps[held->second].command].compute();
+      if (store && SameTile(tile, step.output) && tile.dtype == DType::kFloat32) {
+        stores[held->second].push_back(c);
+      } else {
+        other_reader[held->second] = true;
+      }
+    };
+    if (command.is_dma()) {
+      const DmaCommand& dma = command.dma();
+      if (dma.store) {
+        read(dma.tile, dma.remote_tier == Tier::kDram && !dma.gather);
+        continue;
+      }
+      if (dma.gather) read(dma.gather_ids, false);
+      if (dma.remote_tier == Tier::kL2) read(TileRef{Tier::kL2, dma.remote_offset, {}, {}}, false);
+      holds.erase(key(dma.tile));
+      continue;
+    }
+    const ComputeCommand& compute = command.compute();
+    for (size_t k = 0; k < compute.inputs.size(); ++k) {
+      if (!plan->input_from[c][k].valid()) read(compute.inputs[k], false);
+    }
+    if (plan->output_to[c].valid()) continue;
+    if (compute.accumulate) read(compute.output, false);
+    holds.erase(key(compute.output));
+    if (fused->folded[c]) holds[key(compute.output)] = fused->with[c - 1];
+  }
+  for (size_t s = 0; s < steps; ++s) {
+    if (other_reader[s] || stores[s].empty()) continue;
+    FusedRequantization::Step& step = fused->steps[s];
+    const kernels::Requantization& r = step.prepared.requantization();
+    std::optional<kernels::SumsType> type;
+    for (int64_t store : stores[s]) {
+      const DType dtype = program.graph.nodes[program.commands[store].dma().view.tensor].dtype;
+      const std::optional<kernels::SumsType> this_type = IntegerSumsType(dtype, r.min, r.max);
+      if (!this_type || (type && *type != *this_type)) {
+        type.reset();
+        break;
+      }
+      type = this_type;
+    }
+    if (!type) continue;
+    step.type = *type;
+    const DType tile_type = *type == kernels::SumsType::kInt8    ? DType::kInt8
+                            : *type == kernels::SumsType::kUInt8 ? DType::kUInt8
+                                                                 : DType::kInt16;
+    for (int64_t store : stores[s]) ReplanStore(program, store, tile_type, plan);
+  }
+}
+
+}  // namespace
+
+FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan* plan, bool fuse) {
   const int64_t commands = static_cast<int64_t>(program.commands.size());
   FusedRequantization fused{std::vector<int64_t>(commands, -1), std::vector<bool>(commands), {}};
   for (int64_t i = 0; fuse && i < commands; ++i) {
-    if (!CanFuseRequantization(program, plan, i)) continue;
+    if (!CanFuseRequantization(program, *plan, i)) continue;
     const ComputeCommand& step = program.commands[i].compute();
     fused.with[i - 1] = static_cast<int64_t>(fused.steps.size());
     fused.folded[i] = true;
@@ -409,6 +506,7 @@ FusedRequantization PlanFusedRequantization(const Program& program, const Transf
     fused.steps.push_back(
         {i, kernels::PreparedRequantization(std::get<QnnAttrs>(step.attrs).requant, channels)});
   }
+  NarrowStoredRequantizations(program, plan, &fused);
   return fused;
 }
 
@@ -427,7 +525,7 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
     : program_(program),
       transfers_(PlanTransfers(program, options.forward_dma)),
       dataflow_(AnalyzeDataflow(program, transfers_)),
-      fused_(PlanFusedRequantization(program, transfers_, options.fuse_requantize)) {
+      fused_(PlanFusedRequantization(program, &transfers_, options.fuse_requantize)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {

@@ -52,13 +52,18 @@ struct EmulatorOptions {
  * \brief Requantization steps the emulator computes inside the quantized op step just before
  * them, from the op's int32 sums (kernels/requantize_sums.h), where they requantize that step's
  * whole result in place and nothing else reads its accumulators: the same numbers without the
- * tile of int64 accumulators. Timing still counts both commands (it reads the command stream).
+ * tile of int64 accumulators. Where only stores into an 8- or 16-bit integer tensor read the
+ * requantized tile, it holds those integers instead of floats and the stores copy them as they
+ * are (re-planned in the transfer plan). Timing still counts every command (it reads the command
+ * stream).
  */
 struct FusedRequantization {
   /*! \brief A requantization step and its tables, prepared once. */
   struct Step {
     int64_t command;
     kernels::PreparedRequantization prepared;
+    /*! \brief What the requantized tile holds. */
+    kernels::SumsType type = kernels::SumsType::kFloat32;
   };
   /*! \brief Per command: the index in `steps` of the requantization computed with it, or -1. */
   std::vector<int64_t> with;
@@ -67,9 +72,11 @@ struct FusedRequantization {
   std::vector<Step> steps;
 };
 
-/*! \brief The requantization steps of `program` the emulator fuses (none when `fuse` is off). */
-FusedRequantization PlanFusedRequantization(const Program& program, const TransferPlan& plan,
-                                            bool fuse);
+/*!
+ * \brief The requantization steps of `program` the emulator fuses (none when `fuse` is off); the
+ * stores of those that hold output integers are re-planned in `plan`.
+ */
+FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan* plan, bool fuse);
 
 /*!
  * \brief Runs a compiled program on emulated memories. Built once per program (it analyses the

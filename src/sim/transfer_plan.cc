@@ -340,6 +340,14 @@ void DramBoxIndex::ForEachOverlap(const DmaCommand& dma,
   for (int64_t id : found) fn(id);
 }
 
+void ReplanStore(const Program& program, int64_t command, DType tile_type, TransferPlan* plan) {
+  DmaCommand store = program.commands[command].dma();
+  TVM_FFI_ICHECK(store.store && !plan->skipped[command]) << "only a performed store is re-planned";
+  store.tile.dtype = tile_type;
+  PlanCopy(program, store, &plan->copies[command], &plan->remote_offset[command],
+           &plan->remote_strides[command]);
+}
+
 TransferPlan PlanTransfers(const Program& program, bool forward) {
   const size_t count = program.commands.size();
   TransferPlan plan;

@@ -95,6 +95,13 @@ struct TransferPlan {
  */
 TransferPlan PlanTransfers(const Program& program, bool forward);
 
+/*!
+ * \brief Plans store `command` again as reading a tile of `tile_type` instead of the type the
+ * command names (the emulator's fused requantization writes a stored tile's output integers
+ * themselves, sim/emulator.h).
+ */
+void ReplanStore(const Program& program, int64_t command, DType tile_type, TransferPlan* plan);
+
 /*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
 using DramKey = std::pair<int, int64_t>;
 DramKey DramKeyOf(const Program& program, const DmaCommand& dma);

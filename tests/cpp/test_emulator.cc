@@ -212,9 +212,9 @@ TEST_F(EmulatorTest, SeveralThreadsShareOneEmulator) {
   }
 }
 
-// An int8 depthwise convolution with TFLite's rounding (per-channel scales and bias)
-// (with a relu) followed by a pointwise one with TVM's: the emulator computes their requantization
-// steps inside the convolutions' steps.
+// An int8 depthwise convolution with TFLite's rounding (per-channel scales and bias, a relu)
+// followed by a pointwise one with TVM's: the emulator computes their requantization steps
+// inside the convolutions' steps.
 const char* kQuantized = R"({"version": 1, "symbol": "q", "nodes": [
   {"op": "input", "name": "x", "shape": [1, 32, 12, 10], "dtype": "int8"},
   {"op": "const", "name": "dw", "shape": [32, 1, 3, 3], "dtype": "int8"},
@@ -245,7 +245,13 @@ TEST(EmulatorFusionTest, RequantizationInsideTheOpStepComputesTheSameBits) {
     for (bool fuse : {true, false}) {
       for (bool forward : {true, false}) {
         const Emulator emulator(program, EmulatorOptions{forward, fuse});
-        EXPECT_EQ(emulator.fused_requantization().steps.empty(), !fuse);
+        const FusedRequantization& fused = emulator.fused_requantization();
+        EXPECT_EQ(fused.steps.empty(), !fuse);
+        // The pointwise result only goes to DRAM: its tiles hold the int8 outputs themselves.
+        const bool narrowed =
+            std::any_of(fused.steps.begin(), fused.steps.end(),
+                        [](const auto& step) { return step.type == kernels::SumsType::kInt8; });
+        EXPECT_EQ(narrowed, fuse);
         std::vector<int8_t> out(24 * 12 * 10, 0);
         DramBindings dram;
         dram.inputs = {x.data()};

@@ -226,6 +226,9 @@ std::vector<Requantization> FusableRequantizations(int64_t channels, std::mt1993
   per_tensor.output_zero_point = 3;
   Requantization single = tflite;
   single.single_rounding = true;
+  single.output_zero_point = 120;  // a uint8 output
+  single.min = 0;
+  single.max = 255;
   return {tvm, tflite, per_tensor, single};
 }
 
@@ -241,9 +244,23 @@ void ExpectFusedRequantization(const std::vector<int64_t>& expected, int64_t cha
     std::vector<float> want(expected.size()), got(expected.size(), -1000.0f);
     RequantizeElementwise(expected.data(), size, channels, 0, r, want.data());
     const PreparedRequantization prepared(r, channels);
+    const std::string settings =
+        what + ", rounding " + std::to_string(static_cast<int>(r.rounding)) + " single " +
+        std::to_string(r.single_rounding) + " multipliers " + std::to_string(r.multipliers.size());
     run(SumsOut{nullptr, false, &prepared, got.data()});
-    EXPECT_EQ(got, want) << what << ", rounding " << static_cast<int>(r.rounding) << " single "
-                         << r.single_rounding << " multipliers " << r.multipliers.size();
+    EXPECT_EQ(got, want) << settings;
+    // Written as the output integers themselves, where their range holds the clamp's.
+    auto expect_integers = [&](auto zero, SumsType type) {
+      using T = decltype(zero);
+      if (r.min < std::numeric_limits<T>::min() || r.max > std::numeric_limits<T>::max()) return;
+      std::vector<T> integers(expected.size(), T{99});
+      run(SumsOut{nullptr, false, &prepared, integers.data(), type});
+      EXPECT_EQ(std::vector<float>(integers.begin(), integers.end()), want)
+          << settings << ", " << sizeof(T) * 8 << "-bit output";
+    };
+    expect_integers(int8_t{0}, SumsType::kInt8);
+    expect_integers(uint8_t{0}, SumsType::kUInt8);
+    expect_integers(int16_t{0}, SumsType::kInt16);
   }
 }
 
