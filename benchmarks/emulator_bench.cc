@@ -145,6 +145,14 @@ int Main(int argc, char** argv) {
   }
   std::printf("  %ld of the DMA commands forwarded\n",
               static_cast<long>(executor.emulator().transfers().forwarded()));
+  const FusedRequantization& fused = executor.emulator().fused_requantization();
+  long integers = 0, into_dram = 0;
+  for (const FusedRequantization::Step& step : fused.steps) {
+    integers += step.type != kernels::SumsType::kFloat32;
+    into_dram += step.dram.valid();
+  }
+  std::printf("  %ld requantization steps fused (%ld write integers, %ld of them into DRAM)\n",
+              static_cast<long>(fused.steps.size()), integers, into_dram);
   size_t deps = 0;
   for (const Command& command : executor.program().commands) deps += command.deps.size();
   std::printf(

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -313,7 +314,10 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     }
     const FusedRequantization::Step& step = ctx.fused.steps[fused];
     RunQuantizedStep(node, compute, tiles, output, packs, &step.prepared,
-                     ctx.Tile(ctx.program.commands[step.command].compute().output), step.type);
+                     step.dram.valid()
+                         ? ctx.Dram(step.dram)
+                         : ctx.Tile(ctx.program.commands[step.command].compute().output),
+                     step.type);
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
@@ -425,8 +429,21 @@ std::optional<kernels::SumsType> IntegerSumsType(DType dtype, int64_t min, int64
  * walking each group in stream order until the tile is overwritten (a group lays out its L1
  * afresh, so nothing after it reads the tile).
  */
+/*! \brief DramConflicts of group `group`, computed once. */
+const std::set<DramKey>& GroupConflicts(const Program& program, int64_t group,
+                                        std::map<int64_t, std::set<DramKey>>* conflicts) {
+  auto found = conflicts->find(group);
+  if (found != conflicts->end()) return found->second;
+  const auto in_group = [&](const Command& command) { return command.group == group; };
+  const auto first = std::find_if(program.commands.begin(), program.commands.end(), in_group);
+  const auto last = std::find_if_not(first, program.commands.end(), in_group);
+  return (*conflicts)[group] = DramConflicts(program, first - program.commands.begin(),
+                                             last - program.commands.begin());
+}
+
 void NarrowStoredRequantizations(const Program& program, TransferPlan* plan,
                                  FusedRequantization* fused) {
+  std::map<int64_t, std::set<DramKey>> conflicts;  // per group
   using BufferKey = std::pair<Tier, int64_t>;
   auto key = [](const TileRef& tile) { return BufferKey{tile.tier, tile.offset}; };
   const size_t steps = fused->steps.size();
@@ -489,6 +506,16 @@ void NarrowStoredRequantizations(const Program& program, TransferPlan* plan,
                             : *type == kernels::SumsType::kUInt8 ? DType::kUInt8
                                                                  : DType::kInt16;
     for (int64_t store : stores[s]) ReplanStore(program, store, tile_type, plan);
+    // One store of a dense run, into storage nothing else of the group touches (as the transfer
+    // plan forwards a float result): the step writes the integers straight into DRAM.
+    const int64_t store = stores[s][0];
+    const DmaCommand& dma = program.commands[store].dma();
+    if (stores[s].size() == 1 && plan->copies[store].contiguous() &&
+        !GroupConflicts(program, program.commands[store].group, &conflicts)
+             .count(DramKeyOf(program, dma))) {
+      step.dram = DramRef{dma.view.tensor, plan->remote_offset[store]};
+      plan->skipped[store] = true;
+    }
   }
 }
 

@@ -54,8 +54,9 @@ struct EmulatorOptions {
  * whole result in place and nothing else reads its accumulators: the same numbers without the
  * tile of int64 accumulators. Where only stores into an 8- or 16-bit integer tensor read the
  * requantized tile, it holds those integers instead of floats and the stores copy them as they
- * are (re-planned in the transfer plan). Timing still counts every command (it reads the command
- * stream).
+ * are (re-planned in the transfer plan); one store of a dense run is forwarded as the transfer
+ * plan forwards float results (the step writes into DRAM). Timing still counts every command (it
+ * reads the command stream).
  */
 struct FusedRequantization {
   /*! \brief A requantization step and its tables, prepared once. */
@@ -64,6 +65,8 @@ struct FusedRequantization {
     kernels::PreparedRequantization prepared;
     /*! \brief What the requantized tile holds. */
     kernels::SumsType type = kernels::SumsType::kFloat32;
+    /*! \brief Where its integers are written instead of the tile, its one store forwarded. */
+    DramRef dram;
   };
   /*! \brief Per command: the index in `steps` of the requantization computed with it, or -1. */
   std::vector<int64_t> with;

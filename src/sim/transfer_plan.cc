@@ -161,27 +161,8 @@ class GroupForwarder {
     if (it != writer_of.end()) uses_[it->second].push_back(use);
   }
 
-  /*! \brief DRAM tensors this group both reads and writes, and those with overlapping stores. */
   void FindConflicts(int64_t begin, int64_t end) {
-    std::map<DramKey, std::vector<const DmaCommand*>> loads;
-    std::map<DramKey, DramBoxIndex> stores;
-    for (int64_t i = begin; i < end; ++i) {
-      const Command& command = program_.commands[i];
-      if (!command.is_dma() || command.dma().remote_tier != Tier::kDram) continue;
-      const DramKey key = DramKeyOf(program_, command.dma());
-      if (!command.dma().store) {
-        loads[key].push_back(&command.dma());
-        continue;
-      }
-      DramBoxIndex& earlier = stores[key];
-      if (!conflicted_.count(key)) {
-        earlier.ForEachOverlap(command.dma(), [&](int64_t) { conflicted_.insert(key); });
-      }
-      earlier.Add(i, &command.dma());
-    }
-    for (const auto& [key, unused] : loads) {
-      if (stores.count(key)) conflicted_.insert(key);
-    }
+    conflicted_ = DramConflicts(program_, begin, end);
   }
 
   /*! \brief How a transfer can be skipped: not at all, as a dense run, or as a strided view. */
@@ -244,6 +225,30 @@ class GroupForwarder {
 };
 
 }  // namespace
+
+std::set<DramKey> DramConflicts(const Program& program, int64_t begin, int64_t end) {
+  std::set<DramKey> conflicted;
+  std::set<DramKey> loaded;
+  std::map<DramKey, DramBoxIndex> stores;
+  for (int64_t i = begin; i < end; ++i) {
+    const Command& command = program.commands[i];
+    if (!command.is_dma() || command.dma().remote_tier != Tier::kDram) continue;
+    const DramKey key = DramKeyOf(program, command.dma());
+    if (!command.dma().store) {
+      loaded.insert(key);
+      continue;
+    }
+    DramBoxIndex& earlier = stores[key];
+    if (!conflicted.count(key)) {
+      earlier.ForEachOverlap(command.dma(), [&](int64_t) { conflicted.insert(key); });
+    }
+    earlier.Add(i, &command.dma());
+  }
+  for (const DramKey& key : loaded) {
+    if (stores.count(key)) conflicted.insert(key);
+  }
+  return conflicted;
+}
 
 DramKey DramKeyOf(const Program& program, const DmaCommand& dma) {
   const TensorPlacement& placement = program.placements[dma.view.tensor];

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -105,6 +106,12 @@ void ReplanStore(const Program& program, int64_t command, DType tile_type, Trans
 /*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
 using DramKey = std::pair<int, int64_t>;
 DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
+
+/*!
+ * \brief The DRAM storage the commands [begin, end) (one group) both load and store, or store
+ * overlapping boxes of: a transfer of it cannot move in time, so it is never forwarded.
+ */
+std::set<DramKey> DramConflicts(const Program& program, int64_t begin, int64_t end);
 
 /*!
  * \brief Whether two DMA boxes of one tensor may touch the same bytes. Exact for boxes seen
