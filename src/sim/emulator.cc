@@ -441,7 +441,7 @@ const std::set<DramKey>& GroupConflicts(const Program& program, int64_t group,
                                              last - program.commands.begin());
 }
 
-void NarrowStoredRequantizations(const Program& program, TransferPlan* plan,
+void NarrowStoredRequantizations(const Program& program, bool forward, TransferPlan* plan,
                                  FusedRequantization* fused) {
   std::map<int64_t, std::set<DramKey>> conflicts;  // per group
   using BufferKey = std::pair<Tier, int64_t>;
@@ -510,7 +510,7 @@ void NarrowStoredRequantizations(const Program& program, TransferPlan* plan,
     // plan forwards a float result): the step writes the integers straight into DRAM.
     const int64_t store = stores[s][0];
     const DmaCommand& dma = program.commands[store].dma();
-    if (stores[s].size() == 1 && plan->copies[store].contiguous() &&
+    if (forward && stores[s].size() == 1 && plan->copies[store].contiguous() &&
         !GroupConflicts(program, program.commands[store].group, &conflicts)
              .count(DramKeyOf(program, dma))) {
       step.dram = DramRef{dma.view.tensor, plan->remote_offset[store]};
@@ -521,7 +521,9 @@ void NarrowStoredRequantizations(const Program& program, TransferPlan* plan,
 
 }  // namespace
 
-FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan* plan, bool fuse) {
+FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan* plan,
+                                            const EmulatorOptions& options) {
+  const bool fuse = options.fuse_requantize;
   const int64_t commands = static_cast<int64_t>(program.commands.size());
   FusedRequantization fused{std::vector<int64_t>(commands, -1), std::vector<bool>(commands), {}};
   for (int64_t i = 0; fuse && i < commands; ++i) {
@@ -533,7 +535,7 @@ FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan
     fused.steps.push_back(
         {i, kernels::PreparedRequantization(std::get<QnnAttrs>(step.attrs).requant, channels)});
   }
-  NarrowStoredRequantizations(program, plan, &fused);
+  NarrowStoredRequantizations(program, options.forward_dma, plan, &fused);
   return fused;
 }
 
@@ -552,7 +554,7 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
     : program_(program),
       transfers_(PlanTransfers(program, options.forward_dma)),
       dataflow_(AnalyzeDataflow(program, transfers_)),
-      fused_(PlanFusedRequantization(program, &transfers_, options.fuse_requantize)) {
+      fused_(PlanFusedRequantization(program, &transfers_, options)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {

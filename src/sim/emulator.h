@@ -76,10 +76,12 @@ struct FusedRequantization {
 };
 
 /*!
- * \brief The requantization steps of `program` the emulator fuses (none when `fuse` is off); the
- * stores of those that hold output integers are re-planned in `plan`.
+ * \brief The requantization steps of `program` the emulator fuses (none without
+ * options.fuse_requantize); the stores of those that hold output integers are re-planned in `plan`
+ * (and forwarded only with options.forward_dma).
  */
-FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan* plan, bool fuse);
+FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan* plan,
+                                            const EmulatorOptions& options);
 
 /*!
  * \brief Runs a compiled program on emulated memories. Built once per program (it analyses the
