@@ -190,8 +190,9 @@ void StoreSums(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
     StoreCorrected(c32, ldc, row_terms, column_sums, correction, m, n, to.acc + offset, ld,
                    to.accumulate);
   } else {
-    to.requant->Run(c32, ldc, row_terms, column_sums, correction, m, to.OutAt(offset), ld,
-                    to.out_type);
+    // Fused sums start at a pixel (a requantized convolution has one group).
+    to.requant->Run(c32, ldc, row_terms, column_sums, correction, m, to.OutAtPixel(offset / ld, ld),
+                    to.PixelStride(ld), to.out_type);
   }
 }
 

@@ -86,7 +86,9 @@ inline int64_t SumsTypeBytes(SumsType type) {
  * \brief Where an integer kernel's exact sums go: int64 accumulators (stored, or added to when
  * `accumulate`), or, with `requant` set, their requantization into `out` as `out_type`
  * (Requantize's result for accumulators whose innermost dim is the channel, channel_offset 0):
- * the NPU's requantization step computed with its accumulation (kernels/requantize_sums.h).
+ * the NPU's requantization step computed with its accumulation (kernels/requantize_sums.h). The
+ * requantized output's pixels (its rows of channels) lie `pixel_stride` elements apart, or
+ * densely when 0 (a tile's channels straight into a wider tensor in DRAM).
  */
 struct SumsOut {
   int64_t* acc = nullptr;
@@ -94,15 +96,24 @@ struct SumsOut {
   const PreparedRequantization* requant = nullptr;
   void* out = nullptr;
   SumsType out_type = SumsType::kFloat32;
+  int64_t pixel_stride = 0;
 
-  /*! \brief The requantized output `elements` into `out`. */
-  void* OutAt(int64_t elements) const {
-    return static_cast<uint8_t*>(out) + elements * SumsTypeBytes(out_type);
+  /*! \brief Elements from one requantized pixel of `channels` to the next. */
+  int64_t PixelStride(int64_t channels) const {
+    return pixel_stride == 0 ? channels : pixel_stride;
+  }
+  /*! \brief Requantized pixel `pixel` (of `channels`) in `out`. */
+  void* OutAtPixel(int64_t pixel, int64_t channels) const {
+    return static_cast<uint8_t*>(out) + pixel * PixelStride(channels) * SumsTypeBytes(out_type);
   }
 };
 
-/*! \brief values[0, count) (exact integers) written as `type` (narrowing is exact for them). */
-void StoreRequantized(const float* values, int64_t count, SumsType type, void* out);
+/*!
+ * \brief values[pixels, channels] (exact integers) written as `type` (narrowing is exact for
+ * them) into `out`, pixels `pixel_stride` elements apart.
+ */
+void StoreRequantized(const float* values, int64_t pixels, int64_t channels, SumsType type,
+                      void* out, int64_t pixel_stride);
 
 /*!
  * \brief out[i] = requantised acc[i], whose channel is (channel_offset + i % channels) (channel

@@ -233,7 +233,8 @@ class DepthwiseRows {
       for (; ow < s_.ow; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
       if (requant_ != nullptr) {
         requant_->Run(row_sums.data(), s_.channels, nullptr, nullptr, 0, s_.ow,
-                      to_.OutAt(row_offset), s_.channels, to_.out_type);
+                      to_.OutAtPixel(r * s_.ow, s_.channels), to_.PixelStride(s_.channels),
+                      to_.out_type);
       }
     }
   }

@@ -316,15 +316,19 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
   }
 }
 
-void StoreRequantized(const float* values, int64_t count, SumsType type, void* out) {
+void StoreRequantized(const float* values, int64_t pixels, int64_t channels, SumsType type,
+                      void* out, int64_t pixel_stride) {
   auto narrow = [&](auto* dst) {
     using T = std::remove_pointer_t<decltype(dst)>;
-    for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(values[i]);
+    for (int64_t p = 0; p < pixels; ++p) {
+      for (int64_t c = 0; c < channels; ++c) {
+        dst[p * pixel_stride + c] = static_cast<T>(values[p * channels + c]);
+      }
+    }
   };
   switch (type) {
     case SumsType::kFloat32:
-      std::copy_n(values, count, static_cast<float*>(out));
-      return;
+      return narrow(static_cast<float*>(out));
     case SumsType::kInt8:
       return narrow(static_cast<int8_t*>(out));
     case SumsType::kUInt8:
@@ -345,7 +349,7 @@ void PreparedRequantization::RunElementwise(const int32_t* sums, int64_t row_ter
     acc[j] = sums[j] - row_term - (column_sums == nullptr ? 0 : correction * column_sums[j]);
   }
   RequantizeElementwise(acc.data(), channels_, channels_, 0, requant_, values.data());
-  StoreRequantized(values.data(), channels_, out_type, out);
+  StoreRequantized(values.data(), 1, channels_, out_type, out, channels_);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)

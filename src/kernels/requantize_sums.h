@@ -12,6 +12,7 @@
 #ifndef EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
 #define EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -75,7 +76,7 @@ void ViaAccumulators(const SumsOut& to, int64_t size, int64_t channels, Compute 
   thread_local std::vector<int64_t> scratch;
   if (scratch.size() < static_cast<size_t>(size)) scratch.resize(static_cast<size_t>(size));
   compute(scratch.data(), false);
-  if (to.out_type == SumsType::kFloat32) {
+  if (to.out_type == SumsType::kFloat32 && to.PixelStride(channels) == channels) {
     Requantize(scratch.data(), size, channels, 0, to.requant->requantization(),
                static_cast<float*>(to.out));
     return;
@@ -83,7 +84,8 @@ void ViaAccumulators(const SumsOut& to, int64_t size, int64_t channels, Compute 
   thread_local std::vector<float> values;
   values.resize(static_cast<size_t>(size));
   Requantize(scratch.data(), size, channels, 0, to.requant->requantization(), values.data());
-  StoreRequantized(values.data(), size, to.out_type, to.out);
+  StoreRequantized(values.data(), size / std::max<int64_t>(channels, 1), channels, to.out_type,
+                   to.out, to.PixelStride(channels));
 }
 
 }  // namespace kernels

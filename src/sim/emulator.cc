@@ -227,15 +227,12 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
 /*!
  * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
  * weights): the exact int64 accumulators of the op, or their requantization into the output
- * integers (stored as float, narrowed by the store). With `requant` (a requantization step
- * fused into this one, see FusedRequantization), the op's sums go straight to `requantized`.
+ * integers (stored as float, narrowed by the store). With `fused` (a requantization step fused
+ * into this one, see FusedRequantization), the op's sums go where it says instead.
  */
 void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                       const std::vector<const uint8_t*>& inputs, uint8_t* output,
-                      kernels::WeightPackCache* packs,
-                      const kernels::PreparedRequantization* requant = nullptr,
-                      void* requantized = nullptr,
-                      kernels::SumsType requantized_type = kernels::SumsType::kFloat32) {
+                      kernels::WeightPackCache* packs, const kernels::SumsOut* fused = nullptr) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
@@ -253,9 +250,7 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       << "quantized " << OpKindName(node.op)
       << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
-  const kernels::SumsOut to =
-      requant != nullptr ? kernels::SumsOut{nullptr, false, requant, requantized, requantized_type}
-                         : kernels::SumsOut{acc, compute.accumulate};
+  const kernels::SumsOut to = fused != nullptr ? *fused : kernels::SumsOut{acc, compute.accumulate};
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
       kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, to,
@@ -313,11 +308,15 @@ void RunCompute(const RunContext& ctx, int64_t command) {
       return;
     }
     const FusedRequantization::Step& step = ctx.fused.steps[fused];
-    RunQuantizedStep(node, compute, tiles, output, packs, &step.prepared,
-                     step.dram.valid()
-                         ? ctx.Dram(step.dram)
-                         : ctx.Tile(ctx.program.commands[step.command].compute().output),
-                     step.type);
+    const kernels::SumsOut to{nullptr,
+                              false,
+                              &step.prepared,
+                              step.dram.valid()
+                                  ? ctx.Dram(step.dram)
+                                  : ctx.Tile(ctx.program.commands[step.command].compute().output),
+                              step.type,
+                              step.dram.valid() ? step.dram_pixel_stride : 0};
+    RunQuantizedStep(node, compute, tiles, output, packs, &to);
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
@@ -429,6 +428,22 @@ std::optional<kernels::SumsType> IntegerSumsType(DType dtype, int64_t min, int64
  * walking each group in stream order until the tile is overwritten (a group lays out its L1
  * afresh, so nothing after it reads the tile).
  */
+/*!
+ * \brief Elements between consecutive pixels (rows of the innermost, dense dim) of store
+ * `command`'s box in its DRAM tensor, when every pixel of the tile lies at one stride: 0 if not.
+ */
+int64_t PixelStrideInDram(const TransferPlan& plan, const DmaCommand& dma, int64_t command) {
+  const std::vector<int64_t>& strides = plan.remote_strides[command];  // in tile order
+  std::vector<int64_t> extent;
+  for (int64_t axis : dma.box.tile_order) extent.push_back(dma.box.extent[axis]);
+  const size_t rank = extent.size();
+  if (rank < 2 || strides.size() != rank || strides[rank - 1] != 1) return 0;
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    if (extent[d] > 1 && strides[d] != strides[d + 1] * extent[d + 1]) return 0;
+  }
+  return strides[rank - 2];
+}
+
 /*! \brief DramConflicts of group `group`, computed once. */
 const std::set<DramKey>& GroupConflicts(const Program& program, int64_t group,
                                         std::map<int64_t, std::set<DramKey>>* conflicts) {
@@ -506,14 +521,19 @@ void NarrowStoredRequantizations(const Program& program, bool forward, TransferP
                             : *type == kernels::SumsType::kUInt8 ? DType::kUInt8
                                                                  : DType::kInt16;
     for (int64_t store : stores[s]) ReplanStore(program, store, tile_type, plan);
-    // One store of a dense run, into storage nothing else of the group touches (as the transfer
-    // plan forwards a float result): the step writes the integers straight into DRAM.
+    // One store of the tile's pixels at one stride (a dense run, or a channel slice of whole
+    // rows), into storage nothing else of the group touches (as the transfer plan forwards a float
+    // result): the step writes the integers straight into DRAM.
     const int64_t store = stores[s][0];
     const DmaCommand& dma = program.commands[store].dma();
-    if (forward && stores[s].size() == 1 && plan->copies[store].contiguous() &&
+    const int64_t channels = step.prepared.channels();
+    const int64_t pixel_stride =
+        plan->copies[store].contiguous() ? channels : PixelStrideInDram(*plan, dma, store);
+    if (forward && stores[s].size() == 1 && pixel_stride >= channels &&
         !GroupConflicts(program, program.commands[store].group, &conflicts)
              .count(DramKeyOf(program, dma))) {
       step.dram = DramRef{dma.view.tensor, plan->remote_offset[store]};
+      step.dram_pixel_stride = pixel_stride;
       plan->skipped[store] = true;
     }
   }

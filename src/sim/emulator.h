@@ -65,8 +65,10 @@ struct FusedRequantization {
     kernels::PreparedRequantization prepared;
     /*! \brief What the requantized tile holds. */
     kernels::SumsType type = kernels::SumsType::kFloat32;
-    /*! \brief Where its integers are written instead of the tile, its one store forwarded. */
+    /*! \brief Where its integers are written instead of the tile, its one store forwarded, and
+     * the elements between their pixels there. */
     DramRef dram;
+    int64_t dram_pixel_stride = 0;
   };
   /*! \brief Per command: the index in `steps` of the requantization computed with it, or -1. */
   std::vector<int64_t> with;
