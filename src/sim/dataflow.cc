@@ -300,6 +300,17 @@ void RunGroup(const Dataflow& dataflow, const GroupSchedule& group,
     for (int64_t i = group.begin; i < group.end; ++i) execute(i);
     return;
   }
+  if (kernels::MaxThreads() == 1 || group.tile_starts.size() <= 1) {
+    // One thread claiming every tile in turn: each command's deps come earlier in that order, so
+    // nothing needs to wait or be marked done.
+    for (size_t claim = 0; claim < group.tile_starts.size(); ++claim) {
+      const size_t t = group.tile_order.empty() ? claim : group.tile_order[claim];
+      const int64_t tile_end =
+          t + 1 < group.tile_starts.size() ? group.tile_starts[t + 1] : group.end;
+      for (int64_t i = group.tile_starts[t]; i < tile_end; ++i) execute(i);
+    }
+    return;
+  }
   const int64_t size = group.end - group.begin;
   std::vector<std::atomic<bool>> done(size);  // value-initialised: false
   std::atomic<size_t> next_tile{0};
