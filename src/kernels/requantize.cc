@@ -128,13 +128,10 @@ void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p
 constexpr __mmask16 kAll16 = 0xffff;
 
 /*!
- * \brief The int32 lanes of MultiplyByQuantizedMultiplierInRange: TFLite computes in int32, so
- * only the low 32 bits of acc + bias matter (as the scalar form's shift shows), and sixteen
- * outputs share a vector. The 32 x 32 -> 64-bit products are taken on the even and the odd lanes.
+ * \brief TFLite's doubling high multiply on sixteen int32 lanes: the 32 x 32 -> 64-bit products
+ * are taken on the even and the odd lanes.
  */
-inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
-                                               __m512i right) {
-  const __m512i shifted = _mm512_maskz_sllv_epi32(kAll16, value, left);
+inline __m512i DoublingHighMultiply16(__m512i shifted, __m512i m0) {
   // Lanes 2k and 2k + 1: the doubling high multiply of their products, round_half_up(p / 2^31),
   // which is floor((p + 2^30) / 2^31) for either sign (TFLite's sign-dependent nudge followed by
   // a division toward zero comes to the same).
@@ -147,17 +144,30 @@ inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512
       tflite::kAllLanes, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32),
       _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32)));
   // |high| < 2^31: its low 32 bits are the int32 result of each lane.
-  const __m512i joined =
-      _mm512_mask_blend_epi32(0xaaaa, even, _mm512_maskz_slli_epi64(tflite::kAllLanes, odd, 32));
-  // joined / 2^right rounded half away from zero.
+  return _mm512_mask_blend_epi32(0xaaaa, even, _mm512_maskz_slli_epi64(tflite::kAllLanes, odd, 32));
+}
+
+/*! \brief x / 2^right rounded half away from zero; mask = 2^right - 1, half = mask / 2. */
+inline __m512i RoundingDivideByPot16(__m512i x, __m512i right, __m512i mask, __m512i half) {
+  const __m512i one = _mm512_set1_epi32(1);
+  const __mmask16 negative = _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512());
+  const __m512i threshold = _mm512_mask_add_epi32(half, negative, half, one);
+  const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, mask), threshold);
+  const __m512i quotient = _mm512_maskz_srav_epi32(kAll16, x, right);
+  return _mm512_mask_add_epi32(quotient, up, quotient, one);
+}
+
+/*!
+ * \brief The int32 lanes of MultiplyByQuantizedMultiplierInRange: TFLite computes in int32, so
+ * only the low 32 bits of acc + bias matter (as the scalar form's shift shows), and sixteen
+ * outputs share a vector.
+ */
+inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
+                                               __m512i right) {
+  const __m512i joined = DoublingHighMultiply16(_mm512_maskz_sllv_epi32(kAll16, value, left), m0);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i mask = _mm512_sub_epi32(_mm512_maskz_sllv_epi32(kAll16, one, right), one);
-  const __m512i half = _mm512_maskz_srai_epi32(kAll16, mask, 1);
-  const __mmask16 negative = _mm512_cmplt_epi32_mask(joined, _mm512_setzero_si512());
-  const __m512i threshold = _mm512_mask_add_epi32(half, negative, half, one);
-  const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(joined, mask), threshold);
-  const __m512i quotient = _mm512_maskz_srav_epi32(kAll16, joined, right);
-  return _mm512_mask_add_epi32(quotient, up, quotient, one);
+  return RoundingDivideByPot16(joined, right, mask, _mm512_maskz_srai_epi32(kAll16, mask, 1));
 }
 
 /*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
@@ -304,6 +314,9 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
       m0_32_.push_back(static_cast<int32_t>(m.m0));
       left_.push_back(static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0)));
       right_.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
+      mask_.push_back(static_cast<int32_t>((int64_t{1} << right_.back()) - 1));
+      half_.push_back(mask_.back() >> 1);
+      left_shifts_ |= left_.back() != 0;
     }
   } else if (lanes_ == Lanes::kInt64) {
     for (int64_t j = 0; j < channels; ++j) {
@@ -418,25 +431,36 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       offset = offsets.data();
     }
     const int32_t *m0 = m0_32_.data(), *left = left_.data(), *right = right_.data();
-    for (int64_t i = 0; i < rows; ++i) {
-      const int32_t* s = sums + i * ld_sums;
-      uint8_t* o = row_out(i);
-      const __m512i row_term = _mm512_set1_epi32(
-          static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
-      for (int64_t j = 0; j < channels_; j += 16) {
-        const __mmask16 lanes =
-            channels_ - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels_ - j)) - 1);
-        const __m512i value =
-            _mm512_sub_epi32(_mm512_add_epi32(_mm512_maskz_loadu_epi32(lanes, s + j),
-                                              _mm512_maskz_loadu_epi32(lanes, offset + j)),
-                             row_term);
-        const __m512i scaled = MultiplyByQuantizedMultiplier16(
-            value, _mm512_maskz_loadu_epi32(lanes, m0 + j),
-            _mm512_maskz_loadu_epi32(lanes, left + j), _mm512_maskz_loadu_epi32(lanes, right + j));
-        const __m512i clamped =
-            _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
-        Store16(_mm512_add_epi32(clamped, zero_point), lanes, out_type, o + j * item);
+    const int32_t *mask = mask_.data(), *half = half_.data();
+    // Multipliers below 1 (nearly all) shift nothing left: that shift is left out then.
+    auto requantize_rows = [&](auto shifts_left) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const int32_t* s = sums + i * ld_sums;
+        uint8_t* o = row_out(i);
+        const __m512i row_term = _mm512_set1_epi32(
+            static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
+        for (int64_t j = 0; j < channels; j += 16) {
+          const __mmask16 lanes =
+              channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
+          auto load = [&](const int32_t* table) {
+            return _mm512_maskz_loadu_epi32(lanes, table + j);
+          };
+          __m512i value = _mm512_sub_epi32(_mm512_add_epi32(load(s), load(offset)), row_term);
+          if constexpr (decltype(shifts_left)::value) {
+            value = _mm512_maskz_sllv_epi32(kAll16, value, load(left));
+          }
+          const __m512i scaled = RoundingDivideByPot16(DoublingHighMultiply16(value, load(m0)),
+                                                       load(right), load(mask), load(half));
+          const __m512i clamped =
+              _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
+          Store16(_mm512_add_epi32(clamped, zero_point), lanes, out_type, o + j * item);
+        }
       }
+    };
+    if (left_shifts_) {
+      requantize_rows(std::true_type{});
+    } else {
+      requantize_rows(std::false_type{});
     }
     return;
   }

@@ -56,8 +56,10 @@ class PreparedRequantization {
   const Requantization& requant_;
   int64_t channels_;
   Lanes lanes_ = Lanes::kElementwise;
-  // kInt32: low 32 bits of the bias, m0, left and right shifts.
-  std::vector<int32_t> bias32_, m0_32_, left_, right_;
+  // kInt32: low 32 bits of the bias, m0, left and right shifts, the right shift's remainder
+  // mask and half of it, and whether any channel shifts left.
+  std::vector<int32_t> bias32_, m0_32_, left_, right_, mask_, half_;
+  bool left_shifts_ = false;
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
 };

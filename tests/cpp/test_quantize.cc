@@ -202,7 +202,8 @@ std::vector<T> RandomIntegers(int64_t size, std::mt19937* rng) {
 /*!
  * \brief Requantizations of `channels` channels in every rounding a kernel fuses: TVM's exact
  * rounding (one channel's bias beyond 2^31, so some values take the wide rounding), TFLite's
- * double rounding (per channel, and per tensor without a bias), TFLite's single rounding.
+ * double rounding (per channel, and per tensor without a bias and with a multiplier above 1),
+ * TFLite's single rounding.
  */
 std::vector<Requantization> FusableRequantizations(int64_t channels, std::mt19937* rng) {
   std::uniform_real_distribution<double> scale(1e-4, 2e-2);
@@ -220,8 +221,8 @@ std::vector<Requantization> FusableRequantizations(int64_t channels, std::mt1993
   tvm.max = 300;  // 16-bit-like range: clamps past int8
   Requantization tflite = per_channel;
   tflite.rounding = Rounding::kTflite;
-  Requantization per_tensor;
-  per_tensor.multipliers = {QuantizeMultiplier(scale(*rng))};
+  Requantization per_tensor;  // a multiplier above 1: TFLite's left shift
+  per_tensor.multipliers = {QuantizeMultiplier(1.5 + scale(*rng))};
   per_tensor.rounding = Rounding::kTflite;
   per_tensor.output_zero_point = 3;
   Requantization single = tflite;
