@@ -5,9 +5,9 @@
  *
  * On the NPU a quantized layer's tile is two commands, the matrix engine's accumulation and the
  * vector unit's requantization (compiler/command_stream.h, ComputeStep). The emulator computes
- * both at once where nothing else reads the accumulators (sim/emulator.cc): the numbers are those
- * of Requantize over the accumulators, bit for bit, and the cycle model still counts both
- * commands (it reads the command stream, not this).
+ * both at once where nothing else reads the accumulators (sim/fused_requantization.h): the
+ * numbers are those of Requantize over the accumulators, bit for bit, and the cycle model still
+ * counts both commands (it reads the command stream, not this).
  */
 #ifndef EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
 #define EXAMPLE_NPU_KERNELS_REQUANTIZE_SUMS_H_
