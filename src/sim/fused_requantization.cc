@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <set>
 #include <utility>
 #include <variant>
@@ -44,23 +43,20 @@ bool CanFuseRequantization(const Program& program, const TransferPlan& plan, int
          !plan.output_to[requantize].valid() && !plan.input_from[requantize][0].valid();
 }
 
-/*! \brief The integers `dtype` stores, where a requantization clamped to [min, max] fits it. */
-std::optional<kernels::SumsType> IntegerSumsType(DType dtype, int64_t min, int64_t max) {
-  auto fits = [&](int64_t lo, int64_t hi) { return min >= lo && max <= hi; };
-  switch (dtype) {
-    case DType::kInt8:
-      if (fits(-128, 127)) return kernels::SumsType::kInt8;
-      break;
-    case DType::kUInt8:
-      if (fits(0, 255)) return kernels::SumsType::kUInt8;
-      break;
-    case DType::kInt16:
-      if (fits(-32768, 32767)) return kernels::SumsType::kInt16;
-      break;
-    default:
-      break;
-  }
-  return std::nullopt;
+/*!
+ * \brief Whether a store into a `dtype` tensor can take a requantization clamped to [min, max]
+ * as the integers themselves: an 8- or 16-bit integer dtype whose range holds the clamp's.
+ */
+bool HoldsClampRange(DType dtype, int64_t min, int64_t max) {
+  if (!IsQuantizedDType(dtype)) return false;
+  const auto [lo, hi] = QuantizedRange(dtype);
+  return min >= lo && max <= hi;
+}
+
+kernels::SumsType SumsTypeOf(DType dtype) {
+  return dtype == DType::kInt8    ? kernels::SumsType::kInt8
+         : dtype == DType::kUInt8 ? kernels::SumsType::kUInt8
+                                  : kernels::SumsType::kInt16;
 }
 
 /*!
@@ -146,22 +142,17 @@ void NarrowStoredRequantizations(const Program& program, bool forward, TransferP
     if (other_reader[s] || stores[s].empty()) continue;
     FusedRequantization::Step& step = fused->steps[s];
     const kernels::Requantization& r = step.prepared.requantization();
-    std::optional<kernels::SumsType> type;
-    for (int64_t store : stores[s]) {
-      const DType dtype = program.graph.nodes[program.commands[store].dma().view.tensor].dtype;
-      const std::optional<kernels::SumsType> this_type = IntegerSumsType(dtype, r.min, r.max);
-      if (!this_type || (type && *type != *this_type)) {
-        type.reset();
-        break;
-      }
-      type = this_type;
+    auto dtype_of = [&](int64_t store) {
+      return program.graph.nodes[program.commands[store].dma().view.tensor].dtype;
+    };
+    const DType dtype = dtype_of(stores[s][0]);
+    if (!HoldsClampRange(dtype, r.min, r.max) ||
+        std::any_of(stores[s].begin(), stores[s].end(),
+                    [&](int64_t store) { return dtype_of(store) != dtype; })) {
+      continue;
     }
-    if (!type) continue;
-    step.type = *type;
-    const DType tile_type = *type == kernels::SumsType::kInt8    ? DType::kInt8
-                            : *type == kernels::SumsType::kUInt8 ? DType::kUInt8
-                                                                 : DType::kInt16;
-    for (int64_t store : stores[s]) ReplanStore(program, store, tile_type, plan);
+    step.type = SumsTypeOf(dtype);
+    for (int64_t store : stores[s]) ReplanStore(program, store, dtype, plan);
     // One store of the tile's pixels at one stride (a dense run, or a channel slice of whole
     // rows), into storage nothing else of the group touches (as the transfer plan forwards a float
     // result): the step writes the integers straight into DRAM.

@@ -60,6 +60,13 @@ inline std::vector<std::vector<float>> Untiled(const Graph& graph,
   return values;
 }
 
+/*! \brief The default NPU with a 16 KB L1: more tiles, halos and split reductions. */
+inline NPUConfig SmallL1() {
+  NPUConfig config;
+  config.l1_sram_kb = 16;
+  return config;
+}
+
 /*! \brief The first output of `program` run by the emulator (a float32 output). */
 inline std::vector<float> Emulated(const Program& program,
                                    const std::vector<std::vector<float>>& inputs,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/compiler.h"
+#include "graph_test_util.h"
 #include "sim/dataflow.h"
 #include "sim/emulator.h"
 #include "sim/transfer_plan.h"
@@ -26,11 +27,7 @@ const char* kElementwise = R"({"version": 1, "symbol": "ew", "nodes": [
              "ceil_mode": false, "count_include_pad": false, "layout": "NCHW"}}],
   "arg_nodes": [0], "heads": [4, 3]})";
 
-NPUConfig SmallL1() {
-  NPUConfig config;
-  config.l1_sram_kb = 16;
-  return config;
-}
+using test_util::SmallL1;
 
 struct Outputs {
   std::vector<float> pooled;

@@ -6,17 +6,14 @@
 #include <vector>
 
 #include "compiler/compiler.h"
+#include "graph_test_util.h"
 #include "sim/emulator.h"
 #include "sim/fused_requantization.h"
 
 namespace example_npu {
 namespace {
 
-NPUConfig SmallL1() {
-  NPUConfig config;
-  config.l1_sram_kb = 16;
-  return config;
-}
+using test_util::SmallL1;
 
 // An int8 depthwise convolution with TFLite's rounding (per-channel scales and bias, a relu)
 // followed by a pointwise one with TVM's: the emulator computes their requantization steps
