@@ -36,6 +36,8 @@ struct F32Ops {
   using A = float;
   using B = float;
   using C = float;
+  // Float sums keep their order: one accumulator per output, the reduction in sequence.
+  static constexpr bool kExactSums = false;
 #if defined(__AVX512F__)
   using Vec = __m512;
   static constexpr int64_t kLanes = 16;
@@ -76,6 +78,8 @@ struct Int8Ops {
   using A = int32_t;
   using B = int32_t;
   using C = int32_t;
+  // Integer sums are exact in any order: a short tile may split its reduction over chains.
+  static constexpr bool kExactSums = true;
 #if defined(__AVX512VNNI__)
   using Vec = __m512i;
   static constexpr int64_t kLanes = 16;
@@ -121,6 +125,15 @@ struct Int8Ops {
 };
 #endif
 
+/*!
+ * \brief Independent accumulator chains of an MR x NV register tile: a tile of fewer than four
+ * accumulators (a matrix-vector product: one row of A) waits on the multiply-add latency at every
+ * step unless its reduction is split over several chains, summed at the end; only exact (integer)
+ * sums may be reordered so.
+ */
+template <class Ops, int MR, int NV>
+constexpr int kChains = Ops::kExactSums && MR * NV < 4 ? 4 / (MR * NV) : 1;
+
 /*! \brief One register tile: C[0:MR, 0:NV * kLanes] (+)= A rows `rows` times B columns at b. */
 template <class Ops, int MR, int NV>
 void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
@@ -128,27 +141,43 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
                bool accumulate) {
   using Vec = typename Ops::Vec;
   constexpr int64_t L = Ops::kLanes;
-  Vec acc[MR][NV];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) acc[i][v] = Ops::Zero();
+  constexpr int K = kChains<Ops, MR, NV>;
+  Vec acc[K][MR][NV];
+  for (int h = 0; h < K; ++h) {
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) acc[h][i][v] = Ops::Zero();
+    }
   }
+  // Reduction step p of the chain h: acc[h] += A[:, p] * B[p, :].
+  auto step = [&](int h, const typename Ops::A* const* ap, const typename Ops::B* bp, int64_t p) {
+    Vec bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * L);
+    for (int i = 0; i < MR; ++i) {
+      const Vec x = Ops::Broadcast(ap[i] + p);
+      for (int v = 0; v < NV; ++v) acc[h][i][v] = Ops::MulAdd(acc[h][i][v], x, bv[v]);
+    }
+  };
   for (int64_t s = 0; s < shape.segments; ++s) {
     const int64_t segment = shape.segment_offsets ? shape.segment_offsets[s] : 0;
     const typename Ops::A* ap[MR];
     for (int i = 0; i < MR; ++i) ap[i] = rows[i] + segment;
     const typename Ops::B* bp = b + s * shape.depth * ldb;
-    for (int64_t p = 0; p < shape.depth; ++p) {
-      Vec bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * L);
+    int64_t p = 0;
+    for (; p + K <= shape.depth; p += K) {
+      for (int h = 0; h < K; ++h) step(h, ap, bp + h * ldb, p + h);
+      bp += K * ldb;
+    }
+    for (; p < shape.depth; ++p, bp += ldb) step(0, ap, bp, p);
+  }
+  if constexpr (K > 1) {
+    for (int h = 1; h < K; ++h) {
       for (int i = 0; i < MR; ++i) {
-        const Vec x = Ops::Broadcast(ap[i] + p);
-        for (int v = 0; v < NV; ++v) acc[i][v] = Ops::MulAdd(acc[i][v], x, bv[v]);
+        for (int v = 0; v < NV; ++v) acc[0][i][v] = Ops::Add(acc[0][i][v], acc[h][i][v]);
       }
-      bp += ldb;
     }
   }
   for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) Ops::Store(c + i * ldc + v * L, acc[i][v], accumulate);
+    for (int v = 0; v < NV; ++v) Ops::Store(c + i * ldc + v * L, acc[0][i][v], accumulate);
   }
 }
 

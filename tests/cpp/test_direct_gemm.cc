@@ -154,9 +154,12 @@ void CheckInt8Gemm(std::mt19937* rng) {
                                         std::numeric_limits<BType>::max());
   // Depths of whole 64-byte tiles and row counts past 16 take the AMX kernel where the CPU has
   // it (kernels/amx_gemm.h), with five slivers of columns (two passes) and a short last block.
-  for (int64_t m : {1, 7, 12, 16, 17, 29, 48}) {
+  // One to three rows split their reduction over two or four accumulator chains: depths of 5 and
+  // 7 leave a tail after the last whole round of chains.
+  for (int64_t m : {1, 2, 3, 7, 12, 16, 17, 29, 48}) {
     for (int64_t n : {16, 32, 48, 80}) {
-      for (auto [segments, depth] : {std::pair<int64_t, int64_t>{1, 5}, {4, 5}, {1, 32}, {3, 16}}) {
+      for (auto [segments, depth] :
+           {std::pair<int64_t, int64_t>{1, 5}, {4, 5}, {2, 7}, {1, 32}, {3, 16}}) {
         // depth: groups of four bytes
         const bool uniform = (m + segments) % 2 == 0;  // both row forms
         Layout l = MakeLayout(m, segments, depth, rng);
