@@ -9,6 +9,7 @@
 #define EXAMPLE_NPU_KERNELS_WEIGHT_PACK_CACHE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,8 @@ class WeightPackCache {
   }
   void Clear();
 
+  WeightPackCache();
+
  private:
   struct KeyHash {
     size_t operator()(const Key& key) const;
@@ -61,6 +64,9 @@ class WeightPackCache {
   const PackedWeights* Insert(const Key& key, std::unique_ptr<const PackedWeights> packed);
 
   std::mutex mutex_;
+  // Names this cache's current entries among all caches' (a fresh number at construction and at
+  // each Clear): a thread's recent lookups of another generation are stale.
+  std::atomic<uint64_t> generation_;
   std::unordered_map<Key, std::unique_ptr<const PackedWeights>, KeyHash> packed_;
   int64_t bytes_ = 0;
 };
