@@ -128,34 +128,77 @@ void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p
 constexpr __mmask16 kAll16 = 0xffff;
 
 /*!
- * \brief TFLite's doubling high multiply on sixteen int32 lanes: the 32 x 32 -> 64-bit products
- * are taken on the even and the odd lanes.
+ * \brief The per-lane parameters of TFLite's double rounding for sixteen int32 lanes, as the even
+ * and the odd lanes' 32 x 32 -> 64-bit products take them (index 0: channels 0, 2, .., 14 of the
+ * block; 1: channels 1, 3, .., 15).
+ *
+ * TFLite rounds twice: the doubling high multiply t = floor((x m0 + 2^30) / 2^31), then t / 2^r
+ * rounded half away from zero, (t + 2^(r-1) - [t < 0]) / 2^r rounded down for r >= 1. Both are
+ * floors of quotients by powers of two, so they make one: floor((x m0 + nudge - [x m0 < -2^30]
+ * fix) / 2^shift) with nudge = 2^30 + 2^(30+r), fix = 2^31, shift = 31 + r (nudge = 2^30 and fix
+ * = 0 for r = 0), exact in 64 bits (|x m0| < 2^62). Five operations per eight lanes where the
+ * two roundings took eight.
  */
-inline __m512i DoublingHighMultiply16(__m512i shifted, __m512i m0) {
-  // Lanes 2k and 2k + 1: the doubling high multiply of their products, round_half_up(p / 2^31),
-  // which is floor((p + 2^30) / 2^31) for either sign (TFLite's sign-dependent nudge followed by
-  // a division toward zero comes to the same).
-  auto high = [](__m512i product) {
-    return _mm512_maskz_srai_epi64(
-        tflite::kAllLanes, _mm512_add_epi64(product, _mm512_set1_epi64(int64_t{1} << 30)), 31);
-  };
-  const __m512i even = high(_mm512_maskz_mul_epi32(tflite::kAllLanes, shifted, m0));
-  const __m512i odd = high(_mm512_maskz_mul_epi32(
-      tflite::kAllLanes, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32),
-      _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32)));
-  // |high| < 2^31: its low 32 bits are the int32 result of each lane.
-  return _mm512_mask_blend_epi32(0xaaaa, even, _mm512_maskz_slli_epi64(tflite::kAllLanes, odd, 32));
-}
+struct DoubleRounding16 {
+  __m512i m0[2], nudge[2], fix[2], shift[2];
 
-/*! \brief x / 2^right rounded half away from zero; mask = 2^right - 1, half = mask / 2. */
-inline __m512i RoundingDivideByPot16(__m512i x, __m512i right, __m512i mask, __m512i half) {
-  const __m512i one = _mm512_set1_epi32(1);
-  const __mmask16 negative = _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512());
-  const __m512i threshold = _mm512_mask_add_epi32(half, negative, half, one);
-  const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, mask), threshold);
-  const __m512i quotient = _mm512_maskz_srav_epi32(kAll16, x, right);
-  return _mm512_mask_add_epi32(quotient, up, quotient, one);
-}
+  /*! \brief From sixteen channels' m0 and right shifts (int32 lanes). */
+  static DoubleRounding16 FromChannels(__m512i m0, __m512i right) {
+    const __m512i low = _mm512_set1_epi64(0xffffffff);
+    const __m512i rights[2] = {_mm512_and_si512(right, low),
+                               _mm512_maskz_srli_epi64(tflite::kAllLanes, right, 32)};
+    DoubleRounding16 d;
+    d.m0[0] = m0;
+    d.m0[1] = _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32);
+    for (int h = 0; h < 2; ++h) {
+      const __mmask8 shifts = _mm512_cmpgt_epi64_mask(rights[h], _mm512_setzero_si512());
+      d.nudge[h] = _mm512_add_epi64(
+          _mm512_set1_epi64(int64_t{1} << 30),
+          _mm512_maskz_sllv_epi64(shifts, _mm512_set1_epi64(int64_t{1} << 30), rights[h]));
+      d.fix[h] = _mm512_maskz_mov_epi64(shifts, _mm512_set1_epi64(int64_t{1} << 31));
+      d.shift[h] = _mm512_add_epi64(rights[h], _mm512_set1_epi64(31));
+    }
+    return d;
+  }
+
+  static constexpr size_t kWords = 64;  // as Store writes it
+  void Store(int64_t* words) const {
+    const __m512i* vectors[] = {&m0[0],  &m0[1],  &nudge[0], &nudge[1],
+                                &fix[0], &fix[1], &shift[0], &shift[1]};
+    for (const __m512i* v : vectors) {
+      _mm512_storeu_si512(words, *v);
+      words += 8;
+    }
+  }
+  static DoubleRounding16 Load(const int64_t* words) {
+    DoubleRounding16 d;
+    __m512i* vectors[] = {&d.m0[0],  &d.m0[1],  &d.nudge[0], &d.nudge[1],
+                          &d.fix[0], &d.fix[1], &d.shift[0], &d.shift[1]};
+    for (__m512i* v : vectors) {
+      *v = _mm512_loadu_si512(words);
+      words += 8;
+    }
+    return d;
+  }
+
+  /*! \brief The doubly rounded product of sixteen int32 lanes (already shifted left). */
+  __m512i Apply(__m512i shifted) const {
+    const __m512i below = _mm512_set1_epi64(-(int64_t{1} << 30));
+    const __m512i lanes[2] = {shifted, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32)};
+    __m512i rounded[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i product = _mm512_maskz_mul_epi32(tflite::kAllLanes, lanes[h], m0[h]);
+      const __mmask8 negative = _mm512_cmplt_epi64_mask(product, below);
+      const __m512i nudged = _mm512_add_epi64(product, nudge[h]);
+      rounded[h] = _mm512_maskz_srav_epi64(
+          tflite::kAllLanes, _mm512_mask_sub_epi64(nudged, negative, nudged, fix[h]), shift[h]);
+    }
+    // |result| < 2^31: lane k's low 32 bits hold channel 2k (even) or 2k + 1 (odd).
+    const __m512i interleave =
+        _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    return _mm512_permutex2var_epi32(rounded[0], interleave, rounded[1]);
+  }
+};
 
 /*!
  * \brief The int32 lanes of MultiplyByQuantizedMultiplierInRange: TFLite computes in int32, so
@@ -164,10 +207,8 @@ inline __m512i RoundingDivideByPot16(__m512i x, __m512i right, __m512i mask, __m
  */
 inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
                                                __m512i right) {
-  const __m512i joined = DoublingHighMultiply16(_mm512_maskz_sllv_epi32(kAll16, value, left), m0);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i mask = _mm512_sub_epi32(_mm512_maskz_sllv_epi32(kAll16, one, right), one);
-  return RoundingDivideByPot16(joined, right, mask, _mm512_maskz_srai_epi32(kAll16, mask, 1));
+  return DoubleRounding16::FromChannels(m0, right).Apply(
+      _mm512_maskz_sllv_epi32(kAll16, value, left));
 }
 
 /*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
@@ -308,16 +349,27 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
 #endif
   auto bias_of = [&](int64_t j) { return r.bias.empty() ? 0 : r.bias[j]; };
   if (lanes_ == Lanes::kInt32) {
+    std::vector<int32_t> m0s, rights;
     for (int64_t j = 0; j < channels; ++j) {
       const FixedPointMultiplier& m = ChannelMultiplier(r, j);
       bias32_.push_back(static_cast<int32_t>(static_cast<uint32_t>(bias_of(j))));
-      m0_32_.push_back(static_cast<int32_t>(m.m0));
       left_.push_back(static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0)));
-      right_.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
-      mask_.push_back(static_cast<int32_t>((int64_t{1} << right_.back()) - 1));
-      half_.push_back(mask_.back() >> 1);
+      m0s.push_back(static_cast<int32_t>(m.m0));
+      rights.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
       left_shifts_ |= left_.back() != 0;
     }
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    // Each block of sixteen channels: its DoubleRounding16, eight vectors of eight words.
+    for (int64_t j = 0; j < channels; j += 16) {
+      const __mmask16 lanes =
+          channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
+      const DoubleRounding16 d =
+          DoubleRounding16::FromChannels(_mm512_maskz_loadu_epi32(lanes, m0s.data() + j),
+                                         _mm512_maskz_loadu_epi32(lanes, rights.data() + j));
+      double_rounding_.resize(double_rounding_.size() + DoubleRounding16::kWords);
+      d.Store(double_rounding_.data() + double_rounding_.size() - DoubleRounding16::kWords);
+    }
+#endif
   } else if (lanes_ == Lanes::kInt64) {
     for (int64_t j = 0; j < channels; ++j) {
       const FixedPointMultiplier& m = ChannelMultiplier(r, j);
@@ -430,30 +482,29 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       }
       offset = offsets.data();
     }
-    const int32_t *m0 = m0_32_.data(), *left = left_.data(), *right = right_.data();
-    const int32_t *mask = mask_.data(), *half = half_.data();
-    // Multipliers below 1 (nearly all) shift nothing left: that shift is left out then.
+    // A block of sixteen channels at a time, its parameters held in registers over the rows.
     auto requantize_rows = [&](auto shifts_left) {
-      for (int64_t i = 0; i < rows; ++i) {
-        const int32_t* s = sums + i * ld_sums;
-        uint8_t* o = row_out(i);
-        const __m512i row_term = _mm512_set1_epi32(
-            static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
-        for (int64_t j = 0; j < channels; j += 16) {
-          const __mmask16 lanes =
-              channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
-          auto load = [&](const int32_t* table) {
-            return _mm512_maskz_loadu_epi32(lanes, table + j);
-          };
-          __m512i value = _mm512_sub_epi32(_mm512_add_epi32(load(s), load(offset)), row_term);
+      for (int64_t j = 0; j < channels; j += 16) {
+        const __mmask16 lanes =
+            channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
+        const DoubleRounding16 rounding =
+            DoubleRounding16::Load(double_rounding_.data() + j / 16 * DoubleRounding16::kWords);
+        const __m512i block_offset = _mm512_maskz_loadu_epi32(lanes, offset + j);
+        const __m512i left = _mm512_maskz_loadu_epi32(lanes, left_.data() + j);
+        for (int64_t i = 0; i < rows; ++i) {
+          const __m512i row_term = _mm512_set1_epi32(
+              static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
+          __m512i value = _mm512_sub_epi32(
+              _mm512_add_epi32(_mm512_maskz_loadu_epi32(lanes, sums + i * ld_sums + j),
+                               block_offset),
+              row_term);
+          // Multipliers below 1 (nearly all) shift nothing left: that shift is left out then.
           if constexpr (decltype(shifts_left)::value) {
-            value = _mm512_maskz_sllv_epi32(kAll16, value, load(left));
+            value = _mm512_maskz_sllv_epi32(kAll16, value, left);
           }
-          const __m512i scaled = RoundingDivideByPot16(DoublingHighMultiply16(value, load(m0)),
-                                                       load(right), load(mask), load(half));
-          const __m512i clamped =
-              _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
-          Store16(_mm512_add_epi32(clamped, zero_point), lanes, out_type, o + j * item);
+          const __m512i clamped = _mm512_maskz_min_epi32(
+              kAll16, _mm512_maskz_max_epi32(kAll16, rounding.Apply(value), lo), hi);
+          Store16(_mm512_add_epi32(clamped, zero_point), lanes, out_type, row_out(i) + j * item);
         }
       }
     };

@@ -56,10 +56,11 @@ class PreparedRequantization {
   const Requantization& requant_;
   int64_t channels_;
   Lanes lanes_ = Lanes::kElementwise;
-  // kInt32: low 32 bits of the bias, m0, left and right shifts, the right shift's remainder
-  // mask and half of it, and whether any channel shifts left.
-  std::vector<int32_t> bias32_, m0_32_, left_, right_, mask_, half_;
+  // kInt32: low 32 bits of the bias, left shifts, and whether any channel shifts left; the
+  // double rounding's lanes of each block of sixteen channels (requantize.cc, DoubleRounding16).
+  std::vector<int32_t> bias32_, left_;
   bool left_shifts_ = false;
+  std::vector<int64_t> double_rounding_;
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
 };

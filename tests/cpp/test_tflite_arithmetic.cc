@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/quantized_ops.h"
+#include "kernels/requantize_sums.h"
 #include "kernels/tflite_arithmetic.h"
 
 namespace example_npu {
@@ -141,6 +142,43 @@ TEST(TfliteArithmeticTest, RequantizeLanesEqualTheElementwiseLoop) {
         }
       }
     }
+  }
+}
+
+TEST(TfliteArithmeticTest, RequantizeLanesRoundEveryTieAsTheScalarForm) {
+  // m0 = 2^30 makes x m0 + 2^30 = (x + 1) 2^30: the doubling high multiply meets a tie at every
+  // odd x, and right shifts of 0 to 5 put the second rounding's ties (and their negatives) among
+  // every few consecutive x. Both lane paths (Requantize over int64 accumulators, the fused
+  // PreparedRequantization over int32 sums) against the scalar MultiplyByQuantizedMultiplier.
+  constexpr int64_t kChannels = 6, kRows = 1001;
+  Requantization r;
+  r.rounding = Rounding::kTflite;
+  for (int64_t right = 0; right < kChannels; ++right) {
+    r.multipliers.push_back(FixedPointMultiplier{int64_t{1} << 30, 31 + right});
+  }
+  r.output_zero_point = 3;
+  r.min = std::numeric_limits<int16_t>::min();
+  r.max = std::numeric_limits<int16_t>::max();
+  std::vector<int64_t> acc;
+  std::vector<int32_t> sums;
+  for (int64_t i = 0; i < kRows * kChannels; ++i) {
+    acc.push_back(i / kChannels - kRows / 2 - (i % 3));
+    sums.push_back(static_cast<int32_t>(acc.back()));
+  }
+  const auto size = static_cast<int64_t>(acc.size());
+  std::vector<float> lanes(acc.size()), fused(acc.size()), loop(acc.size());
+  Requantize(acc.data(), size, kChannels, 0, r, lanes.data());
+  PreparedRequantization(r, kChannels)
+      .Run(sums.data(), kChannels, nullptr, nullptr, 0, kRows, fused.data(), kChannels,
+           SumsType::kFloat32);
+  RequantizeElementwise(acc.data(), size, kChannels, 0, r, loop.data());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t right = static_cast<int64_t>(i) % kChannels;
+    EXPECT_EQ(loop[i], r.output_zero_point +
+                           tflite::MultiplyByQuantizedMultiplier(acc[i], r.multipliers[right]))
+        << "acc " << acc[i] << ", right shift " << right;
+    ASSERT_EQ(lanes[i], loop[i]) << "acc " << acc[i] << ", right shift " << right;
+    ASSERT_EQ(fused[i], loop[i]) << "acc " << acc[i] << ", right shift " << right;
   }
 }
 
