@@ -128,26 +128,29 @@ void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p
 constexpr __mmask16 kAll16 = 0xffff;
 
 /*!
- * \brief The per-lane parameters of TFLite's double rounding for sixteen int32 lanes, as the even
- * and the odd lanes' 32 x 32 -> 64-bit products take them (index 0: channels 0, 2, .., 14 of the
- * block; 1: channels 1, 3, .., 15).
+ * \brief A rounded fixed-point product of sixteen int32 lanes, floor((x m0 + nudge - [x m0 <
+ * -2^30] fix) / 2^shift) per channel, with its parameters laid out as the even and the odd lanes'
+ * 32 x 32 -> 64-bit products take them (index 0: channels 0, 2, .., 14 of the block; 1: channels
+ * 1, 3, .., 15); exact in 64 bits for m0 < 2^31.
  *
- * TFLite rounds twice: the doubling high multiply t = floor((x m0 + 2^30) / 2^31), then t / 2^r
- * rounded half away from zero, (t + 2^(r-1) - [t < 0]) / 2^r rounded down for r >= 1. Both are
- * floors of quotients by powers of two, so they make one: floor((x m0 + nudge - [x m0 < -2^30]
- * fix) / 2^shift) with nudge = 2^30 + 2^(30+r), fix = 2^31, shift = 31 + r (nudge = 2^30 and fix
- * = 0 for r = 0), exact in 64 bits (|x m0| < 2^62). Five operations per eight lanes where the
- * two roundings took eight.
+ * TFLite's double rounding: the doubling high multiply t = floor((x m0 + 2^30) / 2^31), then t /
+ * 2^r rounded half away from zero, (t + 2^(r-1) - [t < 0]) / 2^r rounded down for r >= 1. Both
+ * are floors of quotients by powers of two, so they make one: nudge = 2^30 + 2^(30+r), fix = 2^31,
+ * shift = 31 + r (nudge = 2^30 and fix = 0 for r = 0). Five operations per eight lanes where the
+ * two roundings took eight. One rounding half up (TVM's, TFLite's single rounding): nudge =
+ * 2^(shift-1), fix = 0, one 32-bit product where a 64-bit multiply takes three operations.
  */
-struct DoubleRounding16 {
+struct RoundedProduct16 {
   __m512i m0[2], nudge[2], fix[2], shift[2];
 
-  /*! \brief From sixteen channels' m0 and right shifts (int32 lanes). */
-  static DoubleRounding16 FromChannels(__m512i m0, __m512i right) {
+  static constexpr size_t kWords = 64;  // a block as Store writes it
+
+  /*! \brief TFLite's double rounding from sixteen channels' m0 and right shifts (int32 lanes). */
+  static RoundedProduct16 DoubleRounding(__m512i m0, __m512i right) {
     const __m512i low = _mm512_set1_epi64(0xffffffff);
     const __m512i rights[2] = {_mm512_and_si512(right, low),
                                _mm512_maskz_srli_epi64(tflite::kAllLanes, right, 32)};
-    DoubleRounding16 d;
+    RoundedProduct16 d;
     d.m0[0] = m0;
     d.m0[1] = _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32);
     for (int h = 0; h < 2; ++h) {
@@ -161,7 +164,19 @@ struct DoubleRounding16 {
     return d;
   }
 
-  static constexpr size_t kWords = 64;  // as Store writes it
+  /*! \brief One rounding half up of x m0 / 2^shift for `count` (<= 16) channels, written as
+   * Store writes a block (m0 in (0, 2^31), shift in [1, 62]). */
+  static void SingleRounding(const int64_t* m0, const int64_t* shift, int64_t count,
+                             int64_t* words) {
+    std::fill(words, words + kWords, 0);
+    for (int64_t c = 0; c < count; ++c) {
+      const int64_t lane = 8 * (c % 2) + c / 2;
+      words[lane] = m0[c];
+      words[16 + lane] = int64_t{1} << (shift[c] - 1);
+      words[48 + lane] = shift[c];
+    }
+  }
+
   void Store(int64_t* words) const {
     const __m512i* vectors[] = {&m0[0],  &m0[1],  &nudge[0], &nudge[1],
                                 &fix[0], &fix[1], &shift[0], &shift[1]};
@@ -170,8 +185,8 @@ struct DoubleRounding16 {
       words += 8;
     }
   }
-  static DoubleRounding16 Load(const int64_t* words) {
-    DoubleRounding16 d;
+  static RoundedProduct16 Load(const int64_t* words) {
+    RoundedProduct16 d;
     __m512i* vectors[] = {&d.m0[0],  &d.m0[1],  &d.nudge[0], &d.nudge[1],
                           &d.fix[0], &d.fix[1], &d.shift[0], &d.shift[1]};
     for (__m512i* v : vectors) {
@@ -181,7 +196,7 @@ struct DoubleRounding16 {
     return d;
   }
 
-  /*! \brief The doubly rounded product of sixteen int32 lanes (already shifted left). */
+  /*! \brief The rounded products of sixteen int32 lanes. */
   __m512i Apply(__m512i shifted) const {
     const __m512i below = _mm512_set1_epi64(-(int64_t{1} << 30));
     const __m512i lanes[2] = {shifted, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32)};
@@ -193,7 +208,8 @@ struct DoubleRounding16 {
       rounded[h] = _mm512_maskz_srav_epi64(
           tflite::kAllLanes, _mm512_mask_sub_epi64(nudged, negative, nudged, fix[h]), shift[h]);
     }
-    // |result| < 2^31: lane k's low 32 bits hold channel 2k (even) or 2k + 1 (odd).
+    // Results of |r| < 2^31 (as the callers keep them): lane k's low 32 bits hold channel 2k
+    // (even) or 2k + 1 (odd).
     const __m512i interleave =
         _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
     return _mm512_permutex2var_epi32(rounded[0], interleave, rounded[1]);
@@ -207,7 +223,7 @@ struct DoubleRounding16 {
  */
 inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
                                                __m512i right) {
-  return DoubleRounding16::FromChannels(m0, right).Apply(
+  return RoundedProduct16::DoubleRounding(m0, right).Apply(
       _mm512_maskz_sllv_epi32(kAll16, value, left));
 }
 
@@ -359,25 +375,46 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
       left_shifts_ |= left_.back() != 0;
     }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-    // Each block of sixteen channels: its DoubleRounding16, eight vectors of eight words.
+    // Each block of sixteen channels: its RoundedProduct16, eight vectors of eight words.
     for (int64_t j = 0; j < channels; j += 16) {
       const __mmask16 lanes =
           channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
-      const DoubleRounding16 d =
-          DoubleRounding16::FromChannels(_mm512_maskz_loadu_epi32(lanes, m0s.data() + j),
-                                         _mm512_maskz_loadu_epi32(lanes, rights.data() + j));
-      double_rounding_.resize(double_rounding_.size() + DoubleRounding16::kWords);
-      d.Store(double_rounding_.data() + double_rounding_.size() - DoubleRounding16::kWords);
+      const RoundedProduct16 d =
+          RoundedProduct16::DoubleRounding(_mm512_maskz_loadu_epi32(lanes, m0s.data() + j),
+                                           _mm512_maskz_loadu_epi32(lanes, rights.data() + j));
+      products_.resize(products_.size() + RoundedProduct16::kWords);
+      d.Store(products_.data() + products_.size() - RoundedProduct16::kWords);
     }
 #endif
   } else if (lanes_ == Lanes::kInt64) {
+    bool narrow = true;
     for (int64_t j = 0; j < channels; ++j) {
       const FixedPointMultiplier& m = ChannelMultiplier(r, j);
       bias64_.push_back(bias_of(j));
       m0_64_.push_back(m.m0);
       shift_.push_back(m.shift);
       rounding_.push_back(int64_t{1} << (m.shift - 1));
+      narrow &= m.m0 > 0 && m.m0 < (int64_t{1} << 31) && m.shift >= 1 && m.shift <= 62;
     }
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    // Blocks whose sums take the int32 lanes: the rounding's lanes, and the largest |value| whose
+    // product rounds to below 2^31 in every channel of the block (then it fits the lanes).
+    if (narrow && FitsInt32Lanes(r)) {
+      for (int64_t j = 0; j < channels; j += 16) {
+        const int64_t count = std::min<int64_t>(16, channels - j);
+        products_.resize(products_.size() + RoundedProduct16::kWords);
+        RoundedProduct16::SingleRounding(
+            m0_64_.data() + j, shift_.data() + j, count,
+            products_.data() + products_.size() - RoundedProduct16::kWords);
+        int64_t limit = INT32_MAX;
+        for (int64_t c = j; c < j + count; ++c) {
+          const __int128 fits = (static_cast<__int128>(INT32_MAX - 1) << shift_[c]) / m0_64_[c];
+          limit = std::min<int64_t>(limit, static_cast<int64_t>(std::min<__int128>(fits, limit)));
+        }
+        value_limits_.push_back(limit);
+      }
+    }
+#endif
   }
 }
 
@@ -487,8 +524,8 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       for (int64_t j = 0; j < channels; j += 16) {
         const __mmask16 lanes =
             channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
-        const DoubleRounding16 rounding =
-            DoubleRounding16::Load(double_rounding_.data() + j / 16 * DoubleRounding16::kWords);
+        const RoundedProduct16 rounding =
+            RoundedProduct16::Load(products_.data() + j / 16 * RoundedProduct16::kWords);
         const __m512i block_offset = _mm512_maskz_loadu_epi32(lanes, offset + j);
         const __m512i left = _mm512_maskz_loadu_epi32(lanes, left_.data() + j);
         for (int64_t i = 0; i < rows; ++i) {
@@ -532,13 +569,14 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       offset = offsets.data();
     }
     const int64_t *m0 = m0_64_.data(), *shift = shift_.data(), *rounding = rounding_.data();
-    for (int64_t i = 0; i < rows; ++i) {
+    // Channels [j0, j0 + count) of row i on eight int64 lanes at a time.
+    auto wide_lanes = [&](int64_t i, int64_t j0, int64_t count) {
       const int32_t* s = sums + i * ld_sums;
       uint8_t* o = row_out(i);
       const __m512i row_term = _mm512_set1_epi64(row_terms == nullptr ? 0 : row_terms[i]);
-      for (int64_t j = 0; j < channels_; j += 8) {
+      for (int64_t j = j0; j < j0 + count; j += 8) {
         const __mmask8 lanes =
-            channels_ - j >= 8 ? 0xff : static_cast<__mmask8>((1u << (channels_ - j)) - 1);
+            j0 + count - j >= 8 ? 0xff : static_cast<__mmask8>((1u << (j0 + count - j)) - 1);
         const __m512i value = _mm512_sub_epi64(
             _mm512_add_epi64(
                 _mm512_maskz_cvtepi32_epi64(0xff, _mm256_maskz_loadu_epi32(lanes, s + j)),
@@ -566,6 +604,43 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
           }
           Store8(_mm512_load_si512(exact_result), lanes, out_type, o + j * item);
         }
+      }
+    };
+    if (products_.empty()) {
+      for (int64_t i = 0; i < rows; ++i) wide_lanes(i, 0, channels);
+      return;
+    }
+    // Sixteen int32 lanes where the block's values and products fit them (nearly always: 8-bit
+    // sums): |sum| + |offset| + |row term| at most the block's limit. Otherwise the int64 lanes.
+    const __m512i zero_point32 = _mm512_set1_epi32(static_cast<int32_t>(zp));
+    const __m512i lo32 = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
+    const __m512i hi32 = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
+    for (int64_t j = 0; j < channels; j += 16) {
+      const int64_t count = std::min<int64_t>(16, channels - j);
+      const __mmask16 lanes = count == 16 ? 0xffff : static_cast<__mmask16>((1u << count) - 1);
+      const RoundedProduct16 product =
+          RoundedProduct16::Load(products_.data() + j / 16 * RoundedProduct16::kWords);
+      int64_t largest_offset = 0;
+      for (int64_t c = j; c < j + count; ++c) {
+        largest_offset = std::max(largest_offset, offset[c] < 0 ? -offset[c] : offset[c]);
+      }
+      const int64_t block_limit = value_limits_[j / 16] - largest_offset;
+      const __m512i block_offset = LowHalves16(offset + j, lanes);
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
+        const int64_t sum_limit = block_limit - (row_term < 0 ? -row_term : row_term);
+        const __m512i s = _mm512_maskz_loadu_epi32(lanes, sums + i * ld_sums + j);
+        if (sum_limit < 0 ||
+            _mm512_cmpgt_epi32_mask(_mm512_maskz_abs_epi32(kAll16, s),
+                                    _mm512_set1_epi32(static_cast<int32_t>(sum_limit))) != 0) {
+          wide_lanes(i, j, count);
+          continue;
+        }
+        const __m512i value = _mm512_sub_epi32(_mm512_add_epi32(s, block_offset),
+                                               _mm512_set1_epi32(static_cast<int32_t>(row_term)));
+        const __m512i clamped = _mm512_maskz_min_epi32(
+            kAll16, _mm512_maskz_max_epi32(kAll16, product.Apply(value), lo32), hi32);
+        Store16(_mm512_add_epi32(clamped, zero_point32), lanes, out_type, row_out(i) + j * item);
       }
     }
     return;

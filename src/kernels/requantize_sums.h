@@ -56,11 +56,13 @@ class PreparedRequantization {
   const Requantization& requant_;
   int64_t channels_;
   Lanes lanes_ = Lanes::kElementwise;
-  // kInt32: low 32 bits of the bias, left shifts, and whether any channel shifts left; the
-  // double rounding's lanes of each block of sixteen channels (requantize.cc, DoubleRounding16).
+  // kInt32: low 32 bits of the bias, left shifts, and whether any channel shifts left.
   std::vector<int32_t> bias32_, left_;
   bool left_shifts_ = false;
-  std::vector<int64_t> double_rounding_;
+  // Each block of sixteen channels' rounded products on int32 lanes (requantize.cc,
+  // RoundedProduct16): kInt32's double rounding; kInt64's single rounding where every multiplier
+  // and the output range fit them, with the largest |value| each block takes there.
+  std::vector<int64_t> products_, value_limits_;
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
 };

@@ -145,16 +145,20 @@ TEST(TfliteArithmeticTest, RequantizeLanesEqualTheElementwiseLoop) {
   }
 }
 
-TEST(TfliteArithmeticTest, RequantizeLanesRoundEveryTieAsTheScalarForm) {
-  // m0 = 2^30 makes x m0 + 2^30 = (x + 1) 2^30: the doubling high multiply meets a tie at every
-  // odd x, and right shifts of 0 to 5 put the second rounding's ties (and their negatives) among
-  // every few consecutive x. Both lane paths (Requantize over int64 accumulators, the fused
-  // PreparedRequantization over int32 sums) against the scalar MultiplyByQuantizedMultiplier.
+/*!
+ * \brief Requantize and the fused PreparedRequantization (int32 sums) against the scalar
+ * RequantizeElementwise on kRows x 6 values i / 6 - kRows / 2 - i % 3 (and every 97th row
+ * `wide`, beyond 32 bits: those take the int64 lanes beside the int32 ones of their block), with
+ * m0 = 2^30 and shifts first_shift + c for channel c.
+ */
+void ExpectLanesRoundTiesAsTheScalarForm(Rounding rounding, bool single, int64_t first_shift,
+                                         int64_t wide) {
   constexpr int64_t kChannels = 6, kRows = 1001;
   Requantization r;
-  r.rounding = Rounding::kTflite;
-  for (int64_t right = 0; right < kChannels; ++right) {
-    r.multipliers.push_back(FixedPointMultiplier{int64_t{1} << 30, 31 + right});
+  r.rounding = rounding;
+  r.single_rounding = single;
+  for (int64_t c = 0; c < kChannels; ++c) {
+    r.multipliers.push_back(FixedPointMultiplier{int64_t{1} << 30, first_shift + c});
   }
   r.output_zero_point = 3;
   r.min = std::numeric_limits<int16_t>::min();
@@ -162,24 +166,44 @@ TEST(TfliteArithmeticTest, RequantizeLanesRoundEveryTieAsTheScalarForm) {
   std::vector<int64_t> acc;
   std::vector<int32_t> sums;
   for (int64_t i = 0; i < kRows * kChannels; ++i) {
-    acc.push_back(i / kChannels - kRows / 2 - (i % 3));
+    const int64_t row = i / kChannels;
+    acc.push_back(row % 97 == 50 ? wide + i : row - kRows / 2 - i % 3);
     sums.push_back(static_cast<int32_t>(acc.back()));
   }
   const auto size = static_cast<int64_t>(acc.size());
   std::vector<float> lanes(acc.size()), fused(acc.size()), loop(acc.size());
   Requantize(acc.data(), size, kChannels, 0, r, lanes.data());
-  PreparedRequantization(r, kChannels)
-      .Run(sums.data(), kChannels, nullptr, nullptr, 0, kRows, fused.data(), kChannels,
-           SumsType::kFloat32);
   RequantizeElementwise(acc.data(), size, kChannels, 0, r, loop.data());
-  for (size_t i = 0; i < acc.size(); ++i) {
-    const int64_t right = static_cast<int64_t>(i) % kChannels;
-    EXPECT_EQ(loop[i], r.output_zero_point +
-                           tflite::MultiplyByQuantizedMultiplier(acc[i], r.multipliers[right]))
-        << "acc " << acc[i] << ", right shift " << right;
-    ASSERT_EQ(lanes[i], loop[i]) << "acc " << acc[i] << ", right shift " << right;
-    ASSERT_EQ(fused[i], loop[i]) << "acc " << acc[i] << ", right shift " << right;
+  // The fused form takes int32 sums: the wide rows' come from their int64 row terms.
+  std::vector<int64_t> row_terms(kRows);
+  for (int64_t i = 0; i < kRows; ++i) {
+    row_terms[i] = sums[i * kChannels] - acc[i * kChannels];
   }
+  PreparedRequantization(r, kChannels)
+      .Run(sums.data(), kChannels, row_terms.data(), nullptr, 0, kRows, fused.data(), kChannels,
+           SumsType::kFloat32);
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t c = static_cast<int64_t>(i) % kChannels;
+    if (rounding == Rounding::kTflite && !single && acc[i] == sums[i]) {
+      EXPECT_EQ(loop[i], std::clamp(r.output_zero_point + tflite::MultiplyByQuantizedMultiplier(
+                                                              acc[i], r.multipliers[c]),
+                                    r.min, r.max))
+          << "acc " << acc[i] << ", channel " << c;
+    }
+    ASSERT_EQ(lanes[i], loop[i]) << "acc " << acc[i] << ", channel " << c;
+    ASSERT_EQ(fused[i], loop[i]) << "fused, acc " << acc[i] << ", channel " << c;
+  }
+}
+
+TEST(TfliteArithmeticTest, RequantizeLanesRoundEveryTieAsTheScalarForm) {
+  // m0 = 2^30 makes x m0 + 2^30 = (x + 1) 2^30: TFLite's doubling high multiply meets a tie at
+  // every odd x, and right shifts of 0 to 5 put the second rounding's ties (and their negatives)
+  // among every few consecutive x; the single roundings (TVM's, TFLite's FULLY_CONNECTED) meet
+  // theirs at shifts 31 to 36 in the same way.
+  ExpectLanesRoundTiesAsTheScalarForm(Rounding::kTflite, false, 31, int64_t{1} << 33);
+  ExpectLanesRoundTiesAsTheScalarForm(Rounding::kTflite, true, 31, int64_t{1} << 33);
+  ExpectLanesRoundTiesAsTheScalarForm(Rounding::kTvm, false, 31, int64_t{1} << 33);
+  ExpectLanesRoundTiesAsTheScalarForm(Rounding::kTvm, false, 31, -(int64_t{1} << 31) - 7);
 }
 
 TEST(TfliteArithmeticTest, PrimitivesMatchTheirDefinitions) {
