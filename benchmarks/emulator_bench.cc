@@ -153,6 +153,11 @@ int Main(int argc, char** argv) {
   }
   std::printf("  %ld requantization steps fused (%ld write integers, %ld of them into DRAM)\n",
               static_cast<long>(fused.steps.size()), integers, into_dram);
+  const MergedColumnTiles& merged = executor.emulator().merged_column_tiles();
+  long members = 0;
+  for (const MergedColumnTiles::Merge& merge : merged.merges) members += merge.members.size();
+  std::printf("  %ld column tiles computed as %ld calls\n", members,
+              static_cast<long>(merged.merges.size()));
   size_t deps = 0;
   for (const Command& command : executor.program().commands) deps += command.deps.size();
   std::printf(

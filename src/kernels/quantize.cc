@@ -229,8 +229,8 @@ void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* ds
 }
 
 template <typename T>
-void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
-                int64_t n, const SumsOut& to, WeightPackCache* packs) {
+void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t ldb, int64_t m,
+                int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs) {
   const int64_t k4 = RoundUp(k, 4), n16 = RoundUp(n, kU8S8Columns);
   int32_t* c32 = Scratch(3, static_cast<size_t>(m * n16));
   DirectRows rows;
@@ -240,7 +240,7 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
     if constexpr (std::is_same_v<T, int8_t>) {
       // Rows of whole 4-byte groups: the activations are read in place as the signed operand
       // against w + 128, so sum x (w + 128) = sum x w + 128 sum x.
-      const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0x80, packs);
+      const PackedB w = PackB(rhs, 1, k, k4, ldb, n, n16, 0x80, packs);
       thread_local std::vector<int64_t> row_terms;
       row_terms.resize(static_cast<size_t>(m));
       RowTerms(lhs, m, k, row_terms.data());
@@ -248,7 +248,7 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
       StoreSums(c32, n16, row_terms.data(), w.column_sums, zero_point, m, n, to, 0, n);
     } else {
       // uint8 activations already are the unsigned operand: read in place.
-      const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0, packs);
+      const PackedB w = PackB(rhs, 1, k, k4, ldb, n, n16, 0, packs);
       DirectGemmU8S8(m, n16, lhs, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
       StoreSums(c32, n16, nullptr, w.column_sums, zero_point, m, n, to, 0, n);
     }
@@ -257,14 +257,14 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, 
   // Otherwise a copy as uint8 with the rows padded to whole groups.
   uint8_t* a = reinterpret_cast<uint8_t*>(Scratch(0, static_cast<size_t>(m * k4 / 4)));
   for (int64_t i = 0; i < m; ++i) CopyUnsignedPadded(lhs + i * k, k, k4, a + i * k4);
-  const PackedB w = PackB(rhs, 1, k, k4, n, n, n16, 0, packs);
+  const PackedB w = PackB(rhs, 1, k, k4, ldb, n, n16, 0, packs);
   DirectGemmU8S8(m, n16, a, rows, reinterpret_cast<const int8_t*>(w.b), n16, c32, n16);
   StoreSums(c32, n16, nullptr, w.column_sums, kUnsignedOffset<T> + zero_point, m, n, to, 0, n);
 }
 
 template <typename T>
-void MatmulPortable(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t m, int64_t k,
-                    int64_t n, int64_t* acc, bool accumulate) {
+void MatmulPortable(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t ldb, int64_t m,
+                    int64_t k, int64_t n, int64_t* acc, bool accumulate) {
   for (int64_t i = 0; i < m; ++i) {
     int64_t* row = acc + i * n;
     if (!accumulate) std::fill(row, row + n, 0);
@@ -272,7 +272,7 @@ void MatmulPortable(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t
       // |x - zp| < 2^16 and |w| <= 128: the product fits int32.
       const int32_t a = static_cast<int32_t>(lhs[i * k + p] - zero_point);
       if (a == 0) continue;
-      const int8_t* b = rhs + p * n;
+      const int8_t* b = rhs + p * ldb;
       for (int64_t j = 0; j < n; ++j) row[j] += a * static_cast<int32_t>(b[j]);
     }
   }
@@ -399,14 +399,14 @@ namespace {
 
 /*! \brief 8-bit activations: the dot-product unit when the build has one and the sums fit. */
 template <typename T>
-void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m, int64_t k,
-             int64_t n, const SumsOut& to, WeightPackCache* packs) {
+void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t ldb, int64_t m,
+             int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs) {
   if (HasInt8DotProduct() && RoundUp(k, 4) <= kMaxU8S8Depth && m > 0 && n > 0) {
-    MatmulU8S8(lhs, lhs_zero_point, rhs, m, k, n, to, packs);
+    MatmulU8S8(lhs, lhs_zero_point, rhs, ldb, m, k, n, to, packs);
     return;
   }
   ViaAccumulators(to, m * n, n, [&](int64_t* acc, bool accumulate) {
-    MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+    MatmulPortable(lhs, lhs_zero_point, rhs, ldb, m, k, n, acc, accumulate);
   });
 }
 
@@ -425,7 +425,7 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
       p.strides[1] == 1 &&
       std::all_of(p.padding.begin(), p.padding.end(), [](int64_t pad) { return pad == 0; });
   if (pointwise) {
-    Matmul8(input, input_zero_point, weight, s.batch * s.h * s.w, s.c, s.co, to, packs);
+    Matmul8(input, input_zero_point, weight, s.co, s.batch * s.h * s.w, s.c, s.co, to, packs);
     return;
   }
   // Other narrow groups would waste most of each 16-column vector: the portable loop.
@@ -452,19 +452,23 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
 }  // namespace
 
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs) {
-  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, to, packs);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs,
+                     int64_t rhs_stride) {
+  Matmul8(lhs, lhs_zero_point, rhs, rhs_stride > 0 ? rhs_stride : n, m, k, n, to, packs);
 }
 
 void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs) {
-  Matmul8(lhs, lhs_zero_point, rhs, m, k, n, to, packs);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs,
+                     int64_t rhs_stride) {
+  Matmul8(lhs, lhs_zero_point, rhs, rhs_stride > 0 ? rhs_stride : n, m, k, n, to, packs);
 }
 
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache*) {
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache*,
+                     int64_t rhs_stride) {
   ViaAccumulators(to, m * n, n, [&](int64_t* acc, bool accumulate) {
-    MatmulPortable(lhs, lhs_zero_point, rhs, m, k, n, acc, accumulate);
+    MatmulPortable(lhs, lhs_zero_point, rhs, rhs_stride > 0 ? rhs_stride : n, m, k, n, acc,
+                   accumulate);
   });
 }
 

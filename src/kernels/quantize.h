@@ -139,14 +139,18 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
  * or the uint8 zero point) times rhs's column sums. int16 activations (and 8-bit without it) run
  * a portable loop with int32 products and int64 sums. `packs` (the convolutions' too): where rhs's
  * packing for the dot-product unit is kept when rhs is a weight that does not change while the
- * cache holds it; nullptr packs it on every call.
+ * cache holds it; nullptr packs it on every call. rhs's rows lie rhs_stride elements apart (0:
+ * n, dense; more: a slice of a wider matrix's columns).
  */
 void QuantizedMatmul(const int8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr,
+                     int64_t rhs_stride = 0);
 void QuantizedMatmul(const uint8_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr,
+                     int64_t rhs_stride = 0);
 void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t m,
-                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr);
+                     int64_t k, int64_t n, const SumsOut& to, WeightPackCache* packs = nullptr,
+                     int64_t rhs_stride = 0);
 
 /*!
  * \brief acc[m, n] -= rhs_zero_point * sum_k (lhs[m, k] - lhs_zero_point): after

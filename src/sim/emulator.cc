@@ -54,6 +54,7 @@ struct RunContext {
   const uint8_t* const_arena;
   kernels::WeightPackCache* packed_weights;
   const FusedRequantization& fused;
+  const MergedColumnTiles& merged;
 
   uint8_t* Dram(int64_t tensor) const {
     const TensorPlacement& p = program.placements[tensor];
@@ -277,6 +278,37 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   }
 }
 
+/*! \brief A run of column tiles (MergedColumnTiles) as one matmul over all their columns, their
+ * requantization writing the integers into DRAM as the first member's would, on to the last's. */
+void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& merge,
+                      const uint8_t* activation) {
+  const ComputeCommand& last = ctx.program.commands[merge.members.back()].compute();
+  const FusedRequantization::Step& first = ctx.fused.steps[ctx.fused.with[merge.members.front()]];
+  const kernels::SumsOut to{nullptr,
+                            false,
+                            merge.prepared.get(),
+                            ctx.Dram(first.dram),
+                            first.type,
+                            first.dram_pixel_stride};
+  const int64_t zero_point = std::get<QnnAttrs>(last.attrs).input_zero_point;
+  const int8_t* weight = reinterpret_cast<const int8_t*>(ctx.Dram(merge.weight));
+  const int64_t rows = last.output.shape[0], depth = last.inputs[0].shape.back();
+  auto run = [&](const auto* data) {
+    kernels::QuantizedMatmul(data, zero_point, weight, rows, depth, merge.columns, to,
+                             ctx.packed_weights, merge.weight_stride);
+  };
+  switch (last.inputs[0].dtype) {
+    case DType::kInt8:
+      run(reinterpret_cast<const int8_t*>(activation));
+      return;
+    case DType::kUInt8:
+      run(activation);
+      return;
+    default:
+      run(reinterpret_cast<const int16_t*>(activation));
+  }
+}
+
 void RunCompute(const RunContext& ctx, int64_t command) {
   const ComputeCommand& compute = ctx.program.commands[command].compute();
   const Node& node = ctx.program.graph.nodes[compute.node];
@@ -299,6 +331,10 @@ void RunCompute(const RunContext& ctx, int64_t command) {
                                                 : ctx.program.placements[weight.tensor].kind ==
                                                       TensorPlacement::Kind::kConst);
     kernels::WeightPackCache* packs = constant_weight ? ctx.packed_weights : nullptr;
+    if (const int64_t merge = ctx.merged.computes[command]; merge >= 0) {
+      RunMergedColumns(ctx, ctx.merged.merges[merge], tiles[0]);
+      return;
+    }
     const int64_t fused = ctx.fused.with[command];
     if (fused < 0) {
       RunQuantizedStep(node, compute, tiles, output, packs);
@@ -381,7 +417,8 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
       transfers_(PlanTransfers(program, options.forward_dma)),
       dataflow_(AnalyzeDataflow(program, transfers_)),
       fused_(PlanFusedRequantization(program, &transfers_, options.fuse_requantize,
-                                     options.forward_dma)) {
+                                     options.forward_dma)),
+      merged_(PlanMergedColumnTiles(program, transfers_, fused_)) {
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {
@@ -432,10 +469,10 @@ const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
 
 void Emulator::Run(const DramBindings& dram) const {
   std::unique_ptr<Memories> memories = Acquire();
-  const RunContext ctx{program_,         transfers_,       dram,  memories.get(),
-                       ConstArena(dram), &packed_weights_, fused_};
+  const RunContext ctx{program_,         transfers_,       dram,   memories.get(),
+                       ConstArena(dram), &packed_weights_, fused_, merged_};
   auto execute = [&](int64_t i) {
-    if (transfers_.skipped[i] || fused_.folded[i]) return;
+    if (transfers_.skipped[i] || fused_.folded[i] || merged_.merged_away[i]) return;
     if (program_.commands[i].is_dma()) {
       RunDma(ctx, i);
     } else {

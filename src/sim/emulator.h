@@ -20,6 +20,7 @@
 #include "kernels/weight_pack_cache.h"
 #include "sim/dataflow.h"
 #include "sim/fused_requantization.h"
+#include "sim/merged_column_tiles.h"
 #include "sim/transfer_plan.h"
 
 namespace example_npu {
@@ -67,6 +68,7 @@ class Emulator {
   const Dataflow& dataflow() const { return dataflow_; }
   const TransferPlan& transfers() const { return transfers_; }
   const FusedRequantization& fused_requantization() const { return fused_; }
+  const MergedColumnTiles& merged_column_tiles() const { return merged_; }
 
  private:
   std::unique_ptr<Memories> Acquire() const;
@@ -81,6 +83,7 @@ class Emulator {
   TransferPlan transfers_;
   Dataflow dataflow_;
   FusedRequantization fused_;
+  MergedColumnTiles merged_;
   int64_t l1_bytes_ = 0;
   int64_t l2_bytes_ = 0;
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.

@@ -67,6 +67,18 @@ inline NPUConfig SmallL1() {
   return config;
 }
 
+/*! \brief The int8 output (`size` elements) of `emulator`'s program on an int8 input. */
+inline std::vector<int8_t> EmulatedInt8(const Emulator& emulator, const std::vector<int8_t>& input,
+                                        const std::vector<const void*>& constants, size_t size) {
+  std::vector<int8_t> out(size, 0);
+  DramBindings dram;
+  dram.inputs = {input.data()};
+  dram.constants = constants;
+  dram.outputs = {out.data()};
+  emulator.Run(dram);
+  return out;
+}
+
 /*! \brief The first output of `program` run by the emulator (a float32 output). */
 inline std::vector<float> Emulated(const Program& program,
                                    const std::vector<std::vector<float>>& inputs,

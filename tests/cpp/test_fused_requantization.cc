@@ -61,13 +61,8 @@ TEST(FusedRequantizationTest, RequantizationInsideTheOpStepComputesTheSameBits) 
                                            [](const auto& step) { return step.dram.valid(); });
         if (!forward || !fuse) EXPECT_FALSE(into_dram);
         if (forward && fuse && config.l1_sram_kb == NPUConfig().l1_sram_kb) EXPECT_TRUE(into_dram);
-        std::vector<int8_t> out(12 * 10 * 24, 0);
-        DramBindings dram;
-        dram.inputs = {x.data()};
-        dram.constants = {dw.data(), pw.data()};
-        dram.outputs = {out.data()};
-        emulator.Run(dram);
-        results.push_back(out);
+        results.push_back(
+            test_util::EmulatedInt8(emulator, x, {dw.data(), pw.data()}, 12 * 10 * 24));
       }
     }
     for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]) << i;
