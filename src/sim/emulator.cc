@@ -419,6 +419,15 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
       fused_(PlanFusedRequantization(program, &transfers_, options.fuse_requantize,
                                      options.forward_dma)),
       merged_(PlanMergedColumnTiles(program, transfers_, fused_)) {
+  // A group left with one computing command (its column tiles merged into one call, the rest
+  // fused or forwarded) gains nothing from a second thread but the hand-off: it runs in order.
+  for (GroupSchedule& group : dataflow_.groups) {
+    int64_t computing = 0;
+    for (int64_t i = group.begin; i < group.end && computing < 2; ++i) {
+      computing += !program.commands[i].is_dma() && !fused_.folded[i] && !merged_.merged_away[i];
+    }
+    group.concurrent &= computing >= 2;
+  }
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {

@@ -74,6 +74,10 @@ TEST(MergedColumnTilesTest, ColumnTilesAsOneCallComputeTheSameBits) {
           EXPECT_GE(merged.merges[0].members.size(), 2u);
           EXPECT_EQ(merged.merges[0].columns, hidden);
           EXPECT_EQ(merged.merges[1].columns, out);
+          // Each layer is then one call: its group runs on one thread, in order.
+          for (const GroupSchedule& group : emulator.dataflow().groups) {
+            EXPECT_FALSE(group.concurrent) << "group at command " << group.begin;
+          }
         }
         results.push_back(test_util::EmulatedInt8(emulator, x, {w1.data(), w2.data()}, out));
       }
