@@ -43,9 +43,12 @@ bool AsColumnTile(const Program& program, const TransferPlan& plan,
   const ArrangedTile& arranged = plan.arranged[weight.arranged];
   const Shape& matrix = program.graph.nodes[arranged.tensor].shape;
   const Shape& box = compute.inputs[1].shape;
-  // Row 0 of whole columns: the box starts in the first row and spans every row.
+  // Row 0 of whole columns: the box starts in the first row, spans every row, and was arranged
+  // as it lies (rows N apart in the weight, dense in the tile; no transpose).
   if (matrix.size() != 2 || box[0] != matrix[0] || arranged.storage_offset >= matrix[1] ||
-      arranged.storage_offset + box[1] > matrix[1]) {
+      arranged.storage_offset + box[1] > matrix[1] || !arranged.arrange.unchanged() ||
+      arranged.arrange.SourceSpan() != (box[0] - 1) * matrix[1] + box[1] ||
+      arranged.arrange.DestinationSpan() != box[0] * box[1]) {
     return false;
   }
   *tile = ColumnTile{

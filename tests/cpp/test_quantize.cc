@@ -396,6 +396,12 @@ void CheckQuantizedMatmul(int64_t m, int64_t k, int64_t n, int64_t zp, std::mt19
     QuantizedMatmul(a.data(), zp, b.data(), m, k, n, SumsOut{acc.data(), true}, &packs);
     EXPECT_EQ(acc, expected) << "kept packing, call " << call;
   }
+  // The same weight as columns 3 to n + 2 of a wider matrix, its rows n + 5 apart.
+  std::vector<int8_t> wide(k * (n + 5), 99);
+  for (int64_t p = 0; p < k; ++p) std::copy_n(b.data() + p * n, n, wide.data() + p * (n + 5) + 3);
+  std::fill(acc.begin(), acc.end(), 7);
+  QuantizedMatmul(a.data(), zp, wide.data() + 3, m, k, n, SumsOut{acc.data(), true}, &packs, n + 5);
+  EXPECT_EQ(acc, expected) << "a slice of a wider weight";
   for (int64_t& v : expected) v -= 7;  // the sums alone
   const std::string what = std::to_string(sizeof(T) * 8) + "-bit matmul " + std::to_string(m) +
                            "x" + std::to_string(k) + "x" + std::to_string(n) + " zp " +
