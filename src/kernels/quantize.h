@@ -68,6 +68,11 @@ struct Requantization {
   // kTflite only: one rounding, (x * m0 + 2^(shift-1)) >> shift, as LiteRT's reference
   // FULLY_CONNECTED computes (its CONV_2D rounds twice, as MultiplyByQuantizedMultiplier).
   bool single_rounding = false;
+
+  /*! \brief The multiplier of `channel` (per tensor: the only one). */
+  const FixedPointMultiplier& Multiplier(int64_t channel) const {
+    return multipliers[multipliers.size() > 1 ? channel : 0];
+  }
 };
 
 class PreparedRequantization;  // kernels/requantize_sums.h

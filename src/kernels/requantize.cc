@@ -79,7 +79,7 @@ void RepeatFirstRow(T* table, int64_t first, int64_t period) {
 /*! \brief The multiplier of `channel` (per tensor: the only one), checked in range for TFLite's
  * rounding (the refusal kept out of line: this runs per channel of every tile). */
 inline const FixedPointMultiplier& ChannelMultiplier(const Requantization& r, int64_t channel) {
-  const FixedPointMultiplier& m = r.multipliers[r.multipliers.size() > 1 ? channel : 0];
+  const FixedPointMultiplier& m = r.Multiplier(channel);
   if (r.rounding == Rounding::kTflite && !tflite::InMultiplierRange(m.m0, m.shift)) {
     RefuseTfliteMultiplier(m);
   }
@@ -216,17 +216,6 @@ struct RoundedProduct16 {
   }
 };
 
-/*!
- * \brief The int32 lanes of MultiplyByQuantizedMultiplierInRange: TFLite computes in int32, so
- * only the low 32 bits of acc + bias matter (as the scalar form's shift shows), and sixteen
- * outputs share a vector.
- */
-inline __m512i MultiplyByQuantizedMultiplier16(__m512i value, __m512i m0, __m512i left,
-                                               __m512i right) {
-  return RoundedProduct16::DoubleRounding(m0, right).Apply(
-      _mm512_maskz_sllv_epi32(kAll16, value, left));
-}
-
 /*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
 inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
   const __m256i low =
@@ -270,6 +259,16 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
     right[i] = static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0));
   }
   for (int32_t* table : {bias, m0, left, right}) RepeatFirstRow(table, first_row, period);
+  // The double rounding's lanes of each sixteen entries of the period, built once for them all.
+  thread_local std::vector<int64_t> rounding;
+  rounding.resize(static_cast<size_t>((period + 15) / 16) * RoundedProduct16::kWords);
+  for (int64_t i = 0; i < period; i += 16) {
+    const __mmask16 lanes =
+        period - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (period - i)) - 1);
+    RoundedProduct16::DoubleRounding(_mm512_maskz_loadu_epi32(lanes, m0 + i),
+                                     _mm512_maskz_loadu_epi32(lanes, right + i))
+        .Store(rounding.data() + i / 16 * RoundedProduct16::kWords);
+  }
   // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
   const int64_t zp = r.output_zero_point;
   const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));
@@ -281,9 +280,11 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
       const __mmask16 lanes = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
       const __m512i value = _mm512_add_epi32(LowHalves16(acc + start + i, lanes),
                                              _mm512_maskz_loadu_epi32(lanes, bias + i));
-      const __m512i scaled = MultiplyByQuantizedMultiplier16(
-          value, _mm512_maskz_loadu_epi32(lanes, m0 + i), _mm512_maskz_loadu_epi32(lanes, left + i),
-          _mm512_maskz_loadu_epi32(lanes, right + i));
+      // TFLite computes in int32: only the low 32 bits of acc + bias, shifted left, matter.
+      const __m512i scaled =
+          RoundedProduct16::Load(rounding.data() + i / 16 * RoundedProduct16::kWords)
+              .Apply(_mm512_maskz_sllv_epi32(kAll16, value,
+                                             _mm512_maskz_loadu_epi32(lanes, left + i)));
       const __m512i clamped =
           _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
       _mm512_mask_storeu_ps(

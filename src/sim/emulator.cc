@@ -222,6 +222,22 @@ void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* o
   }
 }
 
+/*! \brief fn(data as the activation dtype's elements): int8, uint8 or int16 (the quantized
+ * steps' activations; validation admits no other). */
+template <typename Fn>
+void WithActivation(DType dtype, const uint8_t* data, const Fn& fn) {
+  switch (dtype) {
+    case DType::kInt8:
+      fn(reinterpret_cast<const int8_t*>(data));
+      return;
+    case DType::kUInt8:
+      fn(data);
+      return;
+    default:
+      fn(reinterpret_cast<const int16_t*>(data));
+  }
+}
+
 /*!
  * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
  * weights): the exact int64 accumulators of the op, or their requantization into the output
@@ -266,16 +282,7 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       }
     }
   };
-  switch (x.dtype) {
-    case DType::kInt8:
-      run(reinterpret_cast<const int8_t*>(inputs[0]));
-      return;
-    case DType::kUInt8:
-      run(inputs[0]);
-      return;
-    default:
-      run(reinterpret_cast<const int16_t*>(inputs[0]));
-  }
+  WithActivation(x.dtype, inputs[0], run);
 }
 
 /*! \brief A run of column tiles (MergedColumnTiles) as one matmul over all their columns, their
@@ -297,16 +304,7 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
     kernels::QuantizedMatmul(data, zero_point, weight, rows, depth, merge.columns, to,
                              ctx.packed_weights, merge.weight_stride);
   };
-  switch (last.inputs[0].dtype) {
-    case DType::kInt8:
-      run(reinterpret_cast<const int8_t*>(activation));
-      return;
-    case DType::kUInt8:
-      run(activation);
-      return;
-    default:
-      run(reinterpret_cast<const int16_t*>(activation));
-  }
+  WithActivation(last.inputs[0].dtype, activation, run);
 }
 
 void RunCompute(const RunContext& ctx, int64_t command) {

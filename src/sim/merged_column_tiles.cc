@@ -98,8 +98,7 @@ std::unique_ptr<kernels::Requantization> Concatenated(const std::vector<ColumnTi
   for (const ColumnTile& tile : run) {
     const kernels::Requantization& r = tile.step->prepared.requantization();
     for (int64_t c = 0; c < tile.columns; ++c) {
-      merged->multipliers.push_back(r.multipliers.size() == 1 ? r.multipliers[0]
-                                                              : r.multipliers[c]);
+      merged->multipliers.push_back(r.Multiplier(c));
       if (!r.bias.empty()) merged->bias.push_back(r.bias[c]);
     }
   }
