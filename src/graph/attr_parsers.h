@@ -159,10 +159,16 @@ inline std::pair<int64_t, int64_t> IntegerRange(DType dtype, const std::string& 
   return QuantizedRange(dtype);
 }
 
+/*! \brief Scales are float32 in every model format, and TVM's build computes with them in float32:
+ * a scale is a positive normal float32 value. */
+inline bool IsFloat32Scale(double scale) {
+  return scale >= std::numeric_limits<float>::min() && scale <= std::numeric_limits<float>::max();
+}
+
 inline double PositiveScale(const JsonObject& attrs, const char* key) {
   const double scale = attrs.Number(key);
-  if (!(scale > 0) || !std::isfinite(scale)) {
-    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must be a positive finite scale";
+  if (!IsFloat32Scale(scale)) {
+    TVM_FFI_THROW(ValueError) << attrs.Field(key) << " must be a positive normal float32 scale";
   }
   return scale;
 }

@@ -15,32 +15,6 @@ namespace example_npu {
 namespace {
 
 /*!
- * \brief output_scale / output_zero_point and the clamp range: the dtype's, narrowed by the real
- * bounds min_value / max_value of a fused relu or clip (quantize commutes with a clip).
- */
-kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dtype,
-                                              const std::string& where, double* output_scale) {
-  *output_scale = PositiveScale(attrs, "output_scale");
-  kernels::QuantizedOutput out;
-  out.zero_point = attrs.Int("output_zero_point");
-  std::tie(out.min, out.max) = IntegerRange(dtype, where);
-  if (out.zero_point < out.min || out.zero_point > out.max) {
-    TVM_FFI_THROW(ValueError) << attrs.Field("output_zero_point") << " " << out.zero_point
-                              << " is outside the " << DTypeName(dtype) << " range";
-  }
-  // A bound in output steps; beyond the dtype range it no longer matters, so clamp first.
-  auto steps = [&](const char* key) {
-    const double value = attrs.Number(key);
-    if (std::isnan(value)) TVM_FFI_THROW(ValueError) << attrs.Field(key) << " is NaN";
-    return kernels::RoundHalfEven(std::clamp(value / *output_scale, -65536.0, 65536.0));
-  };
-  if (attrs.Has("min_value")) out.min = std::max(out.min, out.zero_point + steps("min_value"));
-  if (attrs.Has("max_value")) out.max = std::min(out.max, out.zero_point + steps("max_value"));
-  if (out.min > out.max) TVM_FFI_THROW(ValueError) << where << ": empty output clamp range";
-  return out;
-}
-
-/*!
  * \brief "rounding": "tvm" (the default: one exact rounding, bit-equal to TVM's CPU build up to
  * it) or "tflite" (TFLite's integer kernels, kernels/tflite_arithmetic.h; 8-bit outputs only).
  */
@@ -59,6 +33,38 @@ kernels::Rounding ParseRounding(const JsonObject& attrs, DType dtype, const std:
   return kernels::Rounding::kTflite;
 }
 
+/*!
+ * \brief output_scale / output_zero_point and the clamp range: the dtype's, narrowed by the real
+ * bounds min_value / max_value of a fused relu or clip (quantize commutes with a clip). A bound
+ * is quantized as the rounding's model does: TVM's float32 division rounded half to even.
+ */
+kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dtype,
+                                              const std::string& where, kernels::Rounding rounding,
+                                              double* output_scale) {
+  *output_scale = PositiveScale(attrs, "output_scale");
+  kernels::QuantizedOutput out;
+  out.zero_point = attrs.Int("output_zero_point");
+  std::tie(out.min, out.max) = IntegerRange(dtype, where);
+  if (out.zero_point < out.min || out.zero_point > out.max) {
+    TVM_FFI_THROW(ValueError) << attrs.Field("output_zero_point") << " " << out.zero_point
+                              << " is outside the " << DTypeName(dtype) << " range";
+  }
+  // A bound in output steps; beyond the dtype range it no longer matters, so clamp first.
+  auto steps = [&](const char* key) {
+    const double value = attrs.Number(key);
+    if (std::isnan(value)) TVM_FFI_THROW(ValueError) << attrs.Field(key) << " is NaN";
+    if (rounding == kernels::Rounding::kTvm) {
+      const float ratio = static_cast<float>(value) / static_cast<float>(*output_scale);
+      return static_cast<int64_t>(std::nearbyint(std::clamp(ratio, -65536.0f, 65536.0f)));
+    }
+    return kernels::RoundHalfEven(std::clamp(value / *output_scale, -65536.0, 65536.0));
+  };
+  if (attrs.Has("min_value")) out.min = std::max(out.min, out.zero_point + steps("min_value"));
+  if (attrs.Has("max_value")) out.max = std::min(out.max, out.zero_point + steps("max_value"));
+  if (out.min > out.max) TVM_FFI_THROW(ValueError) << where << ": empty output clamp range";
+  return out;
+}
+
 /*! \brief A real rescaling factor as a fixed-point multiplier, or a ValueError naming it. */
 kernels::FixedPointMultiplier Multiplier(double real, const std::string& where) {
   if (!(real >= std::ldexp(1.0, -31) && real < std::ldexp(1.0, 30))) {
@@ -70,22 +76,24 @@ kernels::FixedPointMultiplier Multiplier(double real, const std::string& where) 
 
 QnnRequantizeAttrs ParseQnnRequantizeAttrs(const JsonObject& attrs, DType dtype,
                                            const std::string& where) {
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   double output_scale = 1;
-  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::QuantizedOutput out =
+      ParseQuantizedOutput(attrs, dtype, where, rounding, &output_scale);
   const double input_scale = PositiveScale(attrs, "input_scale");
   Multiplier(input_scale / output_scale, where);
-  return QnnRequantizeAttrs{
-      kernels::MakeRequantizeParams(input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale,
-                                    out, ParseRounding(attrs, dtype, where))};
+  return QnnRequantizeAttrs{kernels::MakeRequantizeParams(
+      input_scale, ZeroPoint(attrs, "input_zero_point"), output_scale, out, rounding)};
 }
 
 QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                                    const std::string& where) {
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   double output_scale = 1;
-  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::QuantizedOutput out =
+      ParseQuantizedOutput(attrs, dtype, where, rounding, &output_scale);
   const double lhs = PositiveScale(attrs, "lhs_scale"), rhs = PositiveScale(attrs, "rhs_scale");
   const bool add = kind == OpKind::kQnnAdd;
-  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   if (rounding == kernels::Rounding::kTflite) {
     const auto [a, b, o] = std::tuple{static_cast<float>(lhs), static_cast<float>(rhs),
                                       static_cast<float>(output_scale)};
@@ -110,8 +118,10 @@ QnnBinaryAttrs ParseQnnBinaryAttrs(OpKind kind, const JsonObject& attrs, DType d
 
 QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, DType dtype,
                                const std::string& where) {
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   double output_scale = 1;
-  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::QuantizedOutput out =
+      ParseQuantizedOutput(attrs, dtype, where, rounding, &output_scale);
   const kernels::Pool2dParams pool = ParsePoolAttrs(attrs, kind).params;
   // Average pooling keeps one multiplier per tap count, so the window bounds the table's size.
   constexpr int64_t kMaxWindowTaps = int64_t{1} << 20;
@@ -125,7 +135,6 @@ QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, 
   const double input_scale = PositiveScale(attrs, "input_scale");
   const int64_t input_zero_point = ZeroPoint(attrs, "input_zero_point");
   Multiplier(input_scale / output_scale, where);
-  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   bool tflite_mean = false;
   if (rounding == kernels::Rounding::kTflite && kind == kernels::PoolKind::kAvg) {
     // Which TFLite kernel's arithmetic: AVERAGE_POOL_2D averages the raw values (so input and
@@ -155,8 +164,10 @@ QnnPoolAttrs ParseQnnPoolAttrs(kernels::PoolKind kind, const JsonObject& attrs, 
 }
 
 QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const std::string& where) {
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   double output_scale = 1;
-  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::QuantizedOutput out =
+      ParseQuantizedOutput(attrs, dtype, where, rounding, &output_scale);
   const std::vector<double> scales = attrs.Numbers("input_scales");
   const std::vector<int64_t> zero_points = attrs.Ints("input_zero_points");
   for (int64_t zero_point : zero_points) {
@@ -171,10 +182,10 @@ QnnConcatAttrs ParseQnnConcatAttrs(const JsonObject& attrs, DType dtype, const s
   }
   QnnConcatAttrs result;
   result.axis = attrs.Int("axis");
-  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   for (size_t i = 0; i < scales.size(); ++i) {
-    if (!(scales[i] > 0) || !std::isfinite(scales[i])) {
-      TVM_FFI_THROW(ValueError) << attrs.Field("input_scales") << " must be positive and finite";
+    if (!IsFloat32Scale(scales[i])) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("input_scales")
+                                << " must be positive normal float32 scales";
     }
     Multiplier(scales[i] / output_scale, where);
     result.inputs.push_back(
@@ -214,11 +225,12 @@ QnnLutAttrs ParseQnnLutAttrs(const JsonObject& attrs, DType dtype, const std::st
 
 QnnSoftmaxAttrs ParseQnnSoftmaxAttrs(const JsonObject& attrs, DType dtype,
                                      const std::string& where) {
+  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   double output_scale = 1;
-  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::QuantizedOutput out =
+      ParseQuantizedOutput(attrs, dtype, where, rounding, &output_scale);
   Multiplier(1.0 / output_scale, where);
   const double input_scale = PositiveScale(attrs, "input_scale");
-  const kernels::Rounding rounding = ParseRounding(attrs, dtype, where);
   if (rounding == kernels::Rounding::kTflite) {
     // TFLite's 8-bit softmax writes probabilities in steps of 1/256 from the dtype's minimum.
     const int64_t lowest = IntegerRange(dtype, where).first;
@@ -265,7 +277,8 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
   r.single_rounding =
       r.rounding == kernels::Rounding::kTflite && kind == OpKind::kQnnMatmul && !weight_zero_point;
   double output_scale = 1;
-  const kernels::QuantizedOutput out = ParseQuantizedOutput(attrs, dtype, where, &output_scale);
+  const kernels::QuantizedOutput out =
+      ParseQuantizedOutput(attrs, dtype, where, r.rounding, &output_scale);
   r.output_zero_point = out.zero_point;
   r.min = out.min;
   r.max = out.max;

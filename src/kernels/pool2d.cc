@@ -21,6 +21,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/qdq_float32.h"
 #include "kernels/quantized_ops.h"
 #include "kernels/window.h"
 
@@ -286,14 +287,11 @@ std::pair<AxisPlan, AxisPlan> PlanWindows(const Shape& in_shape, const Shape& ou
                    p.padding[3])};
 }
 
-/*!
- * \brief NHWC rows [begin, end) of (n, oh) of integer pooling (quantized_ops.h). kNarrow: every
- * window sum stays below 2^31 in magnitude, so the rescaling runs in 64 bits (and vectorises).
- */
-template <bool kIsMax, bool kNarrow>
-void QuantizedPoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
-                         int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
-                         const QuantizedPoolParams& q) {
+/*! \brief NHWC rows [begin, end) of (n, oh) of Rounding::kTflite pooling (quantized_ops.h). */
+template <bool kIsMax>
+void TflitePoolPixels(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
+                      int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
+                      const QuantizedPoolParams& q) {
   const Pool2dParams& p = q.pool;
   const int64_t out_h = static_cast<int64_t>(ph.start.size());
   const int64_t out_w = static_cast<int64_t>(pw.start.size());
@@ -327,7 +325,7 @@ void QuantizedPoolPixels(const float* input, float* out, int64_t begin, int64_t 
                                : std::max<int64_t>(1, (ph.tap_hi[oh] - ph.tap_lo[oh]) *
                                                           (pw.tap_hi[ow] - pw.tap_lo[ow]));
       const FixedPointMultiplier m = q.multipliers[taps];
-      if (q.rounding == Rounding::kTflite && !kIsMax && !q.tflite_mean) {
+      if (!kIsMax && !q.tflite_mean) {
         // AVERAGE_POOL_2D: the rounded average of the raw values (input and output share their
         // quantization, so it is already in output steps).
         for (int64_t c = 0; c < channels; ++c) {
@@ -337,29 +335,10 @@ void QuantizedPoolPixels(const float* input, float* out, int64_t begin, int64_t 
         continue;
       }
       for (int64_t c = 0; c < channels; ++c) {
-        const int64_t scaled = q.rounding == Rounding::kTflite
-                                   ? tflite::MultiplyByQuantizedMultiplier(acc[c], m)
-                               : kNarrow ? ScaleRoundedNarrow(acc[c], m)
-                                         : ScaleRounded(acc[c], m);
+        const int64_t scaled = tflite::MultiplyByQuantizedMultiplier(acc[c], m);
         out_px[c] = static_cast<float>(std::clamp(q.out.zero_point + scaled, q.out.min, q.out.max));
       }
     }
-  }
-}
-
-/*! \brief Instantiates QuantizedPoolPixels for the pooling kind and the window's sum bound. */
-void QuantizedPoolRows(const float* input, float* out, int64_t begin, int64_t end, int64_t in_h,
-                       int64_t in_w, int64_t channels, const AxisPlan& ph, const AxisPlan& pw,
-                       const QuantizedPoolParams& q) {
-  // Inputs and zero points are 16-bit at most: |x - zp| < 2^17 per tap.
-  const int64_t window = q.pool.pool_size[0] * q.pool.pool_size[1];
-  const bool narrow = window < (int64_t{1} << 14);
-  if (q.pool.kind == PoolKind::kMax) {
-    QuantizedPoolPixels<true, true>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
-  } else if (narrow) {
-    QuantizedPoolPixels<false, true>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
-  } else {
-    QuantizedPoolPixels<false, false>(input, out, begin, end, in_h, in_w, channels, ph, pw, q);
   }
 }
 
@@ -375,6 +354,9 @@ QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double inp
   q.out = out;
   q.rounding = rounding;
   q.tflite_mean = tflite_mean;
+  q.input_scale = static_cast<float>(input_scale);
+  q.output_scale = static_cast<float>(output_scale);
+  if (rounding == Rounding::kTvm) return q;
   const FixedPointMultiplier rescale = QuantizeMultiplier(input_scale / output_scale);
   if (pool.kind == PoolKind::kMax) {
     q.multipliers.push_back(rescale);
@@ -382,9 +364,7 @@ QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double inp
     const int64_t window = pool.pool_size[0] * pool.pool_size[1];
     for (int64_t taps = 0; taps <= window; ++taps) {
       const int64_t n = std::max<int64_t>(taps, 1);
-      q.multipliers.push_back(rounding == Rounding::kTflite
-                                  ? tflite::MeanMultiplier(rescale, n)
-                                  : QuantizeMultiplier(input_scale / (output_scale * n)));
+      q.multipliers.push_back(tflite::MeanMultiplier(rescale, n));
     }
   }
   return q;
@@ -392,6 +372,18 @@ QuantizedPoolParams MakeQuantizedPoolParams(const Pool2dParams& pool, double inp
 
 void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, const Shape& out_shape,
                      const QuantizedPoolParams& params) {
+  if (params.rounding == Rounding::kTvm) {
+    // TVM's build of the island, step for step: float32 dequantize, its float pooling (Pool2d
+    // sums the taps in TVM's order), float32 quantize.
+    const Float32Dequantize dequantize{static_cast<float>(params.input_zero_point),
+                                       params.input_scale};
+    const Float32Quantize quantize(params.output_scale, params.out);
+    std::vector<float> real(NumElements(in_shape)), pooled(NumElements(out_shape));
+    std::transform(input, input + real.size(), real.begin(), dequantize);
+    Pool2d(real.data(), in_shape, pooled.data(), out_shape, params.pool);
+    std::transform(pooled.begin(), pooled.end(), out, quantize);
+    return;
+  }
   if (params.pool.layout == DataLayout::kNCHW) {
     // The engine pools NHWC tiles; whole NCHW tensors (untiled reference runs) go through it.
     const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2};
@@ -409,12 +401,14 @@ void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, cons
   const AxisPlan& ph = plans.first;
   const AxisPlan& pw = plans.second;
   const int64_t out_h = out_shape[1], out_w = out_shape[2], channels = in_shape[3];
+  const bool is_max = params.pool.kind == PoolKind::kMax;
   const int64_t row_work =
       std::max<int64_t>(out_w * channels * params.pool.pool_size[0] * params.pool.pool_size[1], 1);
   ParallelFor(in_shape[0] * out_h, std::max<int64_t>(1, (1 << 16) / row_work),
               [&](int64_t begin, int64_t end) {
-                QuantizedPoolRows(input, out, begin, end, in_shape[1], in_shape[2], channels, ph,
-                                  pw, params);
+                (is_max ? TflitePoolPixels<true>
+                        : TflitePoolPixels<false>)(input, out, begin, end, in_shape[1], in_shape[2],
+                                                   channels, ph, pw, params);
               });
 }
 

@@ -48,12 +48,6 @@ inline int64_t ScaleRounded(int64_t value, const FixedPointMultiplier& m) {
   return static_cast<int64_t>((product + (static_cast<__int128>(1) << (m.shift - 1))) >> m.shift);
 }
 
-/*! \brief ScaleRounded for |value| < 2^31, in 64 bits (|value * m0| < 2^62, so the sum with the
- * rounding bit fits too), which vectorises. */
-inline int64_t ScaleRoundedNarrow(int64_t value, const FixedPointMultiplier& m) {
-  return (value * m.m0 + (int64_t{1} << (m.shift - 1))) >> m.shift;
-}
-
 /*! \brief Rounds to the nearest integer, ties to even (the rounding of Relax's quantize). */
 int64_t RoundHalfEven(double value);
 

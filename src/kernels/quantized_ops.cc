@@ -13,6 +13,7 @@
 
 #include "kernels/broadcast.h"
 #include "kernels/parallel.h"
+#include "kernels/qdq_float32.h"
 
 namespace example_npu {
 namespace kernels {
@@ -29,34 +30,29 @@ inline __int128 Shifted(__int128 value, int64_t bits) {
   return value * (static_cast<__int128>(1) << bits);
 }
 
-/*!
- * \brief The add's exact sum in 64 bits. For the operand order QuantizedBinary picks (lhs shift
- * sa <= rhs shift sb) and d = sb - sa, with A = (a - za) * m0a and B = (b - zb) * m0b:
- *   round_half_up((A * 2^d + B) / 2^sb) = round_half_up((A + floor(B / 2^d)) / 2^sa),
- * because writing B = q * 2^d + r (0 <= r < 2^d), the fraction r / 2^d stays below the rounding
- * bit 2^(sa - 1) of the integer A + q (sa >= 1). |A|, |B| < 2^48 for 16-bit operands.
- */
-struct AddOp {
-  int64_t lhs_zero_point, lhs_m0, rhs_zero_point, rhs_m0, rhs_shift, shift;
-  QuantizedOutput out;
+/*! \brief TVM's add / multiply: both operands dequantized, combined and quantized in float32. */
+template <QuantizedBinaryKind kKind>
+struct Float32BinaryOp {
+  Float32Dequantize lhs, rhs;
+  Float32Quantize out;
+
+  explicit Float32BinaryOp(const QuantizedBinaryParams& p)
+      : lhs{static_cast<float>(p.lhs_zero_point), p.lhs_scale},
+        rhs{static_cast<float>(p.rhs_zero_point), p.rhs_scale},
+        out(p.output_scale, p.out) {}
 
   float operator()(float a, float b) const {
-    const int64_t lhs = (static_cast<int64_t>(a) - lhs_zero_point) * lhs_m0;
-    const int64_t rhs = ((static_cast<int64_t>(b) - rhs_zero_point) * rhs_m0) >> rhs_shift;
-    const int64_t sum = (lhs + rhs + (int64_t{1} << (shift - 1))) >> shift;
-    return static_cast<float>(Clamp(sum, out));
+    return out(kKind == QuantizedBinaryKind::kAdd ? lhs(a) + rhs(b) : lhs(a) * rhs(b));
   }
 };
 
-struct MultiplyOp {
+/*! \brief TFLite's MUL: the integer product rescaled by MultiplyByQuantizedMultiplier. */
+struct TfliteMultiplyOp {
   const QuantizedBinaryParams& p;
   float operator()(float a, float b) const {
     const int64_t product =
         (static_cast<int64_t>(a) - p.lhs_zero_point) * (static_cast<int64_t>(b) - p.rhs_zero_point);
-    const int64_t scaled = p.rounding == Rounding::kTflite
-                               ? tflite::MultiplyByQuantizedMultiplier(product, p.lhs)
-                               : ScaleRounded(product, p.lhs);
-    return static_cast<float>(Clamp(scaled, p.out));
+    return static_cast<float>(Clamp(tflite::MultiplyByQuantizedMultiplier(product, p.lhs), p.out));
   }
 };
 
@@ -138,8 +134,12 @@ struct Row {
 RequantizeParams MakeRequantizeParams(double input_scale, int64_t input_zero_point,
                                       double output_scale, const QuantizedOutput& out,
                                       Rounding rounding) {
-  return RequantizeParams{input_zero_point, QuantizeMultiplier(input_scale / output_scale), out,
-                          rounding};
+  return RequantizeParams{input_zero_point,
+                          QuantizeMultiplier(input_scale / output_scale),
+                          out,
+                          rounding,
+                          static_cast<float>(input_scale),
+                          static_cast<float>(output_scale)};
 }
 
 bool IsIdentity(const RequantizeParams& p, int64_t lo, int64_t hi) {
@@ -158,12 +158,10 @@ void Requantize(const float* x, int64_t size, const RequantizeParams& p, float* 
     });
     return;
   }
+  const Float32Dequantize in{static_cast<float>(p.input_zero_point), p.input_scale};
+  const Float32Quantize requantized(p.output_scale, p.out);
   ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      // |x - zp| < 2^17 for 16-bit inputs.
-      const int64_t value = static_cast<int64_t>(x[i]) - p.input_zero_point;
-      out[i] = static_cast<float>(Clamp(ScaleRoundedNarrow(value, p.multiplier), p.out));
-    }
+    for (int64_t i = begin; i < end; ++i) out[i] = requantized(in(x[i]));
   });
 }
 
@@ -211,12 +209,9 @@ QuantizedBinaryParams MakeQuantizedBinaryParams(QuantizedBinaryKind kind, double
     }
     return p;
   }
-  if (kind == QuantizedBinaryKind::kAdd) {
-    p.lhs = QuantizeMultiplier(lhs_scale / output_scale);
-    p.rhs = QuantizeMultiplier(rhs_scale / output_scale);
-  } else {
-    p.lhs = QuantizeMultiplier(lhs_scale * rhs_scale / output_scale);
-  }
+  p.lhs_scale = static_cast<float>(lhs_scale);
+  p.rhs_scale = static_cast<float>(rhs_scale);
+  p.output_scale = static_cast<float>(output_scale);
   return p;
 }
 
@@ -224,35 +219,31 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
                      const Shape& rhs_shape, float* out, const Shape& out_shape,
                      const QuantizedBinaryParams& p) {
   if (NumElements(out_shape) == 0) return;
-  if (p.kind == QuantizedBinaryKind::kMultiply) {
-    BinaryAll(MultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
-    return;
-  }
-  if (p.rounding == Rounding::kTflite) {
-    CheckTfliteAdd(p);
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-    if (lhs_shape == out_shape && rhs_shape == out_shape) {  // the residual adds of CNNs
-      const int64_t size = NumElements(out_shape);
-      ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
-        TfliteAddRow(p, lhs + begin, rhs + begin, out + begin, end - begin);
-      });
-      return;
+  if (p.rounding == Rounding::kTvm) {
+    if (p.kind == QuantizedBinaryKind::kAdd) {
+      BinaryAll(Float32BinaryOp<QuantizedBinaryKind::kAdd>(p), lhs, lhs_shape, rhs, rhs_shape, out,
+                out_shape);
+    } else {
+      BinaryAll(Float32BinaryOp<QuantizedBinaryKind::kMultiply>(p), lhs, lhs_shape, rhs, rhs_shape,
+                out, out_shape);
     }
-#endif
-    BinaryAll(TfliteAddOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
     return;
   }
-  if (p.lhs.shift <= p.rhs.shift) {
-    const AddOp op{
-        p.lhs_zero_point, p.lhs.m0, p.rhs_zero_point, p.rhs.m0, p.rhs.shift - p.lhs.shift,
-        p.lhs.shift,      p.out};
-    BinaryAll(op, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
-  } else {  // the same sum with the operands swapped
-    const AddOp op{
-        p.rhs_zero_point, p.rhs.m0, p.lhs_zero_point, p.lhs.m0, p.lhs.shift - p.rhs.shift,
-        p.rhs.shift,      p.out};
-    BinaryAll(op, rhs, rhs_shape, lhs, lhs_shape, out, out_shape);
+  if (p.kind == QuantizedBinaryKind::kMultiply) {
+    BinaryAll(TfliteMultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+    return;
   }
+  CheckTfliteAdd(p);
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  if (lhs_shape == out_shape && rhs_shape == out_shape) {  // the residual adds of CNNs
+    const int64_t size = NumElements(out_shape);
+    ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
+      TfliteAddRow(p, lhs + begin, rhs + begin, out + begin, end - begin);
+    });
+    return;
+  }
+#endif
+  BinaryAll(TfliteAddOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
 }
 
 void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, float* out) {

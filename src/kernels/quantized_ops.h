@@ -5,24 +5,27 @@
  *
  * Every tensor is quantized per tensor: real = scale * (q - zero_point), q an int8 / uint8 /
  * int16 value held exactly in a float32 tile (the emulator widens integer tiles on load and the
- * DMA narrows results on store). Each real rescaling factor is a fixed-point multiplier
- * m0 * 2^-shift (QuantizeMultiplier), and every result is rounded once, half up, from the exact
- * integer expression:
- *   requantize: y = clamp(zo + round((x - zx) * Mx))                      Mx = sx / so
- *   add:        y = clamp(zo + round((a - za) * Ma + (b - zb) * Mb))      Ma = sa / so, Mb = sb /
- * so (both products aligned to the larger shift, so the sum is exact) multiply:   y = clamp(zo +
- * round((a - za) * (b - zb) * M))            M = sa * sb / so max pool:   y = requantize(max over
- * the in-bounds taps)               (padding never wins) avg pool:   y = clamp(zo + round(sum(x -
- * zx) * Mn))                   Mn = sx / (so * n) n = the window's tap count (TVM's
- * count_include_pad rule, see pool2d.cc) lut:        y = table[x - offset] (256 entries for 8 bits)
+ * DMA narrows results on store). Two arithmetics, by where the model comes from:
+ *
+ * Rounding::kTvm (Relax QDQ graphs: ONNX, PyTorch, TVMScript) takes the float32 steps of TVM's
+ * build of `dequantize -> op -> quantize` (qdq_float32.h), so the integers are TVM's bit for bit:
+ *   D(q) = float32(q - zq) * sq,   Q(v) = clamp(zo + round_half_even(v / so))
+ *   requantize: y = Q(D(x))          add: y = Q(D(a) + D(b))          multiply: y = Q(D(a) * D(b))
+ *   max pool:   y = Q(max over the in-bounds taps of D(x))            (padding never wins)
+ *   avg pool:   y = Q((D(x_1) + D(x_2) + ... in window order) / n)    n = the window's tap count
+ *               (TVM's count_include_pad rule, see pool2d.cc)
+ *   concat:     each input requantized into its slice
+ * clamp() is to [min, max] of QuantizedOutput: the output dtype's range, narrowed by a fused
+ * relu / clip. The lookup table and the softmax keep their own integer definitions:
+ *   lut:        y = table[x - offset] (256 entries for 8 bits; the table is TVM's float function)
  *   softmax:    d = max(row) - x, e = E[d] = round_half_even(exp(-sx * d) * 2^20),
  *               y = clamp(zo + round(e / (sum(e) * so)))                  (1/so as m0 * 2^-shift)
- * clamp() is to [min, max] of QuantizedOutput: the output dtype's range, narrowed by a fused
- * relu / clip. tests/cpp/test_quantized_ops.cc holds naive references of each formula.
- * With Rounding::kTflite each op follows TFLite's integer kernel instead (tflite_arithmetic.h):
- * requantize / concat / max pool / multiply round with MultiplyByQuantizedMultiplier, add
- * aligns both inputs 20 bits up first, avg pool is AVERAGE_POOL_2D's rounded division or MEAN's
- * folded multiplier, softmax is the gemmlowp fixed-point softmax.
+ * tests/cpp/test_quantized_ops.cc holds naive references of each formula.
+ *
+ * Rounding::kTflite follows TFLite's integer kernels instead (tflite_arithmetic.h): requantize /
+ * concat / max pool / multiply round with MultiplyByQuantizedMultiplier, add aligns both inputs 20
+ * bits up first, avg pool is AVERAGE_POOL_2D's rounded division or MEAN's folded multiplier,
+ * softmax is the gemmlowp fixed-point softmax.
  */
 #ifndef EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
 #define EXAMPLE_NPU_KERNELS_QUANTIZED_OPS_H_
@@ -49,6 +52,8 @@ struct RequantizeParams {
   FixedPointMultiplier multiplier;  // input scale / output scale
   QuantizedOutput out;
   Rounding rounding = Rounding::kTvm;
+  float input_scale = 1;  // kTvm: the float32 scales TVM's build divides and multiplies by
+  float output_scale = 1;
 };
 
 /*! \brief The parameters rescaling (input_scale, input_zero_point) to the output's. */
@@ -71,11 +76,11 @@ struct QuantizedBinaryParams {
   QuantizedBinaryKind kind = QuantizedBinaryKind::kAdd;
   int64_t lhs_zero_point = 0;
   int64_t rhs_zero_point = 0;
-  FixedPointMultiplier lhs;  // add: lhs scale / output scale; multiply: the product's multiplier
-  FixedPointMultiplier rhs;  // add only: rhs scale / output scale
   QuantizedOutput out;
   Rounding rounding = Rounding::kTvm;
-  FixedPointMultiplier output;  // kTflite add: the sum's rescale (lhs / rhs rescale the inputs)
+  float lhs_scale = 1, rhs_scale = 1, output_scale = 1;  // kTvm: TVM's float32 steps
+  // kTflite: add: lhs / rhs rescale each input, output the sum; multiply: lhs is the product's
+  FixedPointMultiplier lhs, rhs, output;
 };
 
 QuantizedBinaryParams MakeQuantizedBinaryParams(QuantizedBinaryKind kind, double lhs_scale,
@@ -92,7 +97,8 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
 struct QuantizedPoolParams {
   Pool2dParams pool;
   int64_t input_zero_point = 0;
-  /*! \brief max: one multiplier; avg: the multiplier for a window of n taps at index n. */
+  float input_scale = 1, output_scale = 1;  // kTvm: TVM's float32 steps
+  /*! \brief kTflite: max: one multiplier; avg: the multiplier for a window of n taps at index n. */
   std::vector<FixedPointMultiplier> multipliers;
   QuantizedOutput out;
   Rounding rounding = Rounding::kTvm;

@@ -253,9 +253,9 @@ TEST(RuntimeParamsTest, QuantizationParametersBindAtRunTime) {
     DLTensor ty = tensor(y.data(), &x_shape, {kDLInt, 8, 1});
     executor.Run({&tx, &ts, &tz}, {&ty});
     for (size_t i = 0; i < x.size(); ++i) {
-      // (x - z) * s / 0.5, rounded half up: exact for these values except the halves.
+      // (x - z) * s / 0.5 (exact for these values), rounded half to even as TVM's quantize.
       const double real = (x[i] - z) * static_cast<double>(scale) / 0.5;
-      const double expected = std::clamp(std::floor(real + 0.5), -128.0, 127.0);
+      const double expected = std::clamp(std::nearbyint(real), -128.0, 127.0);
       EXPECT_EQ(y[i], expected) << "scale " << scale << " element " << i;
     }
   }

@@ -1,6 +1,7 @@
-// Integer glue-op kernels (kernels/quantized_ops.h) against naive references that evaluate the
-// same exact integer expressions one element at a time, and against the real-valued formulas they
-// approximate (within half a step plus the multiplier's 2^-31 relative error).
+// Quantized glue-op kernels (kernels/quantized_ops.h) against naive references that take TVM's
+// float32 steps one element at a time (dequantize, op, divide, round half to even), or evaluate
+// the exact integer expressions (softmax), and against the real-valued formulas they approximate
+// (within half a step plus float32's error).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,16 +38,19 @@ int64_t ClampOut(int64_t v, const QuantizedOutput& out) {
   return std::min(out.max, std::max(out.min, out.zero_point + v));
 }
 
-/*! \brief value * m as the exact rational (value * m0) / 2^shift, rounded half up. */
-int64_t Scaled(int64_t value, const FixedPointMultiplier& m) {
-  return DivRound(static_cast<__int128>(value) * m.m0, static_cast<__int128>(1) << m.shift);
+/*! \brief TVM's dequantize: the integer difference as float32, times the float32 scale. */
+float Dequantized(int64_t q, int64_t zero_point, double scale) {
+  return static_cast<float>(q - zero_point) * static_cast<float>(scale);
 }
 
-double Real(const FixedPointMultiplier& m) {
-  return std::ldexp(static_cast<double>(m.m0), -static_cast<int>(m.shift));
+/*! \brief TVM's quantize: value / scale in float32, rounded half to even, zero point, clamp. */
+float Quantized(float value, double scale, const QuantizedOutput& out) {
+  const float steps = std::nearbyint(value / static_cast<float>(scale));
+  return std::clamp(steps + static_cast<float>(out.zero_point), static_cast<float>(out.min),
+                    static_cast<float>(out.max));
 }
 
-TEST(QuantizedOpsTest, RequantizeMatchesTheExactProductAndTheRealScale) {
+TEST(QuantizedOpsTest, RequantizeTakesTvmsFloat32Steps) {
   std::mt19937 rng(1);
   const QuantizedOutput out{5, -128, 127};
   const RequantizeParams p = MakeRequantizeParams(0.05, -3, 0.07, out);
@@ -54,28 +58,24 @@ TEST(QuantizedOpsTest, RequantizeMatchesTheExactProductAndTheRealScale) {
   std::vector<float> y(x.size());
   Requantize(x.data(), x.size(), p, y.data());
   for (size_t i = 0; i < x.size(); ++i) {
-    const int64_t v = static_cast<int64_t>(x[i]) + 3;
-    EXPECT_EQ(y[i], ClampOut(Scaled(v, p.multiplier), out)) << i;
-    const double real = 5 + v * 0.05 / 0.07;
-    if (real > -127 && real < 126) EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-6) << i;
+    const int64_t q = static_cast<int64_t>(x[i]);
+    EXPECT_EQ(y[i], Quantized(Dequantized(q, -3, 0.05), 0.07, out)) << i;
+    const double real = 5 + (q + 3) * 0.05 / 0.07;
+    if (real > -127 && real < 126) EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-5) << i;
   }
+  // Halving the scale makes every odd input a tie: TVM's quantize rounds it to even.
+  const std::vector<float> odd = {1, 3, 5, -1, -3, -5};
+  std::vector<float> halved(odd.size());
+  Requantize(odd.data(), odd.size(), MakeRequantizeParams(0.25, 0, 0.5, {0, -128, 127}),
+             halved.data());
+  EXPECT_EQ(halved, (std::vector<float>{0, 2, 2, 0, -2, -2}));
   EXPECT_TRUE(
       IsIdentity(MakeRequantizeParams(0.1, 4, 0.1, QuantizedOutput{4, -128, 127}), -128, 127));
   EXPECT_FALSE(
       IsIdentity(MakeRequantizeParams(0.1, 4, 0.1, QuantizedOutput{4, 4, 127}), -128, 127));
 }
 
-/*! \brief The add of two operands by the definition: a common denominator 2^62, both terms exact,
- * one rounding. */
-int64_t AddReference(int64_t a, int64_t b, const QuantizedBinaryParams& p) {
-  const __int128 num = static_cast<__int128>(a - p.lhs_zero_point) * p.lhs.m0 *
-                           (static_cast<__int128>(1) << (62 - p.lhs.shift)) +
-                       static_cast<__int128>(b - p.rhs_zero_point) * p.rhs.m0 *
-                           (static_cast<__int128>(1) << (62 - p.rhs.shift));
-  return ClampOut(DivRound(num, static_cast<__int128>(1) << 62), p.out);
-}
-
-TEST(QuantizedOpsTest, AddRoundsTheExactSumOnceWithBroadcasting) {
+TEST(QuantizedOpsTest, AddTakesTvmsFloat32StepsWithBroadcasting) {
   std::mt19937 rng(2);
   struct Case {
     double lhs_scale, rhs_scale, out_scale;
@@ -84,7 +84,7 @@ TEST(QuantizedOpsTest, AddRoundsTheExactSumOnceWithBroadcasting) {
   };
   const std::vector<Case> cases = {
       {0.031, 0.0042, 0.04, -128, 127, {-7, -128, 127}},
-      {0.5, 0.25, 1.0, -128, 127, {0, -128, 127}},  // exact halves and quarters: ties round up
+      {0.5, 0.25, 1.0, -128, 127, {0, -128, 127}},  // exact halves: ties round to even
       {0.125, 0.5, 1.0, -128, 127, {0, -128, 127}},
       {0.0042, 0.031, 0.04, -128, 127, {-7, -128, 127}},  // the larger shift on the left
       {1e-6, 0.5, 0.3, 0, 255, {128, 0, 255}},            // scales 2^19 apart, uint8
@@ -120,21 +120,22 @@ TEST(QuantizedOpsTest, AddRoundsTheExactSumOnceWithBroadcasting) {
           return static_cast<int64_t>(v[Ravel(pos, s)]);
         };
         const int64_t av = at(a, a_shape), bv = at(b, b_shape);
-        ASSERT_EQ(y[i], AddReference(av, bv, p)) << "scales " << c.lhs_scale << ", " << c.rhs_scale;
+        const float sum = Dequantized(av, za, c.lhs_scale) + Dequantized(bv, zb, c.rhs_scale);
+        ASSERT_EQ(y[i], Quantized(sum, c.out_scale, c.out))
+            << "scales " << c.lhs_scale << ", " << c.rhs_scale;
         const double ta = c.lhs_scale * (av - za) / c.out_scale;
         const double tb = c.rhs_scale * (bv - zb) / c.out_scale;
         const double real = c.out.zero_point + ta + tb;
-        // Half a step plus each multiplier's relative error (< 2^-30).
+        // Half a step plus float32's error in each product, the sum and the division.
         if (real > c.out.min + 1 && real < c.out.max - 1) {
-          EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-9 * (std::abs(ta) + std::abs(tb)) + 1e-9)
-              << i;
+          EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-6 * (std::abs(ta) + std::abs(tb)) + 1e-6) << i;
         }
       }
     }
   }
 }
 
-TEST(QuantizedOpsTest, MultiplyScalesTheIntegerProduct) {
+TEST(QuantizedOpsTest, MultiplyTakesTvmsFloat32Steps) {
   std::mt19937 rng(3);
   const QuantizedOutput out{0, 0, 255};  // uint8 output
   const QuantizedBinaryParams p =
@@ -145,18 +146,22 @@ TEST(QuantizedOpsTest, MultiplyScalesTheIntegerProduct) {
   std::vector<float> y(36);
   QuantizedBinary(a.data(), a_shape, b.data(), b_shape, y.data(), a_shape, p);
   for (int64_t i = 0; i < 36; ++i) {
-    const int64_t prod = (static_cast<int64_t>(a[i]) - 128) * static_cast<int64_t>(b[i / 9]);
-    EXPECT_EQ(y[i], ClampOut(Scaled(prod, p.lhs), out)) << i;
+    const float product = Dequantized(static_cast<int64_t>(a[i]), 128, 0.02) *
+                          Dequantized(static_cast<int64_t>(b[i / 9]), 0, 0.004);
+    EXPECT_EQ(y[i], Quantized(product, 0.01, out)) << i;
+    const double real = (a[i] - 128) * 0.02 * b[i / 9] * 0.004 / 0.01;
+    if (real > 1 && real < 254) EXPECT_LE(std::abs(y[i] - real), 0.5 + 1e-5) << i;
   }
-  EXPECT_NEAR(Real(p.lhs), 0.02 * 0.004 / 0.01, 0.008 * std::ldexp(1.0, -30));
 }
 
-/*! \brief Integer pooling of one NHWC pixel/channel by direct enumeration of the window. */
-int64_t PoolReference(const std::vector<float>& x, const Shape& s, const QuantizedPoolParams& q,
-                      int64_t n, int64_t oh, int64_t ow, int64_t c) {
+/*! \brief TVM's float32 pooling of one NHWC pixel/channel by direct enumeration of the window:
+ * the dequantized taps summed (or maxed) in window order, the sum divided by the count. */
+float PoolReference(const std::vector<float>& x, const Shape& s, const QuantizedPoolParams& q,
+                    int64_t n, int64_t oh, int64_t ow, int64_t c) {
   const Pool2dParams& p = q.pool;
   const bool is_max = p.kind == PoolKind::kMax;
-  int64_t acc = is_max ? INT64_MIN : 0, inside = 0, padded = 0;
+  float acc = is_max ? -INFINITY : 0.0f;
+  int64_t inside = 0, padded = 0;
   for (int64_t kh = 0; kh < p.pool_size[0]; ++kh) {
     for (int64_t kw = 0; kw < p.pool_size[1]; ++kw) {
       const int64_t ih = oh * p.strides[0] - p.padding[0] + kh * p.dilation[0];
@@ -166,14 +171,14 @@ int64_t PoolReference(const std::vector<float>& x, const Shape& s, const Quantiz
       padded += in_padded;
       if (ih < 0 || ih >= s[1] || iw < 0 || iw >= s[2]) continue;
       ++inside;
-      const int64_t v =
-          static_cast<int64_t>(x[((n * s[1] + ih) * s[2] + iw) * s[3] + c]) - q.input_zero_point;
+      const float v = Dequantized(static_cast<int64_t>(x[((n * s[1] + ih) * s[2] + iw) * s[3] + c]),
+                                  q.input_zero_point, q.input_scale);
       acc = is_max ? std::max(acc, v) : acc + v;
     }
   }
-  if (is_max) return ClampOut(Scaled(acc, q.multipliers[0]), q.out);
+  if (is_max) return Quantized(acc, q.output_scale, q.out);
   const int64_t count = p.count_include_pad ? padded : std::max<int64_t>(inside, 1);
-  return ClampOut(Scaled(acc, q.multipliers[count]), q.out);
+  return Quantized(acc / static_cast<float>(count), q.output_scale, q.out);
 }
 
 TEST(QuantizedOpsTest, PoolingMatchesWindowEnumeration) {
@@ -200,20 +205,20 @@ TEST(QuantizedOpsTest, PoolingMatchesWindowEnumeration) {
   }
 }
 
-TEST(QuantizedOpsTest, GlobalAveragePoolIsTheRoundedMean) {
+TEST(QuantizedOpsTest, GlobalAveragePoolRoundsTheMeanHalfToEven) {
   Pool2dParams pool;
   pool.kind = PoolKind::kAvg;
   pool.pool_size = {4, 4};
   pool.layout = DataLayout::kNHWC;
   const QuantizedPoolParams q = MakeQuantizedPoolParams(pool, 0.5, 0, 0.5, {0, -128, 127});
-  std::vector<float> x(16, 0.0f);
-  x[0] = 8;  // mean 0.5 -> rounds half up to 1
-  std::vector<float> y(1);
-  QuantizedPool2d(x.data(), {1, 4, 4, 1}, y.data(), {1, 1, 1, 1}, q);
-  EXPECT_EQ(y[0], 1);
-  x[0] = -8;  // mean -0.5 -> rounds half up to 0
-  QuantizedPool2d(x.data(), {1, 4, 4, 1}, y.data(), {1, 1, 1, 1}, q);
-  EXPECT_EQ(y[0], 0);
+  std::vector<float> x(16, 0.0f), y(1);
+  // The mean of sixteen values in output steps: one nonzero value of 8, 24 or -8 gives 0.5, 1.5
+  // or -0.5 steps, which round to 0, 2 and 0.
+  for (const auto& [value, rounded] : {std::pair{8.0f, 0.0f}, {24.0f, 2.0f}, {-8.0f, 0.0f}}) {
+    x[0] = value;
+    QuantizedPool2d(x.data(), {1, 4, 4, 1}, y.data(), {1, 1, 1, 1}, q);
+    EXPECT_EQ(y[0], rounded) << value;
+  }
 }
 
 TEST(QuantizedOpsTest, LookupTableIndexesFromTheInputMinimum) {

@@ -1,8 +1,11 @@
-"""numpy integer references of the NPU's quantized glue ops (src/kernels/quantized_ops.h).
+"""numpy references of the NPU's quantized glue ops (src/kernels/quantized_ops.h).
 
-Written from the formulas, element by element with Python integers, independent of the C++
-kernels: every real rescaling factor becomes m0 * 2^-shift (m0 in [2^30, 2^31), computed in
-float64 from the float32 scales the model holds) and each result is rounded once, half up.
+Written from the definitions, independent of the C++ kernels. The QDQ glue ops take TVM's float32
+steps (its legalization of dequantize / quantize): dequantize is float32(q - zero_point) * scale,
+the op runs in float32 (pooling sums the window taps in order), quantize divides by the scale in
+float32 and rounds half to even. The softmax is the NPU's integer definition: an exponent table
+and a fixed-point multiplier m0 * 2^-shift (m0 in [2^30, 2^31), computed in float64 from the
+float32 scale), rounded once, half up.
 """
 
 from __future__ import annotations
@@ -18,58 +21,36 @@ def f64(value: float) -> float:
     return float(np.float32(value))
 
 
-def scaled(value: int, real: float) -> int:
-    """round_half_up(value * real) with real as the NPU's fixed-point multiplier."""
-    m0, shift = quantize_multiplier(real)
-    return (int(value) * m0 + (1 << (shift - 1))) >> shift
+def dequantize(q: np.ndarray, params: tuple[float, int]) -> np.ndarray:
+    """TVM's dequantize: the integer difference as float32, times the float32 scale."""
+    return (q.astype(np.int64) - params[1]).astype(np.float32) * np.float32(params[0])
 
 
-def output_range(dtype: str, out: tuple[float, int], bounds: tuple[float, float] | None):
-    """[lo, hi] of the output: the dtype's range narrowed by a fused relu / clip's real bounds."""
-    info = np.iinfo(dtype)
-    lo, hi = int(info.min), int(info.max)
+def quantize(value: np.ndarray, out: tuple[float, int], dtype: str, bounds=None) -> np.ndarray:
+    """TVM's quantize of a float32 value, after a fused relu / clip's real bounds (low, high)."""
+    value = np.asarray(value, dtype=np.float32)
     if bounds is not None:
         low, high = bounds
-        scale, zero_point = f64(out[0]), out[1]
-        if low is not None:
-            lo = max(lo, zero_point + int(np.rint(low / scale)))
-        if high is not None:
-            hi = min(hi, zero_point + int(np.rint(high / scale)))
-    return lo, hi
-
-
-def _finish(values, dtype, out, bounds=None) -> np.ndarray:
-    lo, hi = output_range(dtype, out, bounds)
-    return np.clip(np.asarray(values, dtype=object) + out[1], lo, hi).astype(dtype)
+        value = np.clip(
+            value,
+            np.float32(-np.inf if low is None else low),
+            np.float32(np.inf if high is None else high),
+        )
+    steps = np.rint(value / np.float32(out[0]))
+    info = np.iinfo(dtype)
+    return np.clip(steps + np.float32(out[1]), info.min, info.max).astype(dtype)
 
 
 def requantize(x, x_params, out, dtype, bounds=None) -> np.ndarray:
-    real = f64(x_params[0]) / f64(out[0])
-    values = [scaled(v - x_params[1], real) for v in x.reshape(-1).tolist()]
-    return _finish(values, dtype, out, bounds).reshape(x.shape)
+    return quantize(dequantize(x, x_params), out, dtype, bounds)
 
 
 def add(a, a_params, b, b_params, out, dtype, bounds=None) -> np.ndarray:
-    """The exact sum of both fixed-point products, rounded once."""
-    a, b = np.broadcast_arrays(a, b)
-    ma, sa = quantize_multiplier(f64(a_params[0]) / f64(out[0]))
-    mb, sb = quantize_multiplier(f64(b_params[0]) / f64(out[0]))
-    shift = max(sa, sb)
-    values = []
-    for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist(), strict=True):
-        total = ((x - a_params[1]) * ma << (shift - sa)) + ((y - b_params[1]) * mb << (shift - sb))
-        values.append((total + (1 << (shift - 1))) >> shift)
-    return _finish(values, dtype, out, bounds).reshape(a.shape)
+    return quantize(dequantize(a, a_params) + dequantize(b, b_params), out, dtype, bounds)
 
 
 def multiply(a, a_params, b, b_params, out, dtype, bounds=None) -> np.ndarray:
-    a, b = np.broadcast_arrays(a, b)
-    real = f64(a_params[0]) * f64(b_params[0]) / f64(out[0])
-    values = [
-        scaled((x - a_params[1]) * (y - b_params[1]), real)
-        for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist(), strict=True)
-    ]
-    return _finish(values, dtype, out, bounds).reshape(a.shape)
+    return quantize(dequantize(a, a_params) * dequantize(b, b_params), out, dtype, bounds)
 
 
 def _window_axis(extent, out_size, kernel, stride, dilation, pad_lo, pad_hi):
@@ -84,26 +65,26 @@ def _window_axis(extent, out_size, kernel, stride, dilation, pad_lo, pad_hi):
 
 
 def pool2d(x, x_params, out, dtype, kind, pool_size, strides, padding, out_hw, count_include_pad):
-    """NCHW integer max / average pooling with TVM's window rules (dilation 1)."""
+    """NCHW max / average pooling with TVM's window rules (dilation 1): the dequantized taps
+    maxed, or summed one by one in window order (not numpy's pairwise sum) and divided by the
+    tap count."""
     n, c, h, w = x.shape
     rows = _window_axis(h, out_hw[0], pool_size[0], strides[0], 1, padding[0], padding[2])
     cols = _window_axis(w, out_hw[1], pool_size[1], strides[1], 1, padding[1], padding[3])
-    ratio = f64(x_params[0]) / f64(out[0])
-    values = np.zeros((n, c, out_hw[0], out_hw[1]), dtype=object)
-    xi = x.astype(np.int64) - x_params[1]
+    real = dequantize(x, x_params)
+    values = np.zeros((n, c, out_hw[0], out_hw[1]), dtype=np.float32)
     for oh, (r_in, r_pad) in enumerate(rows):
         for ow, (c_in, c_pad) in enumerate(cols):
-            window = xi[:, :, r_in][:, :, :, c_in].reshape(n, c, -1)
-            if kind == "max":
-                values[:, :, oh, ow] = [
-                    [scaled(int(v), ratio) for v in row] for row in window.max(axis=2)
-                ]
-            else:
+            acc = np.full((n, c), -np.inf if kind == "max" else 0.0, dtype=np.float32)
+            for ih in r_in:
+                for iw in c_in:
+                    tap = real[:, :, ih, iw]
+                    acc = np.maximum(acc, tap) if kind == "max" else acc + tap
+            if kind != "max":
                 count = r_pad * c_pad if count_include_pad else max(len(r_in) * len(c_in), 1)
-                values[:, :, oh, ow] = [
-                    [scaled(int(v), ratio / count) for v in row] for row in window.sum(axis=2)
-                ]
-    return _finish(values, dtype, out)
+                acc = acc / np.float32(count)
+            values[:, :, oh, ow] = acc
+    return quantize(values, out, dtype)
 
 
 def softmax(x, x_params, out, dtype, axis) -> np.ndarray:
@@ -117,7 +98,9 @@ def softmax(x, x_params, out, dtype, axis) -> np.ndarray:
         e = [table[int(row.max() - v)] for v in row]
         denominator = sum(e) << shift
         values[index] = [(2 * v * m0 + denominator) // (2 * denominator) for v in e]
-    return np.moveaxis(_finish(values, dtype, out), -1, axis)
+    info = np.iinfo(dtype)
+    result = np.clip(values + out[1], info.min, info.max).astype(dtype)
+    return np.moveaxis(result, -1, axis)
 
 
 def concat(xs, params, out, dtype, axis) -> np.ndarray:

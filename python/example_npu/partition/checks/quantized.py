@@ -34,7 +34,8 @@ _LUT_DTYPES = (*TABLE_DTYPES, "float32")
 
 
 def _scalar_params(call: relax.Call) -> Verdict:
-    """scale and zero point are scalar constants with a positive finite scale."""
+    """scale and zero point are scalar constants with a positive normal float32 scale (the NPU
+    computes TVM's float32 steps with it; a subnormal one is not a quantization step)."""
     name = call.op.name.removeprefix("relax.")
     scale, zero_point = (constant_value(arg) for arg in call.args[1:3])
     if scale is None or zero_point is None:
@@ -43,8 +44,9 @@ def _scalar_params(call: relax.Call) -> Verdict:
         return reject(
             f"{name}: per-axis activation quantization is not supported (per tensor only)"
         )
-    if str(scale.dtype) != "float32" or not np.isfinite(scale).all() or scale.reshape(-1)[0] <= 0:
-        return reject(f"{name}: scale must be a positive finite float32")
+    value = scale.reshape(-1)[0]
+    if str(scale.dtype) != "float32" or not np.isfinite(value) or value < np.finfo("float32").tiny:
+        return reject(f"{name}: scale must be a positive normal float32")
     return ACCEPT
 
 
