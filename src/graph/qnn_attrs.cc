@@ -243,9 +243,11 @@ QnnSoftmaxAttrs ParseQnnSoftmaxAttrs(const JsonObject& attrs, DType dtype,
                                 << " is below TFLite's softmax range (2^-26)";
     }
   }
-  // The inputs are 8-bit (ValidateGraph checks): differences to the row maximum span 0..255.
-  return QnnSoftmaxAttrs{attrs.Int("axis"), kernels::MakeQuantizedSoftmaxParams(
-                                                input_scale, 255, output_scale, out, rounding)};
+  // The inputs are 8-bit (ValidateGraph checks), so the exponent table covers them.
+  const int64_t input_zero_point = ZeroPoint(attrs, "input_zero_point");
+  return QnnSoftmaxAttrs{attrs.Int("axis"),
+                         kernels::MakeQuantizedSoftmaxParams(input_scale, input_zero_point,
+                                                             output_scale, out, rounding)};
 }
 
 QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,

@@ -25,11 +25,6 @@ inline int64_t Clamp(int64_t value, const QuantizedOutput& out) {
   return std::clamp(out.zero_point + value, out.min, out.max);
 }
 
-/*! \brief value * 2^bits as a 128-bit integer (a left shift that is defined for negatives). */
-inline __int128 Shifted(__int128 value, int64_t bits) {
-  return value * (static_cast<__int128>(1) << bits);
-}
-
 /*! \brief TVM's add / multiply: both operands dequantized, combined and quantized in float32. */
 template <QuantizedBinaryKind kKind>
 struct Float32BinaryOp {
@@ -256,7 +251,7 @@ void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, fl
   }
 }
 
-QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_range,
+QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_zero_point,
                                                   double output_scale, const QuantizedOutput& out,
                                                   Rounding rounding) {
   QuantizedSoftmaxParams p;
@@ -266,12 +261,19 @@ QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t in
     p.tflite = tflite::MakeSoftmaxTables(input_scale);
     return p;
   }
-  p.exp_table.resize(input_range + 1);
-  for (int64_t d = 0; d <= input_range; ++d) {
-    p.exp_table[d] = RoundHalfEven(std::ldexp(std::exp(-input_scale * d), kSoftmaxExpBits));
+  p.output_scale = static_cast<float>(output_scale);
+  // TVM's softmax of the dequantized row: exp(x - max) with the two float32 values as they are
+  // (not their difference's exact value), so the table holds every (max, x) pair.
+  const Float32Dequantize dequantize{static_cast<float>(input_zero_point),
+                                     static_cast<float>(input_scale)};
+  p.exp_table.assign(kSoftmaxValues * kSoftmaxValues, 0.0f);
+  for (int64_t m = 0; m < kSoftmaxValues; ++m) {
+    const float largest = dequantize(static_cast<float>(m + kSoftmaxLowest));
+    for (int64_t q = 0; q <= m; ++q) {
+      p.exp_table[m * kSoftmaxValues + q] =
+          std::exp(dequantize(static_cast<float>(q + kSoftmaxLowest)) - largest);
+    }
   }
-  p.inverse_output_scale = QuantizeMultiplier(1.0 / output_scale);
-  p.out = out;
   return p;
 }
 
@@ -283,39 +285,35 @@ void QuantizedSoftmax(const float* x, const Shape& shape, int64_t axis,
   const int64_t length = shape[axis];
   for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-  const int64_t range = static_cast<int64_t>(p.exp_table.size()) - 1;
-  const FixedPointMultiplier& inv = p.inverse_output_scale;
-  ParallelFor(outer * inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(length, 1)),
-              [&](int64_t begin, int64_t end) {
-                std::vector<int64_t> e(length);
-                for (int64_t r = begin; r < end; ++r) {
-                  const Row row{(r / inner) * length * inner + r % inner, inner};
-                  if (p.rounding == Rounding::kTflite) {
-                    tflite::SoftmaxRow(x + row.base, length, row.stride, p.tflite, p.out.zero_point,
-                                       p.out.max, out + row.base);
-                    continue;
-                  }
-                  int64_t max_q = static_cast<int64_t>(x[row.base]);
-                  for (int64_t a = 1; a < length; ++a) {
-                    max_q = std::max(max_q, static_cast<int64_t>(x[row.base + a * row.stride]));
-                  }
-                  int64_t sum = 0;
-                  for (int64_t a = 0; a < length; ++a) {
-                    const int64_t d = max_q - static_cast<int64_t>(x[row.base + a * row.stride]);
-                    TVM_FFI_ICHECK(d <= range) << "softmax input outside the exponent table";
-                    e[a] = p.exp_table[d];
-                    sum += e[a];
-                  }
-                  // y = round_half_up(e * m0 / (sum * 2^shift)), one exact rational rounding.
-                  const __int128 denominator = Shifted(sum, inv.shift);
-                  for (int64_t a = 0; a < length; ++a) {
-                    const __int128 numerator = static_cast<__int128>(e[a]) * inv.m0;
-                    const int64_t y =
-                        static_cast<int64_t>((2 * numerator + denominator) / (2 * denominator));
-                    out[row.base + a * row.stride] = static_cast<float>(Clamp(y, p.out));
-                  }
-                }
-              });
+  const Float32Quantize quantize(p.output_scale, p.out);
+  ParallelFor(
+      outer * inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(length, 1)),
+      [&](int64_t begin, int64_t end) {
+        std::vector<float> e(length);
+        for (int64_t r = begin; r < end; ++r) {
+          const Row row{(r / inner) * length * inner + r % inner, inner};
+          const float* in = x + row.base;
+          float* y = out + row.base;
+          if (p.rounding == Rounding::kTflite) {
+            tflite::SoftmaxRow(in, length, row.stride, p.tflite, p.out.zero_point, p.out.max, y);
+            continue;
+          }
+          float largest = in[0];
+          for (int64_t a = 1; a < length; ++a) largest = std::max(largest, in[a * row.stride]);
+          TVM_FFI_ICHECK(largest >= kSoftmaxLowest && largest < kSoftmaxLowest + kSoftmaxValues)
+              << "softmax input " << largest << " is not an 8-bit value";
+          // Row `largest` of the table, indexed by the input value.
+          const float* exp_of = p.exp_table.data() +
+                                (static_cast<int64_t>(largest) - kSoftmaxLowest) * kSoftmaxValues -
+                                kSoftmaxLowest;
+          float sum = 0.0f;  // in row order, as TVM's reduction
+          for (int64_t a = 0; a < length; ++a) {
+            e[a] = exp_of[static_cast<int64_t>(in[a * row.stride])];
+            sum += e[a];
+          }
+          for (int64_t a = 0; a < length; ++a) y[a * row.stride] = quantize(e[a] / sum);
+        }
+      });
 }
 
 }  // namespace kernels

@@ -15,12 +15,11 @@
  *   avg pool:   y = Q((D(x_1) + D(x_2) + ... in window order) / n)    n = the window's tap count
  *               (TVM's count_include_pad rule, see pool2d.cc)
  *   concat:     each input requantized into its slice
- * clamp() is to [min, max] of QuantizedOutput: the output dtype's range, narrowed by a fused
- * relu / clip. The lookup table and the softmax keep their own integer definitions:
+ *   softmax:    e_i = expf(D(x_i) - D(max(row))) (a table of every pair, built at load),
+ *               y_i = Q(e_i / (e_1 + e_2 + ... in row order))
  *   lut:        y = table[x - offset] (256 entries for 8 bits; the table is TVM's float function)
- *   softmax:    d = max(row) - x, e = E[d] = round_half_even(exp(-sx * d) * 2^20),
- *               y = clamp(zo + round(e / (sum(e) * so)))                  (1/so as m0 * 2^-shift)
- * tests/cpp/test_quantized_ops.cc holds naive references of each formula.
+ * clamp() is to [min, max] of QuantizedOutput: the output dtype's range, narrowed by a fused
+ * relu / clip. tests/cpp/test_quantized_ops.cc holds naive references of each formula.
  *
  * Rounding::kTflite follows TFLite's integer kernels instead (tflite_arithmetic.h): requantize /
  * concat / max pool / multiply round with MultiplyByQuantizedMultiplier, add aligns both inputs 20
@@ -125,23 +124,28 @@ struct LookupTable {
 
 void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, float* out);
 
-/*! \brief Fraction bits of the softmax exponent table (E[0] = 2^kSoftmaxExpBits). */
-constexpr int kSoftmaxExpBits = 20;
+/*! \brief The 8-bit softmax inputs the kTvm exponent table covers: int8 and uint8, [-128, 255]. */
+constexpr int64_t kSoftmaxLowest = -128;
+constexpr int64_t kSoftmaxValues = 384;
 
 struct QuantizedSoftmaxParams {
-  std::vector<int64_t> exp_table;             // E[d] for d = max - x in [0, input range]
-  FixedPointMultiplier inverse_output_scale;  // 1 / output scale
+  /*!
+   * \brief kTvm: exp(D(q) - D(m)) with TVM's float32 steps (glibc's expf, as its LLVM build calls)
+   * for every input q <= the row maximum m, at [(m - kSoftmaxLowest) * kSoftmaxValues + q -
+   * kSoftmaxLowest].
+   */
+  std::vector<float> exp_table;
+  float output_scale = 1;
   QuantizedOutput out;
   Rounding rounding = Rounding::kTvm;
   tflite::SoftmaxTables tflite;  // kTflite: the fixed-point tables (output scale 1/256)
 };
 
-/*! \brief Builds E[d] for d in [0, input_range] (the input dtype's max - min). */
-QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_range,
+QuantizedSoftmaxParams MakeQuantizedSoftmaxParams(double input_scale, int64_t input_zero_point,
                                                   double output_scale, const QuantizedOutput& out,
                                                   Rounding rounding = Rounding::kTvm);
 
-/*! \brief Integer softmax along `axis` (0 <= axis < rank). */
+/*! \brief Quantized softmax of 8-bit x along `axis` (0 <= axis < rank). */
 void QuantizedSoftmax(const float* x, const Shape& shape, int64_t axis,
                       const QuantizedSoftmaxParams& params, float* out);
 

@@ -2,18 +2,17 @@
 
 Written from the definitions, independent of the C++ kernels. The QDQ glue ops take TVM's float32
 steps (its legalization of dequantize / quantize): dequantize is float32(q - zero_point) * scale,
-the op runs in float32 (pooling sums the window taps in order), quantize divides by the scale in
-float32 and rounds half to even. The softmax is the NPU's integer definition: an exponent table
-and a fixed-point multiplier m0 * 2^-shift (m0 in [2^30, 2^31), computed in float64 from the
-float32 scale), rounded once, half up.
+the op runs in float32 (pooling and softmax sum in order, softmax with the C library's expf),
+quantize divides by the scale in float32 and rounds half to even.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 
 import numpy as np
-from qdq_models import quantize_multiplier
 
 
 def f64(value: float) -> float:
@@ -87,20 +86,26 @@ def pool2d(x, x_params, out, dtype, kind, pool_size, strides, padding, out_hw, c
     return quantize(values, out, dtype)
 
 
+# TVM's LLVM build calls the C library's expf; numpy's float32 exp is its own (SIMD) code and
+# differs in the last bit for about a third of the inputs.
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+_LIBM.expf.restype = ctypes.c_float
+_LIBM.expf.argtypes = [ctypes.c_float]
+
+
 def softmax(x, x_params, out, dtype, axis) -> np.ndarray:
-    """exp table E[d] = round(exp(-s d) 2^20), e / (sum(e) * s_out) rounded once."""
-    table = [int(v) for v in np.rint(np.ldexp(np.exp(-f64(x_params[0]) * np.arange(256)), 20))]
-    m0, shift = quantize_multiplier(1.0 / f64(out[0]))
-    moved = np.moveaxis(x.astype(np.int64), axis, -1)
-    values = np.zeros(moved.shape, dtype=object)
-    for index in np.ndindex(moved.shape[:-1]):
-        row = moved[index]
-        e = [table[int(row.max() - v)] for v in row]
-        denominator = sum(e) << shift
-        values[index] = [(2 * v * m0 + denominator) // (2 * denominator) for v in e]
-    info = np.iinfo(dtype)
-    result = np.clip(values + out[1], info.min, info.max).astype(dtype)
-    return np.moveaxis(result, -1, axis)
+    """TVM's float32 softmax of the dequantized rows: max, expf(x - max), the sum in row order,
+    a division, then quantize."""
+    real = np.moveaxis(dequantize(x, x_params), axis, -1)
+    probabilities = np.zeros(real.shape, dtype=np.float32)
+    for index in np.ndindex(real.shape[:-1]):
+        row = real[index]
+        e = np.array([_LIBM.expf(float(v - row.max())) for v in row], dtype=np.float32)
+        total = np.float32(0)
+        for value in e:
+            total = np.float32(total + value)
+        probabilities[index] = e / total
+    return np.moveaxis(quantize(probabilities, out, dtype), -1, axis)
 
 
 def concat(xs, params, out, dtype, axis) -> np.ndarray:
