@@ -560,18 +560,10 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     const __m512i limit = _mm512_set1_epi64(int64_t{1} << 31);
     const __m512i zero_point = _mm512_set1_epi64(zp);
     const __m512i lo = _mm512_set1_epi64(r.min), hi = _mm512_set1_epi64(r.max);
-    // The bias less the column terms, once per call.
-    thread_local std::vector<int64_t> offsets;
-    const int64_t* offset = bias64_.data();
-    if (column_sums != nullptr) {
-      offsets.resize(static_cast<size_t>(channels));
-      const int64_t* bias = bias64_.data();
-      for (int64_t j = 0; j < channels; ++j) offsets[j] = bias[j] - correction * column_sums[j];
-      offset = offsets.data();
-    }
     const int64_t *m0 = m0_64_.data(), *shift = shift_.data(), *rounding = rounding_.data();
-    // Channels [j0, j0 + count) of row i on eight int64 lanes at a time.
-    auto wide_lanes = [&](int64_t i, int64_t j0, int64_t count) {
+    // Channels [j0, j0 + count) of row i on eight int64 lanes at a time; offset[j] is channel j's
+    // bias less its column term.
+    auto wide_lanes = [&](int64_t i, int64_t j0, int64_t count, const int64_t* offset) {
       const int32_t* s = sums + i * ld_sums;
       uint8_t* o = row_out(i);
       const __m512i row_term = _mm512_set1_epi64(row_terms == nullptr ? 0 : row_terms[i]);
@@ -608,7 +600,12 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       }
     };
     if (products_.empty()) {
-      for (int64_t i = 0; i < rows; ++i) wide_lanes(i, 0, channels);
+      thread_local std::vector<int64_t> offsets;
+      offsets.resize(static_cast<size_t>(channels));
+      for (int64_t j = 0; j < channels; ++j) {
+        offsets[j] = bias64_[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+      }
+      for (int64_t i = 0; i < rows; ++i) wide_lanes(i, 0, channels, offsets.data());
       return;
     }
     // Sixteen int32 lanes where the block's values and products fit them (nearly always: 8-bit
@@ -616,17 +613,35 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     const __m512i zero_point32 = _mm512_set1_epi32(static_cast<int32_t>(zp));
     const __m512i lo32 = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
     const __m512i hi32 = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
+    const __m512i correction64 = _mm512_set1_epi64(correction);
     for (int64_t j = 0; j < channels; j += 16) {
       const int64_t count = std::min<int64_t>(16, channels - j);
       const __mmask16 lanes = count == 16 ? 0xffff : static_cast<__mmask16>((1u << count) - 1);
       const RoundedProduct16 product =
           RoundedProduct16::Load(products_.data() + j / 16 * RoundedProduct16::kWords);
-      int64_t largest_offset = 0;
-      for (int64_t c = j; c < j + count; ++c) {
-        largest_offset = std::max(largest_offset, offset[c] < 0 ? -offset[c] : offset[c]);
+      // The block's bias less its column terms, in registers (and, for a row that takes the
+      // int64 lanes, in memory).
+      __m512i halves[2];
+      for (int h = 0; h < 2; ++h) {
+        const __mmask8 half = static_cast<__mmask8>(lanes >> (8 * h));
+        halves[h] = _mm512_maskz_loadu_epi64(half, bias64_.data() + j + 8 * h);
+        if (column_sums != nullptr) {
+          const __m512i terms = _mm512_mullo_epi64(
+              correction64, _mm512_maskz_cvtepi32_epi64(
+                                half, _mm256_maskz_loadu_epi32(half, column_sums + j + 8 * h)));
+          halves[h] = _mm512_sub_epi64(halves[h], terms);
+        }
       }
+      alignas(64) int64_t block_offsets[16];
+      _mm512_store_si512(block_offsets, halves[0]);
+      _mm512_store_si512(block_offsets + 8, halves[1]);
+      const int64_t largest_offset = _mm512_reduce_max_epi64(
+          _mm512_max_epi64(_mm512_abs_epi64(halves[0]), _mm512_abs_epi64(halves[1])));
       const int64_t block_limit = value_limits_[j / 16] - largest_offset;
-      const __m512i block_offset = LowHalves16(offset + j, lanes);
+      const __m512i block_offset = _mm512_maskz_inserti64x4(
+          tflite::kAllLanes,
+          _mm512_castsi256_si512(_mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[0])),
+          _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[1]), 1);
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
         const int64_t sum_limit = block_limit - (row_term < 0 ? -row_term : row_term);
@@ -634,7 +649,7 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
         if (sum_limit < 0 ||
             _mm512_cmpgt_epi32_mask(_mm512_maskz_abs_epi32(kAll16, s),
                                     _mm512_set1_epi32(static_cast<int32_t>(sum_limit))) != 0) {
-          wide_lanes(i, j, count);
+          wide_lanes(i, j, count, block_offsets - j);
           continue;
         }
         const __m512i value = _mm512_sub_epi32(_mm512_add_epi32(s, block_offset),
