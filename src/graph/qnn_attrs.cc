@@ -5,6 +5,7 @@
  */
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,8 +16,9 @@ namespace example_npu {
 namespace {
 
 /*!
- * \brief "rounding": "tvm" (the default: one exact rounding, bit-equal to TVM's CPU build up to
- * it) or "tflite" (TFLite's integer kernels, kernels/tflite_arithmetic.h; 8-bit outputs only).
+ * \brief "rounding": "tvm" (the default: TVM's float32 steps for the glue ops, one exact rounding
+ * of the layers' sums) or "tflite" (TFLite's integer kernels, kernels/tflite_arithmetic.h; 8-bit
+ * outputs only).
  */
 kernels::Rounding ParseRounding(const JsonObject& attrs, DType dtype, const std::string& where) {
   if (!attrs.Has("rounding")) return kernels::Rounding::kTvm;
@@ -54,7 +56,10 @@ kernels::QuantizedOutput ParseQuantizedOutput(const JsonObject& attrs, DType dty
     const double value = attrs.Number(key);
     if (std::isnan(value)) TVM_FFI_THROW(ValueError) << attrs.Field(key) << " is NaN";
     if (rounding == kernels::Rounding::kTvm) {
-      const float ratio = static_cast<float>(value) / static_cast<float>(*output_scale);
+      // The bound as the float32 TVM's clip holds (past float32's range it clamps anyway).
+      constexpr double kLargest = std::numeric_limits<float>::max();
+      const float bound = static_cast<float>(std::clamp(value, -kLargest, kLargest));
+      const float ratio = bound / static_cast<float>(*output_scale);
       return static_cast<int64_t>(std::nearbyint(std::clamp(ratio, -65536.0f, 65536.0f)));
     }
     return kernels::RoundHalfEven(std::clamp(value / *output_scale, -65536.0, 65536.0));

@@ -44,9 +44,11 @@ struct Float32Quantize {
 
   float operator()(float value) const {
     // Past 2^20 steps every output dtype clamps; below 2^22, adding and subtracting 1.5 * 2^23
-    // rounds half to even in the default rounding mode (as LLVM's nearbyint does).
+    // rounds half to even in the default rounding mode (as LLVM's nearbyint does). A NaN (only
+    // from scales near float32's limits: inf - inf) becomes the lowest value, not a NaN to narrow.
     constexpr float kBound = 1 << 20, kRounder = 12582912.0f;
-    const float steps = std::clamp(value / scale, -kBound, kBound);
+    const float quotient = value / scale;
+    const float steps = quotient > kBound ? kBound : quotient >= -kBound ? quotient : -kBound;
     return std::clamp(((steps + kRounder) - kRounder) + zero_point, min, max);
   }
 };

@@ -123,6 +123,17 @@ TEST(QuantizedOpsTest, AddTakesTvmsFloat32StepsWithBroadcasting) {
   }
 }
 
+TEST(QuantizedOpsTest, Float32OverflowClampsInsteadOfNarrowingANaN) {
+  // Scales near float32's limit: D(127) and D(-128) overflow to +inf and -inf, their sum is NaN
+  // (the lowest value); two +inf, or 3e38 + 3e38 (past float32's range), clamp to the highest.
+  const QuantizedBinaryParams p =
+      MakeQuantizedBinaryParams(QuantizedBinaryKind::kAdd, 3e38, 0, 3e38, 0, 3e38, {0, -128, 127});
+  const std::vector<float> a = {127, 127, 1}, b = {-128, 127, 1};
+  std::vector<float> y(3);
+  QuantizedBinary(a.data(), {3}, b.data(), {3}, y.data(), {3}, p);
+  EXPECT_EQ(y, (std::vector<float>{-128, 127, 127}));
+}
+
 TEST(QuantizedOpsTest, MultiplyTakesTvmsFloat32Steps) {
   std::mt19937 rng(3);
   const QuantizedOutput out{0, 0, 255};  // uint8 output
