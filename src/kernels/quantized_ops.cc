@@ -14,6 +14,7 @@
 #include "kernels/broadcast.h"
 #include "kernels/parallel.h"
 #include "kernels/qdq_float32.h"
+#include "kernels/rounded_product.h"
 
 namespace example_npu {
 namespace kernels {
@@ -75,30 +76,40 @@ void CheckTfliteAdd(const QuantizedBinaryParams& p) {
 }
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-/*! \brief TfliteAddOp over n elements of contiguous rows, eight to a vector. */
+/*! \brief Whether every multiplier of TFLite's ADD is below 1 (right shifts only), as TFLite's
+ * ADD prepares them: its steps then fit sixteen int32 lanes (|x - zp| 2^20 < 2^28). */
+bool TfliteAddFitsInt32Lanes(const QuantizedBinaryParams& p) {
+  return p.lhs.shift >= 31 && p.rhs.shift >= 31 && p.output.shift >= 31;
+}
+
+/*! \brief TfliteAddOp over n elements of contiguous rows, sixteen to a vector: each input 20 bits
+ * up and rescaled, the sum rescaled, every rescale TFLite's double rounding (RoundedProduct16). */
 void TfliteAddRow(const QuantizedBinaryParams& p, const float* lhs, const float* rhs, float* out,
                   int64_t n) {
-  constexpr __mmask8 kAll = tflite::kAllLanes;
-  constexpr int kShift = tflite::AddRealMultipliers::kLeftShift;
-  auto rescaled = [&](const float* x, __mmask8 lanes, int64_t zero_point,
-                      const FixedPointMultiplier& m) {
-    const __m512i q = _mm512_maskz_cvttps_epi64(kAll, _mm256_maskz_loadu_ps(lanes, x));
-    const __m512i centred = _mm512_sub_epi64(q, _mm512_set1_epi64(zero_point));
-    return tflite::MultiplyByQuantizedMultiplier8(_mm512_maskz_slli_epi64(kAll, centred, kShift),
-                                                  _mm512_set1_epi64(m.m0),
-                                                  _mm512_set1_epi64(m.shift));
+  auto rounding = [](const FixedPointMultiplier& m) {
+    return RoundedProduct16::DoubleRounding(_mm512_set1_epi32(static_cast<int32_t>(m.m0)),
+                                            _mm512_set1_epi32(static_cast<int32_t>(m.shift - 31)));
   };
-  const __m512i m0 = _mm512_set1_epi64(p.output.m0), shift = _mm512_set1_epi64(p.output.shift);
-  const __m512i zero_point = _mm512_set1_epi64(p.out.zero_point);
-  const __m512i lo = _mm512_set1_epi64(p.out.min), hi = _mm512_set1_epi64(p.out.max);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __mmask8 lanes = n - i >= 8 ? 0xff : static_cast<__mmask8>((1u << (n - i)) - 1);
-    const __m512i sum = _mm512_add_epi64(rescaled(lhs + i, lanes, p.lhs_zero_point, p.lhs),
-                                         rescaled(rhs + i, lanes, p.rhs_zero_point, p.rhs));
-    const __m512i scaled = tflite::MultiplyByQuantizedMultiplier8(sum, m0, shift);
-    const __m512i clamped = _mm512_maskz_min_epi64(
-        kAll, _mm512_maskz_max_epi64(kAll, _mm512_add_epi64(zero_point, scaled), lo), hi);
-    _mm256_mask_storeu_ps(out + i, lanes, _mm512_cvtepi64_ps(clamped));
+  const RoundedProduct16 lhs_rescale = rounding(p.lhs), rhs_rescale = rounding(p.rhs),
+                         sum_rescale = rounding(p.output);
+  constexpr int kShift = tflite::AddRealMultipliers::kLeftShift;
+  auto shifted = [&](const float* x, __mmask16 lanes, int64_t zero_point) {
+    const __m512i q = _mm512_maskz_cvttps_epi32(kAll16, _mm512_maskz_loadu_ps(lanes, x));
+    return _mm512_maskz_slli_epi32(
+        kAll16, _mm512_sub_epi32(q, _mm512_set1_epi32(static_cast<int32_t>(zero_point))), kShift);
+  };
+  const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(p.out.zero_point));
+  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(p.out.min));
+  const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(p.out.max));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512i sum =
+        _mm512_add_epi32(lhs_rescale.Apply(shifted(lhs + i, lanes, p.lhs_zero_point)),
+                         rhs_rescale.Apply(shifted(rhs + i, lanes, p.rhs_zero_point)));
+    const __m512i result = _mm512_add_epi32(sum_rescale.Apply(sum), zero_point);
+    const __m512i clamped =
+        _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, result, lo), hi);
+    _mm512_mask_storeu_ps(out + i, lanes, _mm512_maskz_cvtepi32_ps(kAll16, clamped));
   }
 }
 #endif
@@ -230,7 +241,8 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
   }
   CheckTfliteAdd(p);
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-  if (lhs_shape == out_shape && rhs_shape == out_shape) {  // the residual adds of CNNs
+  if (lhs_shape == out_shape && rhs_shape == out_shape && TfliteAddFitsInt32Lanes(p)) {
+    // The residual adds of CNNs.
     const int64_t size = NumElements(out_shape);
     ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
       TfliteAddRow(p, lhs + begin, rhs + begin, out + begin, end - begin);

@@ -85,40 +85,6 @@ inline int64_t MultiplyByQuantizedMultiplierInRange(int64_t x, int64_t m0, int64
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // All lanes, for the maskz forms of intrinsics whose plain forms GCC 12 warns about.
 constexpr __mmask8 kAllLanes = 0xff;
-
-/*!
- * \brief MultiplyByQuantizedMultiplierInRange on eight int64 lanes (GCC keeps the scalar form
- * scalar): the same steps, the doubling high multiply as one 32 x 32 -> 64-bit product.
- */
-inline __m512i MultiplyByQuantizedMultiplier8(__m512i value, __m512i m0, __m512i shift) {
-  const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1);
-  const __m512i left =
-      _mm512_maskz_max_epi64(kAllLanes, _mm512_sub_epi64(_mm512_set1_epi64(31), shift), zero);
-  const __m512i right =
-      _mm512_maskz_max_epi64(kAllLanes, _mm512_sub_epi64(shift, _mm512_set1_epi64(31)), zero);
-  // x * 2^left in int32 (the low 32 bits, sign-extended), times m0 (< 2^31): exact in 64 bits.
-  const __m512i shifted = _mm512_maskz_srai_epi64(
-      kAllLanes,
-      _mm512_maskz_slli_epi64(kAllLanes, _mm512_maskz_sllv_epi64(kAllLanes, value, left), 32), 32);
-  const __m512i product = _mm512_maskz_mul_epi32(kAllLanes, shifted, m0);
-  const __mmask8 negative = _mm512_cmplt_epi64_mask(product, zero);
-  const __m512i nudged = _mm512_add_epi64(
-      product, _mm512_mask_blend_epi64(negative, _mm512_set1_epi64(int64_t{1} << 30),
-                                       _mm512_set1_epi64(1 - (int64_t{1} << 30))));
-  const __m512i toward_zero = _mm512_and_si512(_mm512_maskz_srai_epi64(kAllLanes, nudged, 63),
-                                               _mm512_set1_epi64((int64_t{1} << 31) - 1));
-  const __m512i high =
-      _mm512_maskz_srai_epi64(kAllLanes, _mm512_add_epi64(nudged, toward_zero), 31);
-  // high / 2^right rounded half away from zero.
-  const __m512i mask = _mm512_sub_epi64(_mm512_maskz_sllv_epi64(kAllLanes, one, right), one);
-  const __mmask8 high_negative = _mm512_cmplt_epi64_mask(high, zero);
-  const __m512i half = _mm512_maskz_srai_epi64(kAllLanes, mask, 1);
-  const __m512i threshold = _mm512_mask_add_epi64(half, high_negative, half, one);
-  const __mmask8 up = _mm512_cmpgt_epi64_mask(_mm512_and_si512(high, mask), threshold);
-  const __m512i quotient = _mm512_maskz_srav_epi64(kAllLanes, high, right);
-  return _mm512_mask_add_epi64(quotient, up, quotient, one);
-}
-
 #endif
 
 /*! \brief AVERAGE_POOL_2D's rounding: sum / count, halves away from zero (count > 0). */

@@ -367,8 +367,8 @@ TEST(TfliteArithmeticTest, QnnOpsInTfliteRoundingFollowTheKernels) {
 }
 
 TEST(TfliteArithmeticTest, AddOfEqualShapesAndBroadcastAddFollowTheKernel) {
-  // Equal shapes take the vector row (eight lanes, a masked tail), others the element-wise op:
-  // both against the naive double rounding, over random scales and zero points.
+  // Equal shapes take the vector row (sixteen int32 lanes, a masked tail), others the element-wise
+  // op: both against the naive double rounding, over random scales and zero points.
   std::mt19937 rng(9);
   std::uniform_int_distribution<int> value(-128, 127);
   std::uniform_real_distribution<float> scale(0.001f, 0.2f);

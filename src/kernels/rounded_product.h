@@ -1,0 +1,118 @@
+/*!
+ * \file kernels/rounded_product.h
+ * \brief RoundedProduct16: a rounded fixed-point product of sixteen int32 lanes, the vector step of
+ * the integer requantizations (requantize.cc: the layers' fused requantization; quantized_ops.cc:
+ * TFLite's ADD). AVX-512 builds only.
+ */
+#ifndef EXAMPLE_NPU_KERNELS_ROUNDED_PRODUCT_H_
+#define EXAMPLE_NPU_KERNELS_ROUNDED_PRODUCT_H_
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/tflite_arithmetic.h"
+
+namespace example_npu {
+namespace kernels {
+
+// All sixteen int32 lanes, for the maskz forms (GCC 12 warns about the plain intrinsics).
+constexpr __mmask16 kAll16 = 0xffff;
+
+/*!
+ * \brief A rounded fixed-point product of sixteen int32 lanes, floor((x m0 + nudge - [x m0 <
+ * -2^30] fix) / 2^shift) per channel, with its parameters laid out as the even and the odd lanes'
+ * 32 x 32 -> 64-bit products take them (index 0: channels 0, 2, .., 14 of the block; 1: channels
+ * 1, 3, .., 15); exact in 64 bits for m0 < 2^31.
+ *
+ * TFLite's double rounding: the doubling high multiply t = floor((x m0 + 2^30) / 2^31), then t /
+ * 2^r rounded half away from zero, (t + 2^(r-1) - [t < 0]) / 2^r rounded down for r >= 1. Both
+ * are floors of quotients by powers of two, so they make one: nudge = 2^30 + 2^(30+r), fix = 2^31,
+ * shift = 31 + r (nudge = 2^30 and fix = 0 for r = 0). Five operations per eight lanes where the
+ * two roundings took eight. One rounding half up (TVM's, TFLite's single rounding): nudge =
+ * 2^(shift-1), fix = 0, one 32-bit product where a 64-bit multiply takes three operations.
+ */
+struct RoundedProduct16 {
+  __m512i m0[2], nudge[2], fix[2], shift[2];
+
+  static constexpr size_t kWords = 64;  // a block as Store writes it
+
+  /*! \brief TFLite's double rounding from sixteen channels' m0 and right shifts (int32 lanes). */
+  static RoundedProduct16 DoubleRounding(__m512i m0, __m512i right) {
+    const __m512i low = _mm512_set1_epi64(0xffffffff);
+    const __m512i rights[2] = {_mm512_and_si512(right, low),
+                               _mm512_maskz_srli_epi64(tflite::kAllLanes, right, 32)};
+    RoundedProduct16 d;
+    d.m0[0] = m0;
+    d.m0[1] = _mm512_maskz_srli_epi64(tflite::kAllLanes, m0, 32);
+    for (int h = 0; h < 2; ++h) {
+      const __mmask8 shifts = _mm512_cmpgt_epi64_mask(rights[h], _mm512_setzero_si512());
+      d.nudge[h] = _mm512_add_epi64(
+          _mm512_set1_epi64(int64_t{1} << 30),
+          _mm512_maskz_sllv_epi64(shifts, _mm512_set1_epi64(int64_t{1} << 30), rights[h]));
+      d.fix[h] = _mm512_maskz_mov_epi64(shifts, _mm512_set1_epi64(int64_t{1} << 31));
+      d.shift[h] = _mm512_add_epi64(rights[h], _mm512_set1_epi64(31));
+    }
+    return d;
+  }
+
+  /*! \brief One rounding half up of x m0 / 2^shift for `count` (<= 16) channels, written as
+   * Store writes a block (m0 in (0, 2^31), shift in [1, 62]). */
+  static void SingleRounding(const int64_t* m0, const int64_t* shift, int64_t count,
+                             int64_t* words) {
+    std::fill(words, words + kWords, 0);
+    for (int64_t c = 0; c < count; ++c) {
+      const int64_t lane = 8 * (c % 2) + c / 2;
+      words[lane] = m0[c];
+      words[16 + lane] = int64_t{1} << (shift[c] - 1);
+      words[48 + lane] = shift[c];
+    }
+  }
+
+  void Store(int64_t* words) const {
+    const __m512i* vectors[] = {&m0[0],  &m0[1],  &nudge[0], &nudge[1],
+                                &fix[0], &fix[1], &shift[0], &shift[1]};
+    for (const __m512i* v : vectors) {
+      _mm512_storeu_si512(words, *v);
+      words += 8;
+    }
+  }
+  static RoundedProduct16 Load(const int64_t* words) {
+    RoundedProduct16 d;
+    __m512i* vectors[] = {&d.m0[0],  &d.m0[1],  &d.nudge[0], &d.nudge[1],
+                          &d.fix[0], &d.fix[1], &d.shift[0], &d.shift[1]};
+    for (__m512i* v : vectors) {
+      *v = _mm512_loadu_si512(words);
+      words += 8;
+    }
+    return d;
+  }
+
+  /*! \brief The rounded products of sixteen int32 lanes. */
+  __m512i Apply(__m512i shifted) const {
+    const __m512i below = _mm512_set1_epi64(-(int64_t{1} << 30));
+    const __m512i lanes[2] = {shifted, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32)};
+    __m512i rounded[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i product = _mm512_maskz_mul_epi32(tflite::kAllLanes, lanes[h], m0[h]);
+      const __mmask8 negative = _mm512_cmplt_epi64_mask(product, below);
+      const __m512i nudged = _mm512_add_epi64(product, nudge[h]);
+      rounded[h] = _mm512_maskz_srav_epi64(
+          tflite::kAllLanes, _mm512_mask_sub_epi64(nudged, negative, nudged, fix[h]), shift[h]);
+    }
+    // Results of |r| < 2^31 (as the callers keep them): lane k's low 32 bits hold channel 2k
+    // (even) or 2k + 1 (odd).
+    const __m512i interleave =
+        _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    return _mm512_permutex2var_epi32(rounded[0], interleave, rounded[1]);
+  }
+};
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif
+#endif  // EXAMPLE_NPU_KERNELS_ROUNDED_PRODUCT_H_
