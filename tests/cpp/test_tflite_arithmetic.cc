@@ -398,6 +398,28 @@ TEST(TfliteArithmeticTest, AddOfEqualShapesAndBroadcastAddFollowTheKernel) {
   }
 }
 
+TEST(TfliteArithmeticTest, AddOfUint8FollowsTheKernel) {
+  // uint8 operands and zero points: the widest differences (255 x 2^20) the int32 lanes take.
+  std::mt19937 rng(10);
+  std::uniform_int_distribution<int> value(0, 255);
+  const Shape shape = {9, 7};
+  std::vector<float> a(63), b(63), y(63);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(value(rng));
+    b[i] = static_cast<float>(value(rng));
+  }
+  const QuantizedOutput out{128, 0, 255};
+  const QuantizedBinaryParams add = MakeQuantizedBinaryParams(
+      QuantizedBinaryKind::kAdd, 0.03f, 0, 0.02f, 255, 0.04f, out, Rounding::kTflite);
+  QuantizedBinary(a.data(), shape, b.data(), shape, y.data(), shape, add);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t sum =
+        NaiveMultiply(static_cast<int64_t>(a[i]) * (int64_t{1} << 20), add.lhs) +
+        NaiveMultiply((static_cast<int64_t>(b[i]) - 255) * (int64_t{1} << 20), add.rhs);
+    ASSERT_EQ(y[i], std::clamp<int64_t>(NaiveMultiply(sum, add.output) + 128, 0, 255)) << i;
+  }
+}
+
 TEST(TfliteArithmeticTest, AveragePoolAndMeanFollowTheirKernels) {
   std::mt19937 rng(9);
   std::uniform_int_distribution<int> value(-128, 127);
