@@ -90,6 +90,8 @@ GroupTiler::GroupTiler(const Graph& graph, const FusedGroup& group, const Layout
     qnn->bias = {};
     qnn->requant.multipliers = {};
     qnn->requant.bias = {};
+    qnn->requant.float32.weight_scales = {};
+    qnn->requant.float32.bias = {};
   }
 }
 
@@ -217,6 +219,9 @@ TileRef GroupTiler::Requantized(TileScheduler* scheduler, const TileRef& result,
   const kernels::Requantization& full = std::get<QnnAttrs>(Anchor().attrs).requant;
   requant.multipliers = ChannelSlice(full.multipliers, channel_offset, channels);
   requant.bias = ChannelSlice(full.bias, channel_offset, channels);
+  requant.float32.weight_scales =
+      ChannelSlice(full.float32.weight_scales, channel_offset, channels);
+  requant.float32.bias = ChannelSlice(full.float32.bias, channel_offset, channels);
   compute.engine = Engine::kVector;
   compute.step = ComputeStep::kRequantize;
   scheduler->Compute(std::move(compute));

@@ -255,6 +255,29 @@ QnnSoftmaxAttrs ParseQnnSoftmaxAttrs(const JsonObject& attrs, DType dtype,
                                                              output_scale, out, rounding)};
 }
 
+/*!
+ * \brief The float32 operands TVM's build of the QDQ layer reads (kernels/near_ties.h): its scales
+ * as float32 constants, and its bias as the float32 constant or onnxruntime's dequantized int32.
+ */
+kernels::Float32Operands Float32OperandsOf(const QnnAttrs& q, const JsonObject& attrs) {
+  kernels::Float32Operands f;
+  f.input_scale = static_cast<float>(q.input_scale);
+  f.output_scale = static_cast<float>(q.output_scale);
+  for (double scale : q.weight_scales) f.weight_scales.push_back(static_cast<float>(scale));
+  if (attrs.Has("int32_bias")) {
+    const std::vector<int64_t> values = attrs.Ints("int32_bias");
+    const std::vector<double> scales = attrs.Numbers("int32_bias_scales");
+    for (size_t c = 0; c < values.size(); ++c) {
+      // dequantize with zero point 0: float32(b) * scale.
+      f.bias.push_back(static_cast<float>(values[c]) *
+                       static_cast<float>(scales[scales.size() > 1 ? c : 0]));
+    }
+  } else {
+    for (double bias : q.bias) f.bias.push_back(static_cast<float>(bias));
+  }
+  return f;
+}
+
 QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                        const std::string& where) {
   QnnAttrs q;
@@ -340,6 +363,10 @@ QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
           c));
     }
     q.bias.assign(r.bias.begin(), r.bias.end());
+  }
+  if (r.rounding == kernels::Rounding::kTvm) {
+    r.float32 = Float32OperandsOf(q, attrs);
+    r.float32.channels_outermost = q.conv.data_layout != kernels::DataLayout::kNHWC;
   }
   return q;
 }

@@ -51,6 +51,27 @@ inline int64_t ScaleRounded(int64_t value, const FixedPointMultiplier& m) {
 /*! \brief Rounds to the nearest integer, ties to even (the rounding of Relax's quantize). */
 int64_t RoundHalfEven(double value);
 
+/*!
+ * \brief A QDQ layer's operands as TVM's float32 build of it reads them (Rounding::kTvm): TVM sums
+ * the dequantized products in float32, so where the exact value lies near a rounding tie its
+ * answer can be the other integer; those outputs are recomputed in its steps
+ * (kernels/near_ties.h). Empty for layers without a float graph to follow (TFLite's).
+ */
+struct Float32Operands {
+  float input_scale = 0;
+  float output_scale = 0;
+  std::vector<float> weight_scales;  // one, or one per channel
+  std::vector<float> bias;           // TVM's float32 bias: empty, or one per channel
+  // A convolution's sum order: TVM reduces over its data layout's order of (channel, ky, kx),
+  // the input channel outermost in NCHW and innermost in NHWC.
+  bool channels_outermost = true;
+
+  bool empty() const { return weight_scales.empty(); }
+  float WeightScale(int64_t channel) const {
+    return weight_scales[weight_scales.size() > 1 ? channel : 0];
+  }
+};
+
 /*! \brief Per-output-channel requantization of one quantized layer. */
 struct Requantization {
   std::vector<FixedPointMultiplier> multipliers;  // one, or one per channel
@@ -62,6 +83,7 @@ struct Requantization {
   // kTflite only: one rounding, (x * m0 + 2^(shift-1)) >> shift, as LiteRT's reference
   // FULLY_CONNECTED computes (its CONV_2D rounds twice, as MultiplyByQuantizedMultiplier).
   bool single_rounding = false;
+  Float32Operands float32;  // kTvm layers: outputs near a tie are recomputed from these
 
   /*! \brief The multiplier of `channel` (per tensor: the only one). */
   const FixedPointMultiplier& Multiplier(int64_t channel) const {
@@ -96,6 +118,9 @@ struct SumsOut {
   void* out = nullptr;
   SumsType out_type = SumsType::kFloat32;
   int64_t pixel_stride = 0;
+  /*! \brief With `requant`: where the flat indices (pixel * channels + channel) of the outputs
+   * whose exact value lies near a rounding tie are appended (FindNearTies), or nullptr. */
+  std::vector<int64_t>* near_ties = nullptr;
 
   /*! \brief Elements from one requantized pixel of `channels` to the next. */
   int64_t PixelStride(int64_t channels) const {

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/near_ties.h"
 #include "kernels/quantize.h"
 #include "kernels/requantize_sums.h"
 #include "kernels/rounded_product.h"
@@ -266,6 +267,16 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
 PreparedRequantization::PreparedRequantization(const Requantization& requant, int64_t channels)
     : requant_(requant), channels_(channels) {
   const Requantization& r = requant;
+  if (!r.float32.empty()) {
+    // FindNearTies' quick test: (value m0 + 2^(shift-1) + near) mod 2^shift < 2 near.
+    for (int64_t j = 0; j < channels; ++j) {
+      const FixedPointMultiplier& m = r.Multiplier(j);
+      const int64_t window = NearTieWindow(r, j);
+      near_.push_back(NearTieTest{m.m0, (int64_t{1} << (m.shift - 1)) + window,
+                                  (int64_t{1} << m.shift) - 1, 2 * window, window,
+                                  r.bias.empty() ? 0 : r.bias[j]});
+    }
+  }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
   if (r.rounding == Rounding::kTflite && !r.single_rounding) {
     if (FitsInt32Lanes(r)) lanes_ = Lanes::kInt32;
@@ -347,6 +358,31 @@ void StoreRequantized(const float* values, int64_t pixels, int64_t channels, Sum
       return narrow(static_cast<uint8_t*>(out));
     case SumsType::kInt16:
       return narrow(static_cast<int16_t*>(out));
+  }
+}
+
+void PreparedRequantization::FindNearTies(const int32_t* sums, int64_t ld_sums,
+                                          const int64_t* row_terms, const int32_t* column_sums,
+                                          int64_t correction, int64_t rows, int64_t first_pixel,
+                                          std::vector<int64_t>* ties) const {
+  if (near_.empty()) return;
+  const int64_t channels = channels_;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int32_t* s = sums + i * ld_sums;
+    const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
+    for (int64_t j = 0; j < channels; ++j) {
+      const NearTieTest& t = near_[j];
+      const int64_t value =
+          s[j] + t.bias - row_term - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+      // Below 2^31 the product and nudge fit int64 (m0 < 2^31, shift <= 62); wider values (int16
+      // activations) take NearTie's 128-bit arithmetic.
+      const bool narrow = value > -(int64_t{1} << 31) && value < (int64_t{1} << 31);
+      if (narrow && ((value * t.m0 + t.nudge) & t.mask) >= t.width) continue;
+      if (NearTie(value, requant_.Multiplier(j), t.window, requant_.output_zero_point, requant_.min,
+                  requant_.max)) {
+        ties->push_back((first_pixel + i) * channels + j);
+      }
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/near_ties.h"
 #include "kernels/quantize.h"
 
 namespace example_npu {
@@ -45,11 +46,24 @@ class PreparedRequantization {
            const int32_t* column_sums, int64_t correction, int64_t rows, void* out, int64_t ld_out,
            SumsType out_type) const;
 
+  /*!
+   * \brief Appends to `ties` the flat indices ((first_pixel + i) * channels + j) of the outputs
+   * Run gives from the same arguments whose exact value lies near a rounding tie
+   * (kernels/near_ties.h); nothing for requantizations without float32 operands.
+   */
+  void FindNearTies(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+                    const int32_t* column_sums, int64_t correction, int64_t rows,
+                    int64_t first_pixel, std::vector<int64_t>* ties) const;
+
   const Requantization& requantization() const { return requant_; }
   int64_t channels() const { return channels_; }
 
  private:
   enum class Lanes { kInt32, kInt64, kElementwise };
+  /*! \brief A channel's quick near-tie test (FindNearTies) and its bias. */
+  struct NearTieTest {
+    int64_t m0, nudge, mask, width, window, bias;
+  };
   void RunElementwise(const int32_t* sums, int64_t row_term, const int32_t* column_sums,
                       int64_t correction, void* out, SumsType out_type) const;
 
@@ -65,6 +79,8 @@ class PreparedRequantization {
   std::vector<int64_t> products_, value_limits_;
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
+  // Requantizations with float32 operands: each channel's near-tie test.
+  std::vector<NearTieTest> near_;
 };
 
 /*!
@@ -81,6 +97,10 @@ void ViaAccumulators(const SumsOut& to, int64_t size, int64_t channels, Compute 
   thread_local std::vector<int64_t> scratch;
   if (scratch.size() < static_cast<size_t>(size)) scratch.resize(static_cast<size_t>(size));
   compute(scratch.data(), false);
+  if (to.near_ties != nullptr) {
+    FindNearTies(scratch.data(), size / std::max<int64_t>(channels, 1), channels,
+                 to.requant->requantization(), to.near_ties);
+  }
   if (to.out_type == SumsType::kFloat32 && to.PixelStride(channels) == channels) {
     Requantize(scratch.data(), size, channels, 0, to.requant->requantization(),
                static_cast<float*>(to.out));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/half.h"
+#include "kernels/near_ties.h"
 #include "kernels/parallel.h"
 #include "kernels/quantize.h"
 #include "sim/dma.h"
@@ -35,12 +36,15 @@ class TierBuffer {
 /*! \brief The on-chip tiers and the DRAM scratch of one run. */
 class Memories {
  public:
-  Memories(int64_t l1, int64_t l2, int64_t scratch, int64_t arranged)
-      : l1(l1), l2(l2), scratch(scratch), arranged(arranged) {}
+  Memories(int64_t l1, int64_t l2, int64_t scratch, int64_t arranged, int64_t commands)
+      : l1(l1), l2(l2), scratch(scratch), arranged(arranged), tie_breaks(commands) {}
   TierBuffer l1;
   TierBuffer l2;
   TierBuffer scratch;
   TierBuffer arranged;  // the running group's arranged input tiles (TransferPlan::arranged)
+  /*! \brief Per requantization step of its own: (output index, TVM's integer) of its near-tie
+   * outputs, written by the op step before it (StashTieBreaks), which alone has the operands. */
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> tie_breaks;
 };
 
 namespace {
@@ -239,6 +243,15 @@ void WithActivation(DType dtype, const uint8_t* data, const Fn& fn) {
 }
 
 /*!
+ * \brief Whether `node`'s outputs near a rounding tie take TVM's float32 steps under `requant`:
+ * matmuls, and convolutions of one group (others, and TFLite's layers, keep the exact rounding).
+ */
+bool BreaksTies(const Node& node, const QnnAttrs& attrs, const kernels::Requantization& requant) {
+  return !requant.float32.empty() && (node.op == OpKind::kQnnMatmul ||
+                                      (node.op == OpKind::kQnnConv2d && attrs.conv.groups == 1));
+}
+
+/*!
  * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
  * weights): the exact int64 accumulators of the op, or their requantization into the output
  * integers (stored as float, narrowed by the store). With `fused` (a requantization step fused
@@ -252,12 +265,6 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   const int64_t size = kernels::NumElements(out_shape);
   const int64_t channels = out_shape.empty() ? 1 : out_shape.back();  // innermost in every tile
   int64_t* acc = reinterpret_cast<int64_t*>(output);
-  if (compute.step == ComputeStep::kRequantize) {
-    // The compiler gave this step the requantization of the tile's own channels.
-    kernels::Requantize(reinterpret_cast<const int64_t*>(inputs[0]), size, channels, 0,
-                        attrs.requant, reinterpret_cast<float*>(output));
-    return;
-  }
   const TileRef& x = compute.inputs[0];
   const TileRef& w = compute.inputs[1];
   TVM_FFI_ICHECK(w.dtype == DType::kInt8 && IsQuantizedDType(x.dtype))
@@ -265,17 +272,34 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
   const kernels::SumsOut to = fused != nullptr ? *fused : kernels::SumsOut{acc, compute.accumulate};
+  // A fused requantization finds its near-tie outputs, recomputed here in TVM's steps.
+  thread_local std::vector<int64_t> ties;
+  ties.clear();
+  kernels::SumsOut sums = to;
+  if (fused != nullptr && BreaksTies(node, attrs, fused->requant->requantization())) {
+    sums.near_ties = &ties;
+  }
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
-      kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, to,
+      kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, sums,
                                out_shape, attrs.conv, packs);
+      if (!ties.empty()) {
+        kernels::BreakConvTies(ties, data, x.shape, attrs.input_zero_point, weight, w.shape,
+                               out_shape, attrs.conv, fused->requant->requantization(), sums.out,
+                               sums.out_type, sums.PixelStride(channels));
+      }
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
       kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
                                         out_shape, attrs.transposed.params, compute.accumulate);
     } else {
-      const int64_t rows = size / std::max<int64_t>(1, channels);
-      kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, x.shape.back(), channels,
-                               to, packs);
+      const int64_t rows = size / std::max<int64_t>(1, channels), depth = x.shape.back();
+      kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, depth, channels, sums,
+                               packs);
+      if (!ties.empty()) {
+        kernels::BreakMatmulTies(ties, data, attrs.input_zero_point, weight, channels, 0, depth,
+                                 channels, fused->requant->requantization(), sums.out,
+                                 sums.out_type, sums.PixelStride(channels));
+      }
       if (attrs.weight_zero_point != 0) {
         kernels::SubtractRhsZeroPoint(data, attrs.input_zero_point, attrs.weight_zero_point, rows,
                                       x.shape.back(), channels, acc);
@@ -291,20 +315,99 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
                       const uint8_t* activation) {
   const ComputeCommand& last = ctx.program.commands[merge.members.back()].compute();
   const FusedRequantization::Step& first = ctx.fused.steps[ctx.fused.with[merge.members.front()]];
-  const kernels::SumsOut to{nullptr,
-                            false,
-                            merge.prepared.get(),
-                            ctx.Dram(first.dram),
-                            first.type,
-                            first.dram_pixel_stride};
+  kernels::SumsOut to{nullptr,
+                      false,
+                      merge.prepared.get(),
+                      ctx.Dram(first.dram),
+                      first.type,
+                      first.dram_pixel_stride};
   const int64_t zero_point = std::get<QnnAttrs>(last.attrs).input_zero_point;
   const int8_t* weight = reinterpret_cast<const int8_t*>(ctx.Dram(merge.weight));
   const int64_t rows = last.output.shape[0], depth = last.inputs[0].shape.back();
+  thread_local std::vector<int64_t> ties;
+  ties.clear();
+  if (!merge.requant->float32.empty()) to.near_ties = &ties;
   auto run = [&](const auto* data) {
     kernels::QuantizedMatmul(data, zero_point, weight, rows, depth, merge.columns, to,
                              ctx.packed_weights, merge.weight_stride);
+    if (!ties.empty()) {
+      kernels::BreakMatmulTies(ties, data, zero_point, weight,
+                               merge.weight_stride > 0 ? merge.weight_stride : merge.columns, 0,
+                               depth, merge.columns, *merge.requant, to.out, to.out_type,
+                               to.PixelStride(merge.columns));
+    }
   };
   WithActivation(last.inputs[0].dtype, activation, run);
+}
+
+/*! \brief Where quantized step `command` reads its inputs (dense tiles, or DRAM in place). */
+void QuantizedOperands(const RunContext& ctx, int64_t command, std::vector<const uint8_t*>* tiles) {
+  const ComputeCommand& compute = ctx.program.commands[command].compute();
+  const std::vector<DramRef>& input_from = ctx.plan.input_from[command];
+  tiles->clear();
+  for (size_t i = 0; i < compute.inputs.size(); ++i) {
+    TVM_FFI_ICHECK(input_from[i].view < 0) << "quantized ops read dense tiles";
+    tiles->push_back(input_from[i].valid() ? ctx.Dram(input_from[i]) : ctx.Tile(compute.inputs[i]));
+  }
+}
+
+/*!
+ * \brief After an op step whose requantization runs as its own step (the next command): where
+ * the op is a whole-depth matmul with float32 operands, its outputs near a tie and TVM's integers
+ * for them, for that step to apply. Found here because the step may run after a later load has
+ * reused the op's input tiles (it depends only on the op step); a reduction split over several
+ * steps keeps the exact rounding.
+ */
+void StashTieBreaks(const RunContext& ctx, int64_t command,
+                    const std::vector<const uint8_t*>& operands, const uint8_t* accumulators) {
+  const ComputeCommand& op = ctx.program.commands[command].compute();
+  if (op.accumulate || command + 1 >= static_cast<int64_t>(ctx.program.commands.size())) return;
+  const Command& next = ctx.program.commands[command + 1];
+  if (next.is_dma() || next.compute().step != ComputeStep::kRequantize ||
+      next.compute().node != op.node) {
+    return;
+  }
+  const kernels::Requantization& requant = std::get<QnnAttrs>(next.compute().attrs).requant;
+  std::vector<std::pair<int64_t, int64_t>>& results = ctx.mem->tie_breaks[command + 1];
+  results.clear();
+  const Node& node = ctx.program.graph.nodes[op.node];
+  const QnnAttrs& attrs = std::get<QnnAttrs>(op.attrs);
+  if (!BreaksTies(node, attrs, requant)) return;
+  const int64_t channels = op.output.shape.empty() ? 1 : op.output.shape.back();
+  const int64_t rows = kernels::NumElements(op.output.shape) / std::max<int64_t>(channels, 1);
+  thread_local std::vector<int64_t> ties;
+  ties.clear();
+  kernels::FindNearTies(reinterpret_cast<const int64_t*>(accumulators), rows, channels, requant,
+                        &ties);
+  const TileRef &x = op.inputs[0], &w = op.inputs[1];
+  const int8_t* weight = reinterpret_cast<const int8_t*>(operands[1]);
+  WithActivation(x.dtype, operands[0], [&](const auto* data) {
+    for (int64_t tie : ties) {
+      const int64_t row = tie / channels, channel = tie % channels;
+      const int64_t value =
+          node.op == OpKind::kQnnConv2d
+              ? kernels::Float32ConvOutput(data, x.shape, attrs.input_zero_point, weight, w.shape,
+                                           op.output.shape, attrs.conv, requant, row, channel)
+              : kernels::Float32MatmulOutput(
+                    data + row * x.shape.back(), attrs.input_zero_point, weight + channel,
+                    w.shape.back(), attrs.weight_zero_point, x.shape.back(), requant, channel);
+      results.emplace_back(tie, value);
+    }
+  });
+}
+
+/*! \brief A requantization step of its own (the compiler gave it its tile's channels), with the
+ * TVM integers its op step stashed for the outputs near a tie. */
+void RunRequantizeStep(const RunContext& ctx, int64_t command, const uint8_t* accumulators,
+                       float* out) {
+  const ComputeCommand& step = ctx.program.commands[command].compute();
+  const int64_t channels = step.output.shape.empty() ? 1 : step.output.shape.back();
+  kernels::Requantize(reinterpret_cast<const int64_t*>(accumulators),
+                      kernels::NumElements(step.output.shape), channels, 0,
+                      std::get<QnnAttrs>(step.attrs).requant, out);
+  for (const auto& [index, value] : ctx.mem->tie_breaks[command]) {
+    out[index] = static_cast<float>(value);
+  }
 }
 
 void RunCompute(const RunContext& ctx, int64_t command) {
@@ -315,11 +418,10 @@ void RunCompute(const RunContext& ctx, int64_t command) {
   uint8_t* output = output_to.valid() ? ctx.Dram(output_to) : ctx.Tile(compute.output);
   if (std::holds_alternative<QnnAttrs>(compute.attrs)) {
     thread_local std::vector<const uint8_t*> tiles;  // reused: a tile's step allocates nothing
-    tiles.clear();
-    for (size_t i = 0; i < compute.inputs.size(); ++i) {
-      TVM_FFI_ICHECK(input_from[i].view < 0) << "quantized ops read dense tiles";
-      tiles.push_back(input_from[i].valid() ? ctx.Dram(input_from[i])
-                                            : ctx.Tile(compute.inputs[i]));
+    QuantizedOperands(ctx, command, &tiles);
+    if (compute.step == ComputeStep::kRequantize) {
+      RunRequantizeStep(ctx, command, tiles[0], reinterpret_cast<float*>(output));
+      return;
     }
     // A weight read in place from a bound constant (or its arranged tile) stays as it is
     // while the constants do: its packing is kept (ConstArena clears it when they change).
@@ -336,6 +438,7 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     const int64_t fused = ctx.fused.with[command];
     if (fused < 0) {
       RunQuantizedStep(node, compute, tiles, output, packs);
+      StashTieBreaks(ctx, command, tiles, output);
       return;
     }
     const FusedRequantization::Step& step = ctx.fused.steps[fused];
@@ -446,7 +549,8 @@ std::unique_ptr<Memories> Emulator::Acquire() const {
     }
   }
   return std::make_unique<Memories>(l1_bytes_, l2_bytes_, program_.dram_scratch_bytes,
-                                    transfers_.run_arena_bytes);
+                                    transfers_.run_arena_bytes,
+                                    static_cast<int64_t>(program_.commands.size()));
 }
 
 void Emulator::Release(std::unique_ptr<Memories> memories) const {

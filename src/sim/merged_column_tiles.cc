@@ -61,7 +61,10 @@ bool SameRequantizationButChannels(const kernels::Requantization& a,
                                    const kernels::Requantization& b) {
   return a.output_zero_point == b.output_zero_point && a.min == b.min && a.max == b.max &&
          a.rounding == b.rounding && a.single_rounding == b.single_rounding &&
-         a.bias.empty() == b.bias.empty();
+         a.bias.empty() == b.bias.empty() && a.float32.empty() == b.float32.empty() &&
+         a.float32.bias.empty() == b.float32.bias.empty() &&
+         a.float32.input_scale == b.float32.input_scale &&
+         a.float32.output_scale == b.float32.output_scale;
 }
 
 /*! \brief Whether `next` continues the run ending in `last`: the same activation, the next
@@ -95,11 +98,15 @@ std::unique_ptr<kernels::Requantization> Concatenated(const std::vector<ColumnTi
   auto merged = std::make_unique<kernels::Requantization>(run[0].step->prepared.requantization());
   merged->multipliers.clear();
   merged->bias.clear();
+  merged->float32.weight_scales.clear();
+  merged->float32.bias.clear();
   for (const ColumnTile& tile : run) {
     const kernels::Requantization& r = tile.step->prepared.requantization();
     for (int64_t c = 0; c < tile.columns; ++c) {
       merged->multipliers.push_back(r.Multiplier(c));
       if (!r.bias.empty()) merged->bias.push_back(r.bias[c]);
+      if (!r.float32.empty()) merged->float32.weight_scales.push_back(r.float32.WeightScale(c));
+      if (!r.float32.bias.empty()) merged->float32.bias.push_back(r.float32.bias[c]);
     }
   }
   return merged;

@@ -1,0 +1,99 @@
+/*!
+ * \file kernels/near_ties.h
+ * \brief The outputs of a QDQ layer (Rounding::kTvm) where the NPU's exact rounding and TVM's
+ * float32 build can part, and TVM's answer for them.
+ *
+ * The NPU rounds the exact integer sum once; TVM's build of the QDQ graph dequantizes, sums the
+ * float32 products one after another and quantizes that sum. Float32's error is a few 1e-5 steps
+ * (at most 4.2e-4 in 128 x 3,072 x 768 random int8 products of output steps up to 255), so the two
+ * agree except where the exact value lies that close to a .5 tie: then TVM's sum may land on the
+ * other side (so may its float32 bias, where the NPU adds the bias rounded to accumulator units).
+ * Such outputs (those within 2^-10 steps of a tie, about 0.2% of them, more where the bias is
+ * rounded) are found from the exact sums and recomputed in TVM's float32 steps, which makes the
+ * layer bit-equal to TVM's build: the contract of QDQ graphs, and what keeps a deep model (a
+ * 12-layer BERT) from drifting.
+ */
+#ifndef EXAMPLE_NPU_KERNELS_NEAR_TIES_H_
+#define EXAMPLE_NPU_KERNELS_NEAR_TIES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quantize.h"
+
+namespace example_npu {
+namespace kernels {
+
+/*! \brief How close to a tie, in output steps (2^-kNearTieBits), an exact value counts as near. */
+constexpr int kNearTieBits = 10;
+
+/*!
+ * \brief How close to a tie an output of `channel` counts as near, in units of 2^-shift of its
+ * multiplier: 2^-kNearTieBits steps, widened by how far the integer bias the NPU adds lies from
+ * TVM's float32 bias (up to half an accumulator unit: the two values differ by that much).
+ */
+int64_t NearTieWindow(const Requantization& requant, int64_t channel);
+
+/*!
+ * \brief Whether `value` (acc + bias, exact) requantized by `m` lies within `window` (units of
+ * 2^-m.shift) of a tie whose two integers (zero point added) are not both clamped by [min, max].
+ */
+bool NearTie(int64_t value, const FixedPointMultiplier& m, int64_t window, int64_t zero_point,
+             int64_t min, int64_t max);
+
+/*!
+ * \brief Appends to `ties` the flat indices (row * channels + channel) of acc[rows, channels]'s
+ * outputs near a tie under `requant` (acc the exact sums, before the bias). Nothing for
+ * requantizations without float32 operands.
+ */
+void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requantization& requant,
+                  std::vector<int64_t>* ties);
+
+/*!
+ * \brief TVM's result for output channel `channel` of a quantized matmul row: the float32 sum, in
+ * order, of dequantize(x[p]) * dequantize(w[p * ldw]) over p < depth, plus the float32 bias,
+ * quantized (round half to even, zero point, clamp).
+ */
+template <typename T>
+int64_t Float32MatmulOutput(const T* x, int64_t x_zero_point, const int8_t* w, int64_t ldw,
+                            int64_t w_zero_point, int64_t depth, const Requantization& requant,
+                            int64_t channel);
+
+/*!
+ * \brief Overwrites each near-tie output `ties` names (flat index pixel * channels + channel of a
+ * matmul's rows x channels result, stored as `type`, pixels `pixel_stride` elements apart) with
+ * TVM's result: x rows of `depth` activations, w[depth, ldw] whose first `channels` columns are
+ * the result's.
+ */
+template <typename T>
+void BreakMatmulTies(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
+                     const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
+                     int64_t channels, const Requantization& requant, void* out, SumsType type,
+                     int64_t pixel_stride);
+
+/*!
+ * \brief TVM's result for output `pixel` (flat over batch, rows, columns of out_shape), channel
+ * `channel` of a quantized NHWC / HWIO convolution with one group: the float32 sum of the
+ * dequantized products over the taps inside the input (padding adds TVM's zeros, which change no
+ * sum), in the order of requant.float32.channels_outermost, plus the bias, quantized.
+ */
+template <typename T>
+int64_t Float32ConvOutput(const T* input, const Shape& in_shape, int64_t x_zero_point,
+                          const int8_t* weight, const Shape& weight_shape, const Shape& out_shape,
+                          const Conv2dParams& params, const Requantization& requant, int64_t pixel,
+                          int64_t channel);
+
+/*!
+ * \brief BreakMatmulTies for a convolution with one group (NHWC result, `type`, pixels
+ * `pixel_stride` elements apart).
+ */
+template <typename T>
+void BreakConvTies(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
+                   int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
+                   const Shape& out_shape, const Conv2dParams& params,
+                   const Requantization& requant, void* out, SumsType type, int64_t pixel_stride);
+
+}  // namespace kernels
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_KERNELS_NEAR_TIES_H_
