@@ -95,96 +95,116 @@ void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requ
   }
 }
 
-template <typename T>
-int64_t Float32MatmulOutput(const T* x, int64_t x_zero_point, const int8_t* w, int64_t ldw,
-                            int64_t w_zero_point, int64_t depth, const Requantization& requant,
-                            int64_t channel) {
+namespace {
+
+/*!
+ * \brief TVM's results for `ties` (flat indices of outputs, channels innermost), kBatch at a time:
+ * `gather(tie, xs, ws)` writes the integer operands of each of its `depth` products in TVM's
+ * order (a padding tap: the zero points, which dequantize to 0). The products are dequantized and
+ * multiplied a batch at once (the loops vectorise); each output's float32 sum then runs in order,
+ * the batch's sums interleaved (one add's latency no longer serialises them).
+ */
+template <typename Gather>
+void Float32Results(const std::vector<int64_t>& ties, int64_t depth, int64_t channels,
+                    int64_t x_zero_point, int64_t w_zero_point, const Requantization& requant,
+                    const Gather& gather, std::vector<int64_t>* results) {
+  constexpr int64_t kBatch = 16;
   const Float32Operands& f = requant.float32;
-  const Float32Dequantize dx{static_cast<float>(x_zero_point), f.input_scale};
-  const Float32Dequantize dw{static_cast<float>(w_zero_point), f.WeightScale(channel)};
-  // TVM's legalized matmul: a float32 sum from 0, the products added in order of p.
-  float sum = 0.0f;
-  for (int64_t p = 0; p < depth; ++p) {
-    sum = sum + dx(static_cast<float>(x[p])) * dw(static_cast<float>(w[p * ldw]));
+  const float zx = static_cast<float>(x_zero_point), zw = static_cast<float>(w_zero_point);
+  thread_local std::vector<int32_t> xs, ws;
+  thread_local std::vector<float> products;
+  xs.resize(static_cast<size_t>(kBatch * depth));
+  ws.resize(xs.size());
+  products.resize(xs.size());
+  results->clear();
+  for (size_t first = 0; first < ties.size(); first += kBatch) {
+    const int64_t count = std::min<int64_t>(kBatch, static_cast<int64_t>(ties.size() - first));
+    for (int64_t lane = 0; lane < count; ++lane) {
+      const int64_t tie = ties[first + lane];
+      int32_t *x = xs.data() + lane * depth, *w = ws.data() + lane * depth;
+      gather(tie, x, w);
+      float* product = products.data() + lane * depth;
+      const float sx = f.input_scale, sw = f.WeightScale(tie % channels);
+      for (int64_t p = 0; p < depth; ++p) {
+        product[p] =
+            ((static_cast<float>(x[p]) - zx) * sx) * ((static_cast<float>(w[p]) - zw) * sw);
+      }
+    }
+    // TVM's legalized reduction: a float32 sum from 0, the products added in order.
+    float sums[kBatch] = {};
+    for (int64_t p = 0; p < depth; ++p) {
+      for (int64_t lane = 0; lane < count; ++lane) {
+        sums[lane] = sums[lane] + products[lane * depth + p];
+      }
+    }
+    for (int64_t lane = 0; lane < count; ++lane) {
+      results->push_back(QuantizedFloat32Sum(sums[lane], requant, ties[first + lane] % channels));
+    }
   }
-  return QuantizedFloat32Sum(sum, requant, channel);
+}
+
+}  // namespace
+
+template <typename T>
+void Float32MatmulResults(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
+                          const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
+                          int64_t channels, const Requantization& requant,
+                          std::vector<int64_t>* results) {
+  auto gather = [&](int64_t tie, int32_t* xs, int32_t* ws) {
+    const T* row = x + tie / channels * depth;
+    const int8_t* column = w + tie % channels;
+    for (int64_t p = 0; p < depth; ++p) xs[p] = row[p];
+    for (int64_t p = 0; p < depth; ++p) ws[p] = column[p * ldw];
+  };
+  Float32Results(ties, depth, channels, x_zero_point, w_zero_point, requant, gather, results);
 }
 
 template <typename T>
-void BreakMatmulTies(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
-                     const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
-                     int64_t channels, const Requantization& requant, void* out, SumsType type,
-                     int64_t pixel_stride) {
-  for (int64_t tie : ties) {
-    const int64_t row = tie / channels, channel = tie % channels;
-    const int64_t result = Float32MatmulOutput(x + row * depth, x_zero_point, w + channel, ldw,
-                                               w_zero_point, depth, requant, channel);
-    StoreResult(result, type, row * pixel_stride + channel, out);
-  }
-}
-
-template <typename T>
-int64_t Float32ConvOutput(const T* input, const Shape& in_shape, int64_t x_zero_point,
-                          const int8_t* weight, const Shape& weight_shape, const Shape& out_shape,
-                          const Conv2dParams& params, const Requantization& requant, int64_t pixel,
-                          int64_t channel) {
+void Float32ConvResults(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
+                        int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
+                        const Shape& out_shape, const Conv2dParams& params,
+                        const Requantization& requant, std::vector<int64_t>* results) {
   const int64_t h = in_shape[1], w = in_shape[2], c = in_shape[3];
   const int64_t kh = weight_shape[0], kw = weight_shape[1], co = weight_shape[3];
   const int64_t oh = out_shape[1], ow = out_shape[2];
-  const int64_t batch = pixel / (oh * ow), oy = pixel / ow % oh, ox = pixel % ow;
-  const Float32Operands& f = requant.float32;
-  const Float32Dequantize dx{static_cast<float>(x_zero_point), f.input_scale};
-  const Float32Dequantize dw{0.0f, f.WeightScale(channel)};
-  float sum = 0.0f;
-  auto tap = [&](int64_t ky, int64_t kx, int64_t ci) {
-    const int64_t iy = oy * params.strides[0] - params.padding[0] + ky * params.dilation[0];
-    const int64_t ix = ox * params.strides[1] - params.padding[1] + kx * params.dilation[1];
-    if (iy < 0 || iy >= h || ix < 0 || ix >= w) return;
-    const float x = dx(static_cast<float>(input[((batch * h + iy) * w + ix) * c + ci]));
-    sum = sum + x * dw(static_cast<float>(weight[((ky * kw + kx) * c + ci) * co + channel]));
-  };
-  if (f.channels_outermost) {
-    for (int64_t ci = 0; ci < c; ++ci) {
-      for (int64_t ky = 0; ky < kh; ++ky) {
-        for (int64_t kx = 0; kx < kw; ++kx) tap(ky, kx, ci);
-      }
-    }
-  } else {
+  const bool channels_outermost = requant.float32.channels_outermost;
+  auto gather = [&](int64_t tie, int32_t* xs, int32_t* ws) {
+    const int64_t pixel = tie / co, channel = tie % co;
+    const int64_t batch = pixel / (oh * ow), oy = pixel / ow % oh, ox = pixel % ow;
     for (int64_t ky = 0; ky < kh; ++ky) {
+      const int64_t iy = oy * params.strides[0] - params.padding[0] + ky * params.dilation[0];
       for (int64_t kx = 0; kx < kw; ++kx) {
-        for (int64_t ci = 0; ci < c; ++ci) tap(ky, kx, ci);
+        const int64_t ix = ox * params.strides[1] - params.padding[1] + kx * params.dilation[1];
+        const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+        const T* pixel_in = inside ? input + ((batch * h + iy) * w + ix) * c : nullptr;
+        const int8_t* taps = weight + (ky * kw + kx) * c * co + channel;
+        for (int64_t ci = 0; ci < c; ++ci) {
+          // TVM's reduction order: its data layout's, (channel, row, column) for NCHW.
+          const int64_t p = channels_outermost ? (ci * kh + ky) * kw + kx : (ky * kw + kx) * c + ci;
+          xs[p] = inside ? static_cast<int32_t>(pixel_in[ci]) : static_cast<int32_t>(x_zero_point);
+          ws[p] = inside ? taps[ci * co] : 0;
+        }
       }
     }
-  }
-  return QuantizedFloat32Sum(sum, requant, channel);
+  };
+  Float32Results(ties, kh * kw * c, co, x_zero_point, 0, requant, gather, results);
 }
 
-template <typename T>
-void BreakConvTies(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
-                   int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
-                   const Shape& out_shape, const Conv2dParams& params,
-                   const Requantization& requant, void* out, SumsType type, int64_t pixel_stride) {
-  const int64_t channels = out_shape[3];
-  for (int64_t tie : ties) {
-    const int64_t pixel = tie / channels, channel = tie % channels;
-    StoreResult(Float32ConvOutput(input, in_shape, x_zero_point, weight, weight_shape, out_shape,
-                                  params, requant, pixel, channel),
-                type, pixel * pixel_stride + channel, out);
+void StoreResults(const std::vector<int64_t>& ties, const std::vector<int64_t>& results,
+                  int64_t channels, void* out, SumsType type, int64_t pixel_stride) {
+  for (size_t t = 0; t < ties.size(); ++t) {
+    const int64_t pixel = ties[t] / channels, channel = ties[t] % channels;
+    StoreResult(results[t], type, pixel * pixel_stride + channel, out);
   }
 }
 
 #define EXAMPLE_NPU_NEAR_TIES(T)                                                                   \
-  template int64_t Float32MatmulOutput(const T*, int64_t, const int8_t*, int64_t, int64_t,         \
-                                       int64_t, const Requantization&, int64_t);                   \
-  template void BreakMatmulTies(const std::vector<int64_t>&, const T*, int64_t, const int8_t*,     \
-                                int64_t, int64_t, int64_t, int64_t, const Requantization&, void*,  \
-                                SumsType, int64_t);                                                \
-  template int64_t Float32ConvOutput(const T*, const Shape&, int64_t, const int8_t*, const Shape&, \
-                                     const Shape&, const Conv2dParams&, const Requantization&,     \
-                                     int64_t, int64_t);                                            \
-  template void BreakConvTies(const std::vector<int64_t>&, const T*, const Shape&, int64_t,        \
-                              const int8_t*, const Shape&, const Shape&, const Conv2dParams&,      \
-                              const Requantization&, void*, SumsType, int64_t);
+  template void Float32MatmulResults(const std::vector<int64_t>&, const T*, int64_t,               \
+                                     const int8_t*, int64_t, int64_t, int64_t, int64_t,            \
+                                     const Requantization&, std::vector<int64_t>*);                \
+  template void Float32ConvResults(const std::vector<int64_t>&, const T*, const Shape&, int64_t,   \
+                                   const int8_t*, const Shape&, const Shape&, const Conv2dParams&, \
+                                   const Requantization&, std::vector<int64_t>*);
 EXAMPLE_NPU_NEAR_TIES(int8_t)
 EXAMPLE_NPU_NEAR_TIES(uint8_t)
 EXAMPLE_NPU_NEAR_TIES(int16_t)

@@ -50,48 +50,33 @@ void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requ
                   std::vector<int64_t>* ties);
 
 /*!
- * \brief TVM's result for output channel `channel` of a quantized matmul row: the float32 sum, in
- * order, of dequantize(x[p]) * dequantize(w[p * ldw]) over p < depth, plus the float32 bias,
- * quantized (round half to even, zero point, clamp).
+ * \brief TVM's results (zero point added, clamped) for the outputs `ties` names (flat indices row
+ * * channels + channel) of a quantized matmul of x rows of `depth` activations by w[depth, ldw]
+ * (the result's `channels` columns first): the float32 sum, in order of p, of
+ * dequantize(x[row, p]) * dequantize(w[p, channel]), plus the float32 bias, quantized (round half
+ * to even).
  */
 template <typename T>
-int64_t Float32MatmulOutput(const T* x, int64_t x_zero_point, const int8_t* w, int64_t ldw,
-                            int64_t w_zero_point, int64_t depth, const Requantization& requant,
-                            int64_t channel);
+void Float32MatmulResults(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
+                          const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
+                          int64_t channels, const Requantization& requant,
+                          std::vector<int64_t>* results);
 
 /*!
- * \brief Overwrites each near-tie output `ties` names (flat index pixel * channels + channel of a
- * matmul's rows x channels result, stored as `type`, pixels `pixel_stride` elements apart) with
- * TVM's result: x rows of `depth` activations, w[depth, ldw] whose first `channels` columns are
- * the result's.
+ * \brief Float32MatmulResults for a quantized NHWC / HWIO convolution of one group (flat indices
+ * pixel * channels + channel, pixels over batch, rows, columns of out_shape): the taps inside the
+ * input (padding adds TVM's zeros, which change no sum) in the order of
+ * requant.float32.channels_outermost.
  */
 template <typename T>
-void BreakMatmulTies(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
-                     const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
-                     int64_t channels, const Requantization& requant, void* out, SumsType type,
-                     int64_t pixel_stride);
+void Float32ConvResults(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
+                        int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
+                        const Shape& out_shape, const Conv2dParams& params,
+                        const Requantization& requant, std::vector<int64_t>* results);
 
-/*!
- * \brief TVM's result for output `pixel` (flat over batch, rows, columns of out_shape), channel
- * `channel` of a quantized NHWC / HWIO convolution with one group: the float32 sum of the
- * dequantized products over the taps inside the input (padding adds TVM's zeros, which change no
- * sum), in the order of requant.float32.channels_outermost, plus the bias, quantized.
- */
-template <typename T>
-int64_t Float32ConvOutput(const T* input, const Shape& in_shape, int64_t x_zero_point,
-                          const int8_t* weight, const Shape& weight_shape, const Shape& out_shape,
-                          const Conv2dParams& params, const Requantization& requant, int64_t pixel,
-                          int64_t channel);
-
-/*!
- * \brief BreakMatmulTies for a convolution with one group (NHWC result, `type`, pixels
- * `pixel_stride` elements apart).
- */
-template <typename T>
-void BreakConvTies(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
-                   int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
-                   const Shape& out_shape, const Conv2dParams& params,
-                   const Requantization& requant, void* out, SumsType type, int64_t pixel_stride);
+/*! \brief out[pixel * pixel_stride + channel] = results[t] as `type` for each tie t. */
+void StoreResults(const std::vector<int64_t>& ties, const std::vector<int64_t>& results,
+                  int64_t channels, void* out, SumsType type, int64_t pixel_stride);
 
 }  // namespace kernels
 }  // namespace example_npu

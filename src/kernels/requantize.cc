@@ -268,13 +268,16 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
     : requant_(requant), channels_(channels) {
   const Requantization& r = requant;
   if (!r.float32.empty()) {
-    // FindNearTies' quick test: (value m0 + 2^(shift-1) + near) mod 2^shift < 2 near.
+    // Within `window` of a tie: (value m0 + 2^(shift-1) + window) mod 2^shift < 2 window.
     for (int64_t j = 0; j < channels; ++j) {
       const FixedPointMultiplier& m = r.Multiplier(j);
       const int64_t window = NearTieWindow(r, j);
-      near_.push_back(NearTieTest{m.m0, (int64_t{1} << (m.shift - 1)) + window,
-                                  (int64_t{1} << m.shift) - 1, 2 * window, window,
-                                  r.bias.empty() ? 0 : r.bias[j]});
+      near_.m0.push_back(m.m0);
+      near_.nudge.push_back((int64_t{1} << (m.shift - 1)) + window);
+      near_.mask.push_back((int64_t{1} << m.shift) - 1);
+      near_.width.push_back(2 * window);
+      near_.window.push_back(window);
+      near_.bias.push_back(r.bias.empty() ? 0 : r.bias[j]);
     }
   }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -365,21 +368,59 @@ void PreparedRequantization::FindNearTies(const int32_t* sums, int64_t ld_sums,
                                           const int64_t* row_terms, const int32_t* column_sums,
                                           int64_t correction, int64_t rows, int64_t first_pixel,
                                           std::vector<int64_t>* ties) const {
-  if (near_.empty()) return;
+  if (near_.m0.empty()) return;
   const int64_t channels = channels_;
+  const int64_t *m0 = near_.m0.data(), *nudge = near_.nudge.data(), *mask = near_.mask.data(),
+                *width = near_.width.data(), *bias = near_.bias.data();
+  thread_local std::vector<int64_t> offsets, values, candidates;
+  offsets.resize(static_cast<size_t>(channels));
+  values.resize(static_cast<size_t>(channels));
+  candidates.resize(static_cast<size_t>(channels));
+  int64_t *offset = offsets.data(), *value = values.data(), *candidate = candidates.data();
+  for (int64_t j = 0; j < channels; ++j) {
+    offset[j] = bias[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+  }
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t* s = sums + i * ld_sums;
     const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
+    // Every channel's quick test (below 2^31 the product and nudge fit int64: m0 < 2^31, shift
+    // <= 62; wider values, from int16 activations, are candidates for NearTie's 128-bit
+    // arithmetic).
+    int64_t any = 0;
+    int64_t j = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    const __m512i lowest = _mm512_set1_epi64(-(int64_t{1} << 31) + 1);
+    const __m512i highest = _mm512_set1_epi64((int64_t{1} << 31) - 1);
+    const __m512i row = _mm512_set1_epi64(row_term);
+    for (; j + 8 <= channels; j += 8) {
+      const __m512i v = _mm512_sub_epi64(
+          _mm512_add_epi64(
+              _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + j))),
+              _mm512_loadu_si512(offset + j)),
+          row);
+      _mm512_storeu_si512(value + j, v);
+      const __m512i remainder =
+          _mm512_and_si512(_mm512_add_epi64(_mm512_mullo_epi64(v, _mm512_loadu_si512(m0 + j)),
+                                            _mm512_loadu_si512(nudge + j)),
+                           _mm512_loadu_si512(mask + j));
+      const __mmask8 flagged = _mm512_cmplt_epi64_mask(remainder, _mm512_loadu_si512(width + j)) |
+                               _mm512_cmplt_epi64_mask(v, lowest) |
+                               _mm512_cmpgt_epi64_mask(v, highest);
+      _mm512_storeu_si512(candidate + j, _mm512_maskz_set1_epi64(flagged, 1));
+      any |= flagged;
+    }
+#endif
+    for (; j < channels; ++j) {
+      const int64_t v = int64_t{s[j]} + offset[j] - row_term;
+      value[j] = v;
+      const bool wide = v <= -(int64_t{1} << 31) || v >= (int64_t{1} << 31);
+      candidate[j] = wide || ((v * m0[j] + nudge[j]) & mask[j]) < width[j];
+      any |= candidate[j];
+    }
+    if (any == 0) continue;
     for (int64_t j = 0; j < channels; ++j) {
-      const NearTieTest& t = near_[j];
-      const int64_t value =
-          s[j] + t.bias - row_term - (column_sums == nullptr ? 0 : correction * column_sums[j]);
-      // Below 2^31 the product and nudge fit int64 (m0 < 2^31, shift <= 62); wider values (int16
-      // activations) take NearTie's 128-bit arithmetic.
-      const bool narrow = value > -(int64_t{1} << 31) && value < (int64_t{1} << 31);
-      if (narrow && ((value * t.m0 + t.nudge) & t.mask) >= t.width) continue;
-      if (NearTie(value, requant_.Multiplier(j), t.window, requant_.output_zero_point, requant_.min,
-                  requant_.max)) {
+      if (candidate[j] != 0 && NearTie(value[j], requant_.Multiplier(j), near_.window[j],
+                                       requant_.output_zero_point, requant_.min, requant_.max)) {
         ties->push_back((first_pixel + i) * channels + j);
       }
     }

@@ -60,9 +60,10 @@ class PreparedRequantization {
 
  private:
   enum class Lanes { kInt32, kInt64, kElementwise };
-  /*! \brief A channel's quick near-tie test (FindNearTies) and its bias. */
-  struct NearTieTest {
-    int64_t m0, nudge, mask, width, window, bias;
+  /*! \brief Per channel: FindNearTies' quick test, (value m0 + nudge) & mask < width, which every
+   * near tie passes, the near-tie window and the bias (arrays, so the test vectorises). */
+  struct NearTieTests {
+    std::vector<int64_t> m0, nudge, mask, width, window, bias;
   };
   void RunElementwise(const int32_t* sums, int64_t row_term, const int32_t* column_sums,
                       int64_t correction, void* out, SumsType out_type) const;
@@ -79,8 +80,8 @@ class PreparedRequantization {
   std::vector<int64_t> products_, value_limits_;
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
-  // Requantizations with float32 operands: each channel's near-tie test.
-  std::vector<NearTieTest> near_;
+  // Requantizations with float32 operands only.
+  NearTieTests near_;
 };
 
 /*!

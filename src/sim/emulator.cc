@@ -273,7 +273,7 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
   const kernels::SumsOut to = fused != nullptr ? *fused : kernels::SumsOut{acc, compute.accumulate};
   // A fused requantization finds its near-tie outputs, recomputed here in TVM's steps.
-  thread_local std::vector<int64_t> ties;
+  thread_local std::vector<int64_t> ties, results;
   ties.clear();
   kernels::SumsOut sums = to;
   if (fused != nullptr && BreaksTies(node, attrs, fused->requant->requantization())) {
@@ -284,9 +284,11 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, sums,
                                out_shape, attrs.conv, packs);
       if (!ties.empty()) {
-        kernels::BreakConvTies(ties, data, x.shape, attrs.input_zero_point, weight, w.shape,
-                               out_shape, attrs.conv, fused->requant->requantization(), sums.out,
-                               sums.out_type, sums.PixelStride(channels));
+        kernels::Float32ConvResults(ties, data, x.shape, attrs.input_zero_point, weight, w.shape,
+                                    out_shape, attrs.conv, fused->requant->requantization(),
+                                    &results);
+        kernels::StoreResults(ties, results, channels, sums.out, sums.out_type,
+                              sums.PixelStride(channels));
       }
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
       kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
@@ -296,9 +298,10 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, depth, channels, sums,
                                packs);
       if (!ties.empty()) {
-        kernels::BreakMatmulTies(ties, data, attrs.input_zero_point, weight, channels, 0, depth,
-                                 channels, fused->requant->requantization(), sums.out,
-                                 sums.out_type, sums.PixelStride(channels));
+        kernels::Float32MatmulResults(ties, data, attrs.input_zero_point, weight, channels, 0,
+                                      depth, channels, fused->requant->requantization(), &results);
+        kernels::StoreResults(ties, results, channels, sums.out, sums.out_type,
+                              sums.PixelStride(channels));
       }
       if (attrs.weight_zero_point != 0) {
         kernels::SubtractRhsZeroPoint(data, attrs.input_zero_point, attrs.weight_zero_point, rows,
@@ -324,17 +327,18 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
   const int64_t zero_point = std::get<QnnAttrs>(last.attrs).input_zero_point;
   const int8_t* weight = reinterpret_cast<const int8_t*>(ctx.Dram(merge.weight));
   const int64_t rows = last.output.shape[0], depth = last.inputs[0].shape.back();
-  thread_local std::vector<int64_t> ties;
+  thread_local std::vector<int64_t> ties, results;
   ties.clear();
   if (!merge.requant->float32.empty()) to.near_ties = &ties;
   auto run = [&](const auto* data) {
     kernels::QuantizedMatmul(data, zero_point, weight, rows, depth, merge.columns, to,
                              ctx.packed_weights, merge.weight_stride);
     if (!ties.empty()) {
-      kernels::BreakMatmulTies(ties, data, zero_point, weight,
-                               merge.weight_stride > 0 ? merge.weight_stride : merge.columns, 0,
-                               depth, merge.columns, *merge.requant, to.out, to.out_type,
-                               to.PixelStride(merge.columns));
+      kernels::Float32MatmulResults(ties, data, zero_point, weight,
+                                    merge.weight_stride > 0 ? merge.weight_stride : merge.columns,
+                                    0, depth, merge.columns, *merge.requant, &results);
+      kernels::StoreResults(ties, results, merge.columns, to.out, to.out_type,
+                            to.PixelStride(merge.columns));
     }
   };
   WithActivation(last.inputs[0].dtype, activation, run);
@@ -381,19 +385,18 @@ void StashTieBreaks(const RunContext& ctx, int64_t command,
                         &ties);
   const TileRef &x = op.inputs[0], &w = op.inputs[1];
   const int8_t* weight = reinterpret_cast<const int8_t*>(operands[1]);
+  thread_local std::vector<int64_t> values;
   WithActivation(x.dtype, operands[0], [&](const auto* data) {
-    for (int64_t tie : ties) {
-      const int64_t row = tie / channels, channel = tie % channels;
-      const int64_t value =
-          node.op == OpKind::kQnnConv2d
-              ? kernels::Float32ConvOutput(data, x.shape, attrs.input_zero_point, weight, w.shape,
-                                           op.output.shape, attrs.conv, requant, row, channel)
-              : kernels::Float32MatmulOutput(
-                    data + row * x.shape.back(), attrs.input_zero_point, weight + channel,
-                    w.shape.back(), attrs.weight_zero_point, x.shape.back(), requant, channel);
-      results.emplace_back(tie, value);
+    if (node.op == OpKind::kQnnConv2d) {
+      kernels::Float32ConvResults(ties, data, x.shape, attrs.input_zero_point, weight, w.shape,
+                                  op.output.shape, attrs.conv, requant, &values);
+    } else {
+      kernels::Float32MatmulResults(ties, data, attrs.input_zero_point, weight, w.shape.back(),
+                                    attrs.weight_zero_point, x.shape.back(), channels, requant,
+                                    &values);
     }
   });
+  for (size_t t = 0; t < ties.size(); ++t) results.emplace_back(ties[t], values[t]);
 }
 
 /*! \brief A requantization step of its own (the compiler gave it its tile's channels), with the

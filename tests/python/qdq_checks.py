@@ -53,10 +53,10 @@ def assert_one_lsb_mismatches_rare(
     one_lsb_share: Callable[[int], float], cases: int, what: str
 ) -> None:
     """The mean share of elements where TVM's float32 build and the exact rounding part (1 LSB)
-    over the randomized cases ``range(cases)`` stays under 2%. ``one_lsb_share(index)`` runs case ``index`` through
-    :func:`assert_one_integer_op_bit_exact`; the tests cache it (``functools.cache``), so cases
-    the parametrized test already ran in this session are not run again, and this check also
-    holds when run alone."""
+    over the randomized cases ``range(cases)`` stays under 2%. ``one_lsb_share(index)`` runs case
+    ``index`` through :func:`assert_one_integer_op_bit_exact`; the tests cache it
+    (``functools.cache``), so cases the parametrized test already ran in this session are not run
+    again, and this check also holds when run alone."""
     fraction = float(np.mean([one_lsb_share(index) for index in range(cases)]))
-    print(f"{what} elements where TVM's float QDQ build and the exact rounding part: {fraction:.4%}")
+    print(f"{what} elements where TVM's QDQ build and the exact rounding part: {fraction:.4%}")
     assert fraction < 0.02
