@@ -149,45 +149,33 @@ template <typename T>
 void Float32MatmulResults(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
                           const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
                           int64_t channels, const Requantization& requant,
-                          std::vector<int64_t>* results) {
+                          std::vector<int64_t>* results, WeightPackCache* packs) {
+  // A constant weight's columns, each laid out in order once (a tie's column is otherwise read
+  // with a stride of a row per product, a cache line each).
+  const PackedWeights* columns =
+      packs == nullptr || ties.empty()
+          ? nullptr
+          : packs->Get({reinterpret_cast<intptr_t>(w), -1, depth, ldw, channels, 0, 0, 0},
+                       [&](PackedWeights* out) {
+                         out->b.resize(static_cast<size_t>(channels * depth + 3) / 4);
+                         int8_t* t = reinterpret_cast<int8_t*>(out->b.data());
+                         for (int64_t p = 0; p < depth; ++p) {
+                           for (int64_t n = 0; n < channels; ++n) t[n * depth + p] = w[p * ldw + n];
+                         }
+                       });
   auto gather = [&](int64_t tie, int32_t* xs, int32_t* ws) {
     const T* row = x + tie / channels * depth;
-    const int8_t* column = w + tie % channels;
     for (int64_t p = 0; p < depth; ++p) xs[p] = row[p];
-    for (int64_t p = 0; p < depth; ++p) ws[p] = column[p * ldw];
-  };
-  Float32Results(ties, depth, channels, x_zero_point, w_zero_point, requant, gather, results);
-}
-
-template <typename T>
-void Float32ConvResults(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
-                        int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
-                        const Shape& out_shape, const Conv2dParams& params,
-                        const Requantization& requant, std::vector<int64_t>* results) {
-  const int64_t h = in_shape[1], w = in_shape[2], c = in_shape[3];
-  const int64_t kh = weight_shape[0], kw = weight_shape[1], co = weight_shape[3];
-  const int64_t oh = out_shape[1], ow = out_shape[2];
-  const bool channels_outermost = requant.float32.channels_outermost;
-  auto gather = [&](int64_t tie, int32_t* xs, int32_t* ws) {
-    const int64_t pixel = tie / co, channel = tie % co;
-    const int64_t batch = pixel / (oh * ow), oy = pixel / ow % oh, ox = pixel % ow;
-    for (int64_t ky = 0; ky < kh; ++ky) {
-      const int64_t iy = oy * params.strides[0] - params.padding[0] + ky * params.dilation[0];
-      for (int64_t kx = 0; kx < kw; ++kx) {
-        const int64_t ix = ox * params.strides[1] - params.padding[1] + kx * params.dilation[1];
-        const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-        const T* pixel_in = inside ? input + ((batch * h + iy) * w + ix) * c : nullptr;
-        const int8_t* taps = weight + (ky * kw + kx) * c * co + channel;
-        for (int64_t ci = 0; ci < c; ++ci) {
-          // TVM's reduction order: its data layout's, (channel, row, column) for NCHW.
-          const int64_t p = channels_outermost ? (ci * kh + ky) * kw + kx : (ky * kw + kx) * c + ci;
-          xs[p] = inside ? static_cast<int32_t>(pixel_in[ci]) : static_cast<int32_t>(x_zero_point);
-          ws[p] = inside ? taps[ci * co] : 0;
-        }
-      }
+    if (columns != nullptr) {
+      const int8_t* column =
+          reinterpret_cast<const int8_t*>(columns->b.data()) + tie % channels * depth;
+      for (int64_t p = 0; p < depth; ++p) ws[p] = column[p];
+    } else {
+      const int8_t* column = w + tie % channels;
+      for (int64_t p = 0; p < depth; ++p) ws[p] = column[p * ldw];
     }
   };
-  Float32Results(ties, kh * kw * c, co, x_zero_point, 0, requant, gather, results);
+  Float32Results(ties, depth, channels, x_zero_point, w_zero_point, requant, gather, results);
 }
 
 void StoreResults(const std::vector<int64_t>& ties, const std::vector<int64_t>& results,
@@ -198,13 +186,10 @@ void StoreResults(const std::vector<int64_t>& ties, const std::vector<int64_t>& 
   }
 }
 
-#define EXAMPLE_NPU_NEAR_TIES(T)                                                                   \
-  template void Float32MatmulResults(const std::vector<int64_t>&, const T*, int64_t,               \
-                                     const int8_t*, int64_t, int64_t, int64_t, int64_t,            \
-                                     const Requantization&, std::vector<int64_t>*);                \
-  template void Float32ConvResults(const std::vector<int64_t>&, const T*, const Shape&, int64_t,   \
-                                   const int8_t*, const Shape&, const Shape&, const Conv2dParams&, \
-                                   const Requantization&, std::vector<int64_t>*);
+#define EXAMPLE_NPU_NEAR_TIES(T)                                                                \
+  template void Float32MatmulResults(                                                           \
+      const std::vector<int64_t>&, const T*, int64_t, const int8_t*, int64_t, int64_t, int64_t, \
+      int64_t, const Requantization&, std::vector<int64_t>*, WeightPackCache*);
 EXAMPLE_NPU_NEAR_TIES(int8_t)
 EXAMPLE_NPU_NEAR_TIES(uint8_t)
 EXAMPLE_NPU_NEAR_TIES(int16_t)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/quantize.h"
+#include "kernels/weight_pack_cache.h"
 
 namespace example_npu {
 namespace kernels {
@@ -54,25 +55,14 @@ void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requ
  * * channels + channel) of a quantized matmul of x rows of `depth` activations by w[depth, ldw]
  * (the result's `channels` columns first): the float32 sum, in order of p, of
  * dequantize(x[row, p]) * dequantize(w[p, channel]), plus the float32 bias, quantized (round half
- * to even).
+ * to even). `packs`: where a constant w's columns, laid out for this, are kept (nullptr: w
+ * changes; its columns are read in place).
  */
 template <typename T>
 void Float32MatmulResults(const std::vector<int64_t>& ties, const T* x, int64_t x_zero_point,
                           const int8_t* w, int64_t ldw, int64_t w_zero_point, int64_t depth,
                           int64_t channels, const Requantization& requant,
-                          std::vector<int64_t>* results);
-
-/*!
- * \brief Float32MatmulResults for a quantized NHWC / HWIO convolution of one group (flat indices
- * pixel * channels + channel, pixels over batch, rows, columns of out_shape): the taps inside the
- * input (padding adds TVM's zeros, which change no sum) in the order of
- * requant.float32.channels_outermost.
- */
-template <typename T>
-void Float32ConvResults(const std::vector<int64_t>& ties, const T* input, const Shape& in_shape,
-                        int64_t x_zero_point, const int8_t* weight, const Shape& weight_shape,
-                        const Shape& out_shape, const Conv2dParams& params,
-                        const Requantization& requant, std::vector<int64_t>* results);
+                          std::vector<int64_t>* results, WeightPackCache* packs = nullptr);
 
 /*! \brief out[pixel * pixel_stride + channel] = results[t] as `type` for each tie t. */
 void StoreResults(const std::vector<int64_t>& ties, const std::vector<int64_t>& results,

@@ -62,9 +62,6 @@ struct Float32Operands {
   float output_scale = 0;
   std::vector<float> weight_scales;  // one, or one per channel
   std::vector<float> bias;           // TVM's float32 bias: empty, or one per channel
-  // A convolution's sum order: TVM reduces over its data layout's order of (channel, ky, kx),
-  // the input channel outermost in NCHW and innermost in NHWC.
-  bool channels_outermost = true;
 
   bool empty() const { return weight_scales.empty(); }
   float WeightScale(int64_t channel) const {

@@ -243,15 +243,6 @@ void WithActivation(DType dtype, const uint8_t* data, const Fn& fn) {
 }
 
 /*!
- * \brief Whether `node`'s outputs near a rounding tie take TVM's float32 steps under `requant`:
- * matmuls, and convolutions of one group (others, and TFLite's layers, keep the exact rounding).
- */
-bool BreaksTies(const Node& node, const QnnAttrs& attrs, const kernels::Requantization& requant) {
-  return !requant.float32.empty() && (node.op == OpKind::kQnnMatmul ||
-                                      (node.op == OpKind::kQnnConv2d && attrs.conv.groups == 1));
-}
-
-/*!
  * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
  * weights): the exact int64 accumulators of the op, or their requantization into the output
  * integers (stored as float, narrowed by the store). With `fused` (a requantization step fused
@@ -272,24 +263,18 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
   const kernels::SumsOut to = fused != nullptr ? *fused : kernels::SumsOut{acc, compute.accumulate};
-  // A fused requantization finds its near-tie outputs, recomputed here in TVM's steps.
+  // A fused requantization with float32 operands (a QDQ matmul's) finds its near-tie outputs,
+  // recomputed here in TVM's steps.
   thread_local std::vector<int64_t> ties, results;
   ties.clear();
   kernels::SumsOut sums = to;
-  if (fused != nullptr && BreaksTies(node, attrs, fused->requant->requantization())) {
+  if (fused != nullptr && !fused->requant->requantization().float32.empty()) {
     sums.near_ties = &ties;
   }
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
       kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, sums,
                                out_shape, attrs.conv, packs);
-      if (!ties.empty()) {
-        kernels::Float32ConvResults(ties, data, x.shape, attrs.input_zero_point, weight, w.shape,
-                                    out_shape, attrs.conv, fused->requant->requantization(),
-                                    &results);
-        kernels::StoreResults(ties, results, channels, sums.out, sums.out_type,
-                              sums.PixelStride(channels));
-      }
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
       kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
                                         out_shape, attrs.transposed.params, compute.accumulate);
@@ -299,7 +284,8 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
                                packs);
       if (!ties.empty()) {
         kernels::Float32MatmulResults(ties, data, attrs.input_zero_point, weight, channels, 0,
-                                      depth, channels, fused->requant->requantization(), &results);
+                                      depth, channels, fused->requant->requantization(), &results,
+                                      packs);
         kernels::StoreResults(ties, results, channels, sums.out, sums.out_type,
                               sums.PixelStride(channels));
       }
@@ -336,7 +322,8 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
     if (!ties.empty()) {
       kernels::Float32MatmulResults(ties, data, zero_point, weight,
                                     merge.weight_stride > 0 ? merge.weight_stride : merge.columns,
-                                    0, depth, merge.columns, *merge.requant, &results);
+                                    0, depth, merge.columns, *merge.requant, &results,
+                                    ctx.packed_weights);
       kernels::StoreResults(ties, results, merge.columns, to.out, to.out_type,
                             to.PixelStride(merge.columns));
     }
@@ -363,7 +350,8 @@ void QuantizedOperands(const RunContext& ctx, int64_t command, std::vector<const
  * steps keeps the exact rounding.
  */
 void StashTieBreaks(const RunContext& ctx, int64_t command,
-                    const std::vector<const uint8_t*>& operands, const uint8_t* accumulators) {
+                    const std::vector<const uint8_t*>& operands, const uint8_t* accumulators,
+                    kernels::WeightPackCache* packs) {
   const ComputeCommand& op = ctx.program.commands[command].compute();
   if (op.accumulate || command + 1 >= static_cast<int64_t>(ctx.program.commands.size())) return;
   const Command& next = ctx.program.commands[command + 1];
@@ -374,9 +362,8 @@ void StashTieBreaks(const RunContext& ctx, int64_t command,
   const kernels::Requantization& requant = std::get<QnnAttrs>(next.compute().attrs).requant;
   std::vector<std::pair<int64_t, int64_t>>& results = ctx.mem->tie_breaks[command + 1];
   results.clear();
-  const Node& node = ctx.program.graph.nodes[op.node];
+  if (requant.float32.empty()) return;  // a QDQ matmul's only
   const QnnAttrs& attrs = std::get<QnnAttrs>(op.attrs);
-  if (!BreaksTies(node, attrs, requant)) return;
   const int64_t channels = op.output.shape.empty() ? 1 : op.output.shape.back();
   const int64_t rows = kernels::NumElements(op.output.shape) / std::max<int64_t>(channels, 1);
   thread_local std::vector<int64_t> ties;
@@ -387,14 +374,9 @@ void StashTieBreaks(const RunContext& ctx, int64_t command,
   const int8_t* weight = reinterpret_cast<const int8_t*>(operands[1]);
   thread_local std::vector<int64_t> values;
   WithActivation(x.dtype, operands[0], [&](const auto* data) {
-    if (node.op == OpKind::kQnnConv2d) {
-      kernels::Float32ConvResults(ties, data, x.shape, attrs.input_zero_point, weight, w.shape,
-                                  op.output.shape, attrs.conv, requant, &values);
-    } else {
-      kernels::Float32MatmulResults(ties, data, attrs.input_zero_point, weight, w.shape.back(),
-                                    attrs.weight_zero_point, x.shape.back(), channels, requant,
-                                    &values);
-    }
+    kernels::Float32MatmulResults(ties, data, attrs.input_zero_point, weight, w.shape.back(),
+                                  attrs.weight_zero_point, x.shape.back(), channels, requant,
+                                  &values, packs);
   });
   for (size_t t = 0; t < ties.size(); ++t) results.emplace_back(ties[t], values[t]);
 }
@@ -441,7 +423,7 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     const int64_t fused = ctx.fused.with[command];
     if (fused < 0) {
       RunQuantizedStep(node, compute, tiles, output, packs);
-      StashTieBreaks(ctx, command, tiles, output);
+      StashTieBreaks(ctx, command, tiles, output, packs);
       return;
     }
     const FusedRequantization::Step& step = ctx.fused.steps[fused];

@@ -147,50 +147,6 @@ TEST(NearTiesTest, BrokenTiesOfAMatmulAreTvmsFloat32Rounding) {
   EXPECT_GT(parted, 0);  // ties the exact rounding takes upward
 }
 
-TEST(NearTiesTest, ConvOutputSumsTheTapsInsideTheInput) {
-  // Float32ConvResults' taps against the convolution written out (NCHW order: channel, row,
-  // column), on a strided, dilated, padded NHWC / HWIO tile.
-  std::mt19937 rng(13);
-  std::uniform_int_distribution<int> value(-128, 127);
-  const Shape in_shape{1, 6, 7, 3}, weight_shape{3, 2, 3, 4}, out_shape{1, 3, 4, 4};
-  Conv2dParams p;
-  p.strides = {2, 2};
-  p.padding = {1, 1, 1, 2};
-  p.dilation = {1, 2};
-  p.data_layout = DataLayout::kNHWC;
-  p.kernel_layout = KernelLayout::kHWIO;
-  std::vector<int8_t> x(NumElements(in_shape)), w(NumElements(weight_shape));
-  for (int8_t& v : x) v = static_cast<int8_t>(value(rng));
-  for (int8_t& v : w) v = static_cast<int8_t>(value(rng));
-  Requantization r;
-  r.multipliers = {QuantizeMultiplier(0.01 * 0.02 / 0.3)};
-  r.float32 = {0.01f, 0.3f, {0.02f}, {}};
-  r.float32.channels_outermost = true;
-  std::vector<int64_t> every(48), results;
-  for (int64_t i = 0; i < 48; ++i) every[i] = i;
-  Float32ConvResults(every, x.data(), in_shape, -2, w.data(), weight_shape, out_shape, p, r,
-                     &results);
-  for (int64_t pixel = 0; pixel < 12; ++pixel) {
-    for (int64_t co = 0; co < 4; ++co) {
-      const int64_t oy = pixel / 4, ox = pixel % 4;
-      float sum = 0.0f;
-      for (int64_t ci = 0; ci < 3; ++ci) {
-        for (int64_t ky = 0; ky < 3; ++ky) {
-          for (int64_t kx = 0; kx < 2; ++kx) {
-            const int64_t iy = oy * 2 - 1 + ky, ix = ox * 2 - 1 + kx * 2;
-            if (iy < 0 || iy >= 6 || ix < 0 || ix >= 7) continue;
-            const float product = ((x[(iy * 7 + ix) * 3 + ci] + 2.0f) * 0.01f) *
-                                  (w[((ky * 2 + kx) * 3 + ci) * 4 + co] * 0.02f);
-            sum = sum + product;
-          }
-        }
-      }
-      const float expected = std::clamp(std::nearbyint(sum / 0.3f), -128.0f, 127.0f);
-      EXPECT_EQ(results[pixel * 4 + co], static_cast<int64_t>(expected)) << pixel << ", " << co;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace kernels
 }  // namespace example_npu

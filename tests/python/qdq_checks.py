@@ -1,8 +1,8 @@
-"""Checks shared by the randomized QDQ tests: one integer NPU op whose output is TVM's CPU build of
-the float QDQ graph bit for bit, and the integer reference's exact rounding everywhere but the
-outputs near a rounding tie, which take TVM's float32 steps (src/kernels/near_ties.h). Layers that
-keep the exact rounding there (grouped convolutions, transposed ones) equal the integer reference
-and lie within 1 LSB of TVM's build."""
+"""Checks shared by the randomized QDQ tests: one integer NPU op. A matmul's output is TVM's CPU
+build of the float QDQ graph bit for bit, and the integer reference's exact rounding everywhere but
+the outputs near a rounding tie, which take TVM's float32 steps (src/kernels/near_ties.h).
+Convolutions keep the exact rounding there: they equal the integer reference and lie within 1 LSB
+of TVM's build."""
 
 from __future__ import annotations
 
