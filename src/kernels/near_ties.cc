@@ -81,12 +81,24 @@ bool NearTie(int64_t value, const FixedPointMultiplier& m, int64_t window, int64
 void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requantization& requant,
                   std::vector<int64_t>* ties) {
   if (requant.float32.empty()) return;
-  thread_local std::vector<int64_t> windows;
+  // Per channel: the window, and the quick test of PreparedRequantization::FindNearTies.
+  thread_local std::vector<int64_t> windows, m0s, nudges, masks;
   windows.resize(static_cast<size_t>(channels));
-  for (int64_t j = 0; j < channels; ++j) windows[j] = NearTieWindow(requant, j);
+  m0s.resize(windows.size());
+  nudges.resize(windows.size());
+  masks.resize(windows.size());
+  for (int64_t j = 0; j < channels; ++j) {
+    const FixedPointMultiplier& m = requant.Multiplier(j);
+    windows[j] = NearTieWindow(requant, j);
+    m0s[j] = m.m0;
+    nudges[j] = (int64_t{1} << (m.shift - 1)) + windows[j];
+    masks[j] = (int64_t{1} << m.shift) - 1;
+  }
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < channels; ++j) {
       const int64_t value = acc[i * channels + j] + (requant.bias.empty() ? 0 : requant.bias[j]);
+      const bool narrow = value > -(int64_t{1} << 31) && value < (int64_t{1} << 31);
+      if (narrow && ((value * m0s[j] + nudges[j]) & masks[j]) >= 2 * windows[j]) continue;
       if (NearTie(value, requant.Multiplier(j), windows[j], requant.output_zero_point, requant.min,
                   requant.max)) {
         ties->push_back(i * channels + j);

@@ -372,21 +372,25 @@ void PreparedRequantization::FindNearTies(const int32_t* sums, int64_t ld_sums,
   const int64_t channels = channels_;
   const int64_t *m0 = near_.m0.data(), *nudge = near_.nudge.data(), *mask = near_.mask.data(),
                 *width = near_.width.data(), *bias = near_.bias.data();
-  thread_local std::vector<int64_t> offsets, values, candidates;
+  thread_local std::vector<int64_t> offsets;
   offsets.resize(static_cast<size_t>(channels));
-  values.resize(static_cast<size_t>(channels));
-  candidates.resize(static_cast<size_t>(channels));
-  int64_t *offset = offsets.data(), *value = values.data(), *candidate = candidates.data();
+  int64_t* offset = offsets.data();
   for (int64_t j = 0; j < channels; ++j) {
     offset[j] = bias[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
   }
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t* s = sums + i * ld_sums;
     const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
-    // Every channel's quick test (below 2^31 the product and nudge fit int64: m0 < 2^31, shift
-    // <= 62; wider values, from int16 activations, are candidates for NearTie's 128-bit
-    // arithmetic).
-    int64_t any = 0;
+    // A candidate (one in a few hundred) gets NearTie's exact test.
+    auto check = [&](int64_t j) {
+      if (NearTie(int64_t{s[j]} + offset[j] - row_term, requant_.Multiplier(j), near_.window[j],
+                  requant_.output_zero_point, requant_.min, requant_.max)) {
+        ties->push_back((first_pixel + i) * channels + j);
+      }
+    };
+    // The quick test: below 2^31 the product and nudge fit int64 (m0 < 2^31, shift <= 62), and
+    // the value and m0 fit the int32 halves of a 32 x 32 -> 64-bit product; wider values (int16
+    // activations) are candidates.
     int64_t j = 0;
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
     const __m512i lowest = _mm512_set1_epi64(-(int64_t{1} << 31) + 1);
@@ -398,31 +402,20 @@ void PreparedRequantization::FindNearTies(const int32_t* sums, int64_t ld_sums,
               _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + j))),
               _mm512_loadu_si512(offset + j)),
           row);
-      _mm512_storeu_si512(value + j, v);
       const __m512i remainder =
-          _mm512_and_si512(_mm512_add_epi64(_mm512_mullo_epi64(v, _mm512_loadu_si512(m0 + j)),
+          _mm512_and_si512(_mm512_add_epi64(_mm512_mul_epi32(v, _mm512_loadu_si512(m0 + j)),
                                             _mm512_loadu_si512(nudge + j)),
                            _mm512_loadu_si512(mask + j));
-      const __mmask8 flagged = _mm512_cmplt_epi64_mask(remainder, _mm512_loadu_si512(width + j)) |
-                               _mm512_cmplt_epi64_mask(v, lowest) |
-                               _mm512_cmpgt_epi64_mask(v, highest);
-      _mm512_storeu_si512(candidate + j, _mm512_maskz_set1_epi64(flagged, 1));
-      any |= flagged;
+      unsigned candidates = _mm512_cmplt_epi64_mask(remainder, _mm512_loadu_si512(width + j)) |
+                            _mm512_cmplt_epi64_mask(v, lowest) |
+                            _mm512_cmpgt_epi64_mask(v, highest);
+      for (; candidates != 0; candidates &= candidates - 1) check(j + __builtin_ctz(candidates));
     }
 #endif
     for (; j < channels; ++j) {
       const int64_t v = int64_t{s[j]} + offset[j] - row_term;
-      value[j] = v;
       const bool wide = v <= -(int64_t{1} << 31) || v >= (int64_t{1} << 31);
-      candidate[j] = wide || ((v * m0[j] + nudge[j]) & mask[j]) < width[j];
-      any |= candidate[j];
-    }
-    if (any == 0) continue;
-    for (int64_t j = 0; j < channels; ++j) {
-      if (candidate[j] != 0 && NearTie(value[j], requant_.Multiplier(j), near_.window[j],
-                                       requant_.output_zero_point, requant_.min, requant_.max)) {
-        ties->push_back((first_pixel + i) * channels + j);
-      }
+      if (wide || ((v * m0[j] + nudge[j]) & mask[j]) < width[j]) check(j);
     }
   }
 }
