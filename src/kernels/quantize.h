@@ -52,10 +52,11 @@ inline int64_t ScaleRounded(int64_t value, const FixedPointMultiplier& m) {
 int64_t RoundHalfEven(double value);
 
 /*!
- * \brief A QDQ layer's operands as TVM's float32 build of it reads them (Rounding::kTvm): TVM sums
- * the dequantized products in float32, so where the exact value lies near a rounding tie its
+ * \brief A QDQ matmul's operands as TVM's float32 build of it reads them (Rounding::kTvm): TVM
+ * sums the dequantized products in float32, so where the exact value lies near a rounding tie its
  * answer can be the other integer; those outputs are recomputed in its steps
- * (kernels/near_ties.h). Empty for layers without a float graph to follow (TFLite's).
+ * (kernels/near_ties.h). Empty for convolutions (they keep the exact rounding) and for layers
+ * without a float graph to follow (TFLite's).
  */
 struct Float32Operands {
   float input_scale = 0;
