@@ -62,7 +62,7 @@ bool NearTie(int64_t value, const FixedPointMultiplier& m, int64_t window, int64
   const __int128 one = 1;
   const __int128 rounded = static_cast<__int128>(value) * m.m0 + (one << (m.shift - 1));
   const __int128 quotient = rounded >> m.shift;  // the exact rounding, half up
-  const __int128 remainder = rounded - (quotient << m.shift);
+  const __int128 remainder = rounded - quotient * (one << m.shift);  // in [0, 2^shift)
   const __int128 near = window;
   // Just past a tie (rounded up from it) the other integer is one below; just short of one, one
   // above.
