@@ -7,31 +7,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/qdq_float32.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace example_npu {
 namespace kernels {
 namespace {
-
-/*! \brief out[at] = value as `type`. */
-void StoreResult(int64_t value, SumsType type, int64_t at, void* out) {
-  switch (type) {
-    case SumsType::kFloat32:
-      static_cast<float*>(out)[at] = static_cast<float>(value);
-      return;
-    case SumsType::kInt8:
-      static_cast<int8_t*>(out)[at] = static_cast<int8_t>(value);
-      return;
-    case SumsType::kUInt8:
-      static_cast<uint8_t*>(out)[at] = static_cast<uint8_t>(value);
-      return;
-    case SumsType::kInt16:
-      static_cast<int16_t*>(out)[at] = static_cast<int16_t>(value);
-      return;
-  }
-}
 
 /*! \brief The float32 sum's last steps: the bias added, then TVM's quantize. */
 int64_t QuantizedFloat32Sum(float sum, const Requantization& requant, int64_t channel) {
@@ -61,7 +48,7 @@ bool NearTie(int64_t value, const FixedPointMultiplier& m, int64_t window, int64
              int64_t min, int64_t max) {
   const __int128 one = 1;
   const __int128 rounded = static_cast<__int128>(value) * m.m0 + (one << (m.shift - 1));
-  const __int128 quotient = rounded >> m.shift;  // the exact rounding, half up
+  const __int128 quotient = rounded >> m.shift;                      // the exact rounding, half up
   const __int128 remainder = rounded - quotient * (one << m.shift);  // in [0, 2^shift)
   const __int128 near = window;
   // Just past a tie (rounded up from it) the other integer is one below; just short of one, one
@@ -78,32 +65,77 @@ bool NearTie(int64_t value, const FixedPointMultiplier& m, int64_t window, int64
   return lower + zero_point >= min && lower + zero_point < max;
 }
 
-void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requantization& requant,
-                  std::vector<int64_t>* ties) {
+NearTieScan::NearTieScan(const Requantization& requant, int64_t channels) : requant_(&requant) {
   if (requant.float32.empty()) return;
-  // Per channel: the window, and the quick test of PreparedRequantization::FindNearTies.
-  thread_local std::vector<int64_t> windows, m0s, nudges, masks;
-  windows.resize(static_cast<size_t>(channels));
-  m0s.resize(windows.size());
-  nudges.resize(windows.size());
-  masks.resize(windows.size());
   for (int64_t j = 0; j < channels; ++j) {
     const FixedPointMultiplier& m = requant.Multiplier(j);
-    windows[j] = NearTieWindow(requant, j);
-    m0s[j] = m.m0;
-    nudges[j] = (int64_t{1} << (m.shift - 1)) + windows[j];
-    masks[j] = (int64_t{1} << m.shift) - 1;
+    const int64_t window = NearTieWindow(requant, j);
+    m0_.push_back(m.m0);
+    nudge_.push_back((int64_t{1} << (m.shift - 1)) + window);
+    mask_.push_back((int64_t{1} << m.shift) - 1);
+    width_.push_back(2 * window);
+    window_.push_back(window);
+    bias_.push_back(requant.bias.empty() ? 0 : requant.bias[j]);
   }
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < channels; ++j) {
-      const int64_t value = acc[i * channels + j] + (requant.bias.empty() ? 0 : requant.bias[j]);
-      const bool narrow = value > -(int64_t{1} << 31) && value < (int64_t{1} << 31);
-      if (narrow && ((value * m0s[j] + nudges[j]) & masks[j]) >= 2 * windows[j]) continue;
-      if (NearTie(value, requant.Multiplier(j), windows[j], requant.output_zero_point, requant.min,
-                  requant.max)) {
-        ties->push_back(i * channels + j);
-      }
+}
+
+template <typename T>
+void NearTieScan::ScanRow(const T* values, const int64_t* offsets, int64_t row_term,
+                          int64_t first_index, std::vector<int64_t>* ties) const {
+  const int64_t channels = static_cast<int64_t>(m0_.size());
+  const Requantization& r = *requant_;
+  // A candidate (one in a few hundred) gets NearTie's exact test.
+  auto check = [&](int64_t j) {
+    if (NearTie(int64_t{values[j]} + offsets[j] - row_term, r.Multiplier(j), window_[j],
+                r.output_zero_point, r.min, r.max)) {
+      ties->push_back(first_index + j);
     }
+  };
+  // The quick test: below 2^31 the product and nudge fit int64 (m0 < 2^31, shift <= 62), and
+  // the value and m0 fit the int32 halves of a 32 x 32 -> 64-bit product; wider values (int16
+  // activations) are candidates.
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512i lowest = _mm512_set1_epi64(-(int64_t{1} << 31) + 1);
+  const __m512i highest = _mm512_set1_epi64((int64_t{1} << 31) - 1);
+  const __m512i row = _mm512_set1_epi64(row_term);
+  for (; j + 8 <= channels; j += 8) {
+    __m512i exact;
+    if constexpr (std::is_same_v<T, int32_t>) {
+      exact =
+          _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j)));
+    } else {
+      exact = _mm512_loadu_si512(values + j);
+    }
+    const __m512i v =
+        _mm512_sub_epi64(_mm512_add_epi64(exact, _mm512_loadu_si512(offsets + j)), row);
+    const __m512i remainder =
+        _mm512_and_si512(_mm512_add_epi64(_mm512_mul_epi32(v, _mm512_loadu_si512(&m0_[j])),
+                                          _mm512_loadu_si512(&nudge_[j])),
+                         _mm512_loadu_si512(&mask_[j]));
+    unsigned candidates = _mm512_cmplt_epi64_mask(remainder, _mm512_loadu_si512(&width_[j])) |
+                          _mm512_cmplt_epi64_mask(v, lowest) | _mm512_cmpgt_epi64_mask(v, highest);
+    for (; candidates != 0; candidates &= candidates - 1) check(j + __builtin_ctz(candidates));
+  }
+#endif
+  for (; j < channels; ++j) {
+    const int64_t v = int64_t{values[j]} + offsets[j] - row_term;
+    const bool wide = v <= -(int64_t{1} << 31) || v >= (int64_t{1} << 31);
+    if (wide || ((v * m0_[j] + nudge_[j]) & mask_[j]) < width_[j]) check(j);
+  }
+}
+
+template void NearTieScan::ScanRow(const int32_t*, const int64_t*, int64_t, int64_t,
+                                   std::vector<int64_t>*) const;
+template void NearTieScan::ScanRow(const int64_t*, const int64_t*, int64_t, int64_t,
+                                   std::vector<int64_t>*) const;
+
+void FindNearTies(const int64_t* acc, int64_t rows, int64_t channels, const Requantization& requant,
+                  std::vector<int64_t>* ties) {
+  const NearTieScan scan(requant, channels);
+  if (scan.empty()) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    scan.ScanRow(acc + i * channels, scan.bias(), 0, i * channels, ties);
   }
 }
 
@@ -192,10 +224,12 @@ void Float32MatmulResults(const std::vector<int64_t>& ties, const T* x, int64_t 
 
 void StoreResults(const std::vector<int64_t>& ties, const std::vector<int64_t>& results,
                   int64_t channels, void* out, SumsType type, int64_t pixel_stride) {
-  for (size_t t = 0; t < ties.size(); ++t) {
-    const int64_t pixel = ties[t] / channels, channel = ties[t] % channels;
-    StoreResult(results[t], type, pixel * pixel_stride + channel, out);
-  }
+  WithSumsType(type, out, [&](auto* dst) {
+    using T = std::remove_pointer_t<decltype(dst)>;
+    for (size_t t = 0; t < ties.size(); ++t) {
+      dst[ties[t] / channels * pixel_stride + ties[t] % channels] = static_cast<T>(results[t]);
+    }
+  });
 }
 
 #define EXAMPLE_NPU_NEAR_TIES(T)                                                                \

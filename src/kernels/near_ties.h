@@ -44,6 +44,34 @@ bool NearTie(int64_t value, const FixedPointMultiplier& m, int64_t window, int64
              int64_t min, int64_t max);
 
 /*!
+ * \brief Per channel of a requantization with float32 operands, a quick test every near tie
+ * passes ((value m0 + 2^(shift-1) + window) mod 2^shift < 2 window, on int64 lanes for values
+ * below 2^31) and NearTie for the few that pass it: built once, then run over rows of exact sums.
+ */
+class NearTieScan {
+ public:
+  NearTieScan() = default;
+  /*! \brief Empty for a requantization without float32 operands; `requant` must outlive this. */
+  NearTieScan(const Requantization& requant, int64_t channels);
+
+  bool empty() const { return m0_.empty(); }
+  /*! \brief Per channel, the integer bias the NPU adds (0 without one). */
+  const int64_t* bias() const { return bias_.data(); }
+
+  /*!
+   * \brief Appends first_index + j to `ties` for the channels j whose exact value, values[j] +
+   * offsets[j] - row_term, lies near a tie. T: int32_t or int64_t.
+   */
+  template <typename T>
+  void ScanRow(const T* values, const int64_t* offsets, int64_t row_term, int64_t first_index,
+               std::vector<int64_t>* ties) const;
+
+ private:
+  const Requantization* requant_ = nullptr;
+  std::vector<int64_t> m0_, nudge_, mask_, width_, window_, bias_;
+};
+
+/*!
  * \brief Appends to `ties` the flat indices (row * channels + channel) of acc[rows, channels]'s
  * outputs near a tie under `requant` (acc the exact sums, before the bias). Nothing for
  * requantizations without float32 operands.

@@ -378,7 +378,9 @@ void QuantizedPool2d(const float* input, const Shape& in_shape, float* out, cons
     const Float32Dequantize dequantize{static_cast<float>(params.input_zero_point),
                                        params.input_scale};
     const Float32Quantize quantize(params.output_scale, params.out);
-    std::vector<float> real(NumElements(in_shape)), pooled(NumElements(out_shape));
+    thread_local std::vector<float> real, pooled;  // reused: a tile's pooling allocates nothing
+    real.resize(static_cast<size_t>(NumElements(in_shape)));
+    pooled.resize(static_cast<size_t>(NumElements(out_shape)));
     std::transform(input, input + real.size(), real.begin(), dequantize);
     Pool2d(real.data(), in_shape, pooled.data(), out_shape, params.pool);
     std::transform(pooled.begin(), pooled.end(), out, quantize);

@@ -101,6 +101,21 @@ inline int64_t SumsTypeBytes(SumsType type) {
   return type == SumsType::kFloat32 ? 4 : type == SumsType::kInt16 ? 2 : 1;
 }
 
+/*! \brief Calls store(out as a pointer to `type`'s elements). */
+template <typename Store>
+void WithSumsType(SumsType type, void* out, const Store& store) {
+  switch (type) {
+    case SumsType::kFloat32:
+      return store(static_cast<float*>(out));
+    case SumsType::kInt8:
+      return store(static_cast<int8_t*>(out));
+    case SumsType::kUInt8:
+      return store(static_cast<uint8_t*>(out));
+    case SumsType::kInt16:
+      return store(static_cast<int16_t*>(out));
+  }
+}
+
 /*!
  * \brief Where an integer kernel's exact sums go: int64 accumulators (stored, or added to when
  * `accumulate`), or, with `requant` set, their requantization into `out` as `out_type`

@@ -265,21 +265,8 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
 }
 
 PreparedRequantization::PreparedRequantization(const Requantization& requant, int64_t channels)
-    : requant_(requant), channels_(channels) {
+    : requant_(requant), channels_(channels), near_(requant, channels) {
   const Requantization& r = requant;
-  if (!r.float32.empty()) {
-    // Within `window` of a tie: (value m0 + 2^(shift-1) + window) mod 2^shift < 2 window.
-    for (int64_t j = 0; j < channels; ++j) {
-      const FixedPointMultiplier& m = r.Multiplier(j);
-      const int64_t window = NearTieWindow(r, j);
-      near_.m0.push_back(m.m0);
-      near_.nudge.push_back((int64_t{1} << (m.shift - 1)) + window);
-      near_.mask.push_back((int64_t{1} << m.shift) - 1);
-      near_.width.push_back(2 * window);
-      near_.window.push_back(window);
-      near_.bias.push_back(r.bias.empty() ? 0 : r.bias[j]);
-    }
-  }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
   if (r.rounding == Rounding::kTflite && !r.single_rounding) {
     if (FitsInt32Lanes(r)) lanes_ = Lanes::kInt32;
@@ -344,79 +331,29 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
 
 void StoreRequantized(const float* values, int64_t pixels, int64_t channels, SumsType type,
                       void* out, int64_t pixel_stride) {
-  auto narrow = [&](auto* dst) {
+  WithSumsType(type, out, [&](auto* dst) {
     using T = std::remove_pointer_t<decltype(dst)>;
     for (int64_t p = 0; p < pixels; ++p) {
       for (int64_t c = 0; c < channels; ++c) {
         dst[p * pixel_stride + c] = static_cast<T>(values[p * channels + c]);
       }
     }
-  };
-  switch (type) {
-    case SumsType::kFloat32:
-      return narrow(static_cast<float*>(out));
-    case SumsType::kInt8:
-      return narrow(static_cast<int8_t*>(out));
-    case SumsType::kUInt8:
-      return narrow(static_cast<uint8_t*>(out));
-    case SumsType::kInt16:
-      return narrow(static_cast<int16_t*>(out));
-  }
+  });
 }
 
 void PreparedRequantization::FindNearTies(const int32_t* sums, int64_t ld_sums,
                                           const int64_t* row_terms, const int32_t* column_sums,
                                           int64_t correction, int64_t rows, int64_t first_pixel,
                                           std::vector<int64_t>* ties) const {
-  if (near_.m0.empty()) return;
-  const int64_t channels = channels_;
-  const int64_t *m0 = near_.m0.data(), *nudge = near_.nudge.data(), *mask = near_.mask.data(),
-                *width = near_.width.data(), *bias = near_.bias.data();
+  if (near_.empty()) return;
   thread_local std::vector<int64_t> offsets;
-  offsets.resize(static_cast<size_t>(channels));
-  int64_t* offset = offsets.data();
-  for (int64_t j = 0; j < channels; ++j) {
-    offset[j] = bias[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+  offsets.resize(static_cast<size_t>(channels_));
+  for (int64_t j = 0; j < channels_; ++j) {
+    offsets[j] = near_.bias()[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
   }
   for (int64_t i = 0; i < rows; ++i) {
-    const int32_t* s = sums + i * ld_sums;
-    const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
-    // A candidate (one in a few hundred) gets NearTie's exact test.
-    auto check = [&](int64_t j) {
-      if (NearTie(int64_t{s[j]} + offset[j] - row_term, requant_.Multiplier(j), near_.window[j],
-                  requant_.output_zero_point, requant_.min, requant_.max)) {
-        ties->push_back((first_pixel + i) * channels + j);
-      }
-    };
-    // The quick test: below 2^31 the product and nudge fit int64 (m0 < 2^31, shift <= 62), and
-    // the value and m0 fit the int32 halves of a 32 x 32 -> 64-bit product; wider values (int16
-    // activations) are candidates.
-    int64_t j = 0;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-    const __m512i lowest = _mm512_set1_epi64(-(int64_t{1} << 31) + 1);
-    const __m512i highest = _mm512_set1_epi64((int64_t{1} << 31) - 1);
-    const __m512i row = _mm512_set1_epi64(row_term);
-    for (; j + 8 <= channels; j += 8) {
-      const __m512i v = _mm512_sub_epi64(
-          _mm512_add_epi64(
-              _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + j))),
-              _mm512_loadu_si512(offset + j)),
-          row);
-      const __m512i remainder =
-          _mm512_and_si512(_mm512_add_epi64(_mm512_mul_epi32(v, _mm512_loadu_si512(m0 + j)),
-                                            _mm512_loadu_si512(nudge + j)),
-                           _mm512_loadu_si512(mask + j));
-      unsigned candidates = _mm512_cmplt_epi64_mask(remainder, _mm512_loadu_si512(width + j)) |
-                            _mm512_cmplt_epi64_mask(v, lowest) |
-                            _mm512_cmpgt_epi64_mask(v, highest);
-      for (; candidates != 0; candidates &= candidates - 1) check(j + __builtin_ctz(candidates));
-    }
-#endif
-    for (; j < channels; ++j) {
-      const int64_t v = int64_t{s[j]} + offset[j] - row_term;
-      const bool wide = v <= -(int64_t{1} << 31) || v >= (int64_t{1} << 31);
-      if (wide || ((v * m0[j] + nudge[j]) & mask[j]) < width[j]) check(j);
-    }
+    near_.ScanRow(sums + i * ld_sums, offsets.data(), row_terms == nullptr ? 0 : row_terms[i],
+                  (first_pixel + i) * channels_, ties);
   }
 }
 

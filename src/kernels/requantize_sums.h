@@ -60,11 +60,6 @@ class PreparedRequantization {
 
  private:
   enum class Lanes { kInt32, kInt64, kElementwise };
-  /*! \brief Per channel: FindNearTies' quick test, (value m0 + nudge) & mask < width, which every
-   * near tie passes, the near-tie window and the bias (arrays, so the test vectorises). */
-  struct NearTieTests {
-    std::vector<int64_t> m0, nudge, mask, width, window, bias;
-  };
   void RunElementwise(const int32_t* sums, int64_t row_term, const int32_t* column_sums,
                       int64_t correction, void* out, SumsType out_type) const;
 
@@ -81,7 +76,7 @@ class PreparedRequantization {
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
   // Requantizations with float32 operands only.
-  NearTieTests near_;
+  NearTieScan near_;
 };
 
 /*!

@@ -262,12 +262,11 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
       << "quantized " << OpKindName(node.op)
       << " takes int8 / uint8 / int16 activations, int8 weights";
   const int8_t* weight = reinterpret_cast<const int8_t*>(inputs[1]);
-  const kernels::SumsOut to = fused != nullptr ? *fused : kernels::SumsOut{acc, compute.accumulate};
+  kernels::SumsOut sums = fused != nullptr ? *fused : kernels::SumsOut{acc, compute.accumulate};
   // A fused requantization with float32 operands (a QDQ matmul's) finds its near-tie outputs,
   // recomputed here in TVM's steps.
   thread_local std::vector<int64_t> ties, results;
   ties.clear();
-  kernels::SumsOut sums = to;
   if (fused != nullptr && !fused->requant->requantization().float32.empty()) {
     sums.near_ties = &ties;
   }

@@ -184,7 +184,8 @@ FusedRequantization PlanFusedRequantization(const Program& program, TransferPlan
     fused.folded[i] = true;
     const int64_t channels = step.output.shape.empty() ? 1 : step.output.shape.back();
     fused.steps.push_back(
-        {i, kernels::PreparedRequantization(std::get<QnnAttrs>(step.attrs).requant, channels)});
+        {i, kernels::PreparedRequantization(std::get<QnnAttrs>(step.attrs).requant, channels),
+         kernels::SumsType::kFloat32, DramRef{}, 0});
   }
   NarrowStoredRequantizations(program, forward, plan, &fused);
   return fused;
