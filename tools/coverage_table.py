@@ -554,6 +554,23 @@ def _island(glue: Callable[..., relax.Expr], inputs: int = 1) -> Body:
     return body
 
 
+def _integer_matmul(zero_point: bool) -> Body:
+    """onnxruntime's MatMulInteger as TVM imports it, and the cast of its int32 result (ONNX
+    defines it for 8-bit operands only: other dtypes are n/a)."""
+
+    def body(bb: relax.BlockBuilder, v: dict[str, relax.Var], dtype: str) -> relax.Expr:
+        if dtype not in ("int8", "uint8"):
+            raise ValueError(f"MatMulInteger takes no {dtype} operands")
+        x = bb.emit(relax.op.astype(v["x"], "int32"))
+        if zero_point:
+            x = bb.emit(relax.op.subtract(x, bb.emit(relax.op.astype(v["zp"], "int32"))))
+        weight = np.arange(-64, 64, dtype=np.int8).reshape(16, 8)
+        weight = bb.emit(relax.op.astype(_const(weight, "int8"), "int32"))
+        return relax.op.astype(bb.emit(relax.op.matmul(x, weight, out_dtype="int32")), "float32")
+
+    return body
+
+
 def _island_probes() -> list[Probe]:
     image = (("x", (1, 4, 6, 6)),)
     pool = {"pool_size": (3, 3), "strides": (2, 2), "padding": 1}
@@ -602,6 +619,15 @@ def _island_probes() -> list[Probe]:
             _island(relax.op.matmul, 2),
         )
     )
+    for zero_point in (False, True):
+        rows.append(
+            Probe(
+                "MatMulInteger",
+                "float32(x - zp) @ int8 weight" if zero_point else "float32(x @ int8 weight)",
+                (("x", (1, 8, 16)), ("zp", ())) if zero_point else (("x", (1, 8, 16)),),
+                _integer_matmul(zero_point),
+            )
+        )
     for name in ("add", "multiply"):
         op = getattr(relax.op, name)
         rows.append(

@@ -278,8 +278,45 @@ kernels::Float32Operands Float32OperandsOf(const QnnAttrs& q, const JsonObject& 
   return f;
 }
 
+/*!
+ * \brief A qnn.matmul with a float32 result: the exact integer sum of (x - input_zero_point) *
+ * (w - weight_zero_point) as float32, which is onnxruntime's MatMulInteger and the Cast after it
+ * (an int32 matmul; ValidateGraph keeps its depth where the sum cannot leave int32). No scales,
+ * bias or clamp: the requantization is the identity into the int32 range, and the store rounds
+ * to float32 as TVM's cast does.
+ */
+QnnAttrs ParseIntegerSumAttrs(const JsonObject& attrs, const std::string& where) {
+  for (const char* key : {"input_scale", "weight_scales", "output_scale", "output_zero_point",
+                          "bias", "int32_bias", "min_value", "max_value", "rounding"}) {
+    if (attrs.Has(key)) {
+      TVM_FFI_THROW(ValueError) << where << ": a float32 qnn.matmul is an exact integer sum and "
+                                << "takes no " << key;
+    }
+  }
+  QnnAttrs q;
+  q.input_scale = 1;
+  q.output_scale = 1;
+  q.weight_scales = {1.0};
+  q.input_zero_point = ZeroPoint(attrs, "input_zero_point");
+  if (attrs.Has("weight_zero_point")) q.weight_zero_point = ZeroPoint(attrs, "weight_zero_point");
+  if (q.weight_zero_point < -128 || q.weight_zero_point > 127) {
+    TVM_FFI_THROW(ValueError) << attrs.Field("weight_zero_point") << " " << q.weight_zero_point
+                              << " is not an int8 zero point";
+  }
+  kernels::Requantization& r = q.requant;
+  r.rounding = kernels::Rounding::kTvm;
+  r.multipliers = {kernels::QuantizeMultiplier(1.0)};
+  r.output_zero_point = 0;
+  r.min = std::numeric_limits<int32_t>::min();
+  r.max = std::numeric_limits<int32_t>::max();
+  return q;
+}
+
 QnnAttrs ParseQnnAttrs(OpKind kind, const JsonObject& attrs, DType dtype,
                        const std::string& where) {
+  if (kind == OpKind::kQnnMatmul && dtype == DType::kFloat32) {
+    return ParseIntegerSumAttrs(attrs, where);
+  }
   QnnAttrs q;
   if (kind == OpKind::kQnnConv2d) q.conv = ParseConv2dAttrs(attrs).params;
   if (kind == OpKind::kQnnConv2dTranspose) q.transposed = ParseConvTransposeAttrs(attrs);

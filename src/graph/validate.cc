@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -75,9 +77,14 @@ bool DTypeAllowed(const Node& node, size_t k, DType dtype) {
       return dtype == DType::kFloat32 && IsQuantizedDType(node.dtype);
     case OpKind::kDequantize:
       return IsQuantizedDType(dtype) && node.dtype == DType::kFloat32;
+    case OpKind::kQnnMatmul:
+      if (node.dtype == DType::kFloat32) {  // an exact integer sum: 8-bit activations
+        return k == 0 ? IsQuantizedDType(dtype) && DTypeBytes(dtype) == 1 : dtype == DType::kInt8;
+      }
+      return IsQuantizedDType(node.dtype) &&
+             (k == 0 ? IsQuantizedDType(dtype) : dtype == DType::kInt8);
     case OpKind::kQnnConv2d:
     case OpKind::kQnnConv2dTranspose:
-    case OpKind::kQnnMatmul:
       return IsQuantizedDType(node.dtype) &&
              (k == 0 ? IsQuantizedDType(dtype) : dtype == DType::kInt8);
     case OpKind::kArgmax:
@@ -133,6 +140,17 @@ void CheckQnnInputs(const Graph& graph, const Node& node) {
     if (DTypeBytes(input) != 1) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": TFLite rounding needs 8-bit inputs, not "
                                 << DTypeName(input);
+    }
+  }
+  if (node.op == OpKind::kQnnMatmul && node.dtype == DType::kFloat32) {
+    // TVM's int32 matmul wraps past int32; the NPU's sums are exact. Refused where they could
+    // part: |x - zero point| <= 255, |w - weight zero point| <= 128 + |weight zero point|.
+    const QnnAttrs& qnn = std::get<QnnAttrs>(node.attrs);
+    const int64_t depth = graph.nodes[node.inputs[0]].shape.back();
+    const int64_t largest_product = 255 * (128 + std::abs(qnn.weight_zero_point));
+    if (depth > std::numeric_limits<int32_t>::max() / largest_product) {
+      TVM_FFI_THROW(ValueError) << Where(node) << ": a depth of " << depth
+                                << " can leave int32, where TVM's integer sum wraps";
     }
   }
   if (const auto* lut = std::get_if<QnnLutAttrs>(&node.attrs)) {

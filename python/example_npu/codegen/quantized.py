@@ -95,6 +95,8 @@ def lower_qnn_composite(
 ) -> int:
     """Emits the qnn node for a quantized composite and returns its node id."""
     name = composite.removeprefix(QNN_COMPOSITE_PREFIX)
+    if name.startswith("integer_matmul"):
+        return _lower_integer_matmul(builder, func, env, composite)
     if not name.startswith(("conv2d", "matmul", "dense")):
         return _lower_island(builder, func, env, composite, name)
 
@@ -159,6 +161,30 @@ def lower_qnn_composite(
             "composite": composite,
         }
     )
+
+
+def _lower_integer_matmul(
+    builder: Any, func: relax.Function, env: dict[Any, Any], composite: str
+) -> int:
+    """MatMulInteger and its float32 cast (partition/checks/integer_matmul.py): a qnn.matmul
+    with a float32 result, the exact integer sum, its zero point a constant or a call argument."""
+    calls = _calls_by_op(func)
+    matmul = calls["matmul"][0]
+    lhs = _binding_value(func, matmul.args[0])
+    attrs: dict[str, Any] = {"input_zero_point": 0}
+    if lhs.op.name == "relax.subtract":
+        widened = lhs.args[1]  # a folded int32 constant, or astype(zero point)
+        if builder.constant_of(widened, env) is None:
+            widened = _binding_value(func, widened).args[0]
+        attrs["input_zero_point"] = _scalar_int(builder, widened, env)
+        lhs = _binding_value(func, lhs.args[0])
+    weight = _binding_value(func, matmul.args[1]).args[0]
+    result = next(call for call in calls["astype"] if _is_bound_to(func, func.body.body, call))
+    inputs = [
+        builder.eval_tensor(lhs.args[0], env, composite),
+        builder.eval_tensor(weight, env, composite),
+    ]
+    return _node(builder, "qnn.matmul", inputs, result, attrs, composite)
 
 
 def _binding_value(func: relax.Function, var: relax.Var) -> Any:

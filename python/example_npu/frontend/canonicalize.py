@@ -55,6 +55,8 @@ pooling). Then, on the result, the QDQ rewrites of :func:`example_npu.frontend.q
 (own dequantize per consumer, quantize above shape ops, elementwise islands as tables, long
 concatenations nested). They come second because they read the ops the first stage produces
 (an ONNX ``Clip`` between dequantize and quantize is a ``maximum`` / ``minimum`` only then).
+Last, the folded int32 weights of ``MatMulInteger`` that hold int8 values are ``astype`` of an
+int8 constant (:mod:`.integer_matmul`).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from ..relax_types import static_shape
 from .constant_fold import fold, foldable, identity_operand, legalize_bool_arithmetic
 from .index_arith import IndexArithmetic
+from .integer_matmul import int8_integer_weights
 from .masks import MaskRewriter, constant_conditions_as_comparisons, gather_as_take
 from .qdq import canonicalize_qdq
 from .tflite_canonical import canonicalize_tflite
@@ -426,4 +429,4 @@ def canonicalize(mod: tvm.IRModule, rounding: str | None = None) -> tvm.IRModule
     mod = canonicalize_tflite(mod, tflite_semantics=tflite)
     # canonicalize_qdq starts with CanonicalizeBindings and ends with dead-code elimination.
     mod = canonicalize_qdq(mod, semantics="tflite" if tflite else "tvm")
-    return constant_conditions_as_comparisons(mod)
+    return int8_integer_weights(constant_conditions_as_comparisons(mod))

@@ -83,3 +83,26 @@ def lookup_table() -> Built:
     data = wildcard()
     root = is_op("relax.take")(is_const(), data)
     return root, {"input": data, "root": root}
+
+
+def integer_matmul(with_zero_point: bool):
+    """astype(matmul(astype(x_q, int32) [- zero point as int32], astype(w_int8_const, int32)),
+    float32): onnxruntime's MatMulInteger and the Cast after it, as TVM imports them
+    (frontend/integer_matmul.py gives the weight its int8 form)."""
+
+    def build() -> Built:
+        x_q = wildcard()
+        annotations: dict[str, DFPattern] = {"input": x_q}
+        lhs = annotations["x32"] = is_op("relax.astype")(x_q)
+        if with_zero_point:
+            # Widened at run time, or a constant the canonicalizer folded to int32.
+            zero_point = is_op("relax.astype")(wildcard()) | is_const()
+            lhs = is_op("relax.subtract")(lhs, zero_point)
+            annotations["zero_point"] = zero_point
+        weight = annotations["weight"] = is_const()
+        annotations["w32"] = is_op("relax.astype")(weight)
+        annotations["matmul"] = is_op("relax.matmul")(lhs, annotations["w32"])
+        annotations["root"] = is_op("relax.astype")(annotations["matmul"])
+        return annotations["root"], annotations
+
+    return build

@@ -2,8 +2,9 @@
 
 Two kinds: islands around a glue op (``dequantize -> op -> quantize``, builders in
 quantized_patterns.py: lookup tables, requantize, add / multiply, activation matmul, pooling,
-mean, softmax, concat) and producer chains ``quantize(activation?(producer(dequantize(x),
-dequantize(w_const)) + bias?))`` on the matrix engine. table.py puts them above every float row.
+mean, softmax, concat; and onnxruntime's ``MatMulInteger``, whose result is float32) and producer
+chains ``quantize(activation?(producer(dequantize(x), dequantize(w_const)) + bias?))`` on the
+matrix engine. table.py puts them above every float row.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..frontend.qdq import MAX_CONCAT_INPUTS
 from . import quantized_patterns
 from .chains import producer_epilogue
 from .checks import compute, quantized
+from .checks.integer_matmul import check_integer_matmul_region
 from .row import CallCheck, PatternBuilder, PatternRow
 from .verdict import Verdict
 
@@ -106,6 +108,14 @@ _QNN_GLUE_ROWS: tuple[PatternRow, ...] = (
             f"qnn_{op}", quantized_patterns.unary(f"relax.nn.{op}"), quantized.check_pool_region
         )
         for op in ("max_pool2d", "avg_pool2d")
+    ],
+    *[
+        _island_row(
+            f"qnn_integer_matmul{suffix}",
+            quantized_patterns.integer_matmul(with_zero_point),
+            check_integer_matmul_region,
+        )
+        for suffix, with_zero_point in (("", False), ("_zero_point", True))
     ],
     _island_row("qnn_mean", quantized_patterns.unary("relax.mean"), quantized.check_mean_region),
     _island_row(
