@@ -97,7 +97,9 @@ bool HasAvx512Bw() {
 /*! \brief 16 activations of channels [c, c + 16) (masked) widened to int32. */
 template <typename T>
 EXAMPLE_NPU_AVX512BW inline __m512i LoadWidened(const T* x, __mmask16 mask) {
-  const __m128i raw = _mm_maskz_loadu_epi8(mask, x);
+  // A whole block widens straight from memory (one instruction); only a tail is masked.
+  const __m128i raw = mask == 0xffff ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x))
+                                     : _mm_maskz_loadu_epi8(mask, x);
   if constexpr (std::is_same_v<T, int8_t>) {
     return _mm512_maskz_cvtepi8_epi32(0xffff, raw);
   } else {
@@ -135,17 +137,22 @@ EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channel
   for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
     const int64_t width = std::min(kBlock, channels - c0);
     const __mmask16 mask = static_cast<__mmask16>((uint32_t{1} << width) - 1);
-    __m512i sums[kP];
+    // sum_t (x - zp) w = sum_t x w - zp sum_t w (exact in int32): the zero point once per block.
+    __m512i sums[kP], weight_sum = _mm512_setzero_si512();
     for (int p = 0; p < kP; ++p) sums[p] = _mm512_setzero_si512();
     for (int64_t t = 0; t < taps.count; ++t) {
       const __m512i w = _mm512_maskz_loadu_epi32(mask, taps.w[t] + c0);
+      weight_sum = _mm512_add_epi32(weight_sum, w);
       const T* x = taps.in[t] + c0;
       for (int p = 0; p < kP; ++p) {
-        const __m512i centred = _mm512_sub_epi32(LoadWidened(x + p * taps.step, mask), zp);
-        sums[p] = _mm512_add_epi32(sums[p], _mm512_mullo_epi32(centred, w));
+        sums[p] =
+            _mm512_add_epi32(sums[p], _mm512_mullo_epi32(LoadWidened(x + p * taps.step, mask), w));
       }
     }
-    for (int p = 0; p < kP; ++p) StoreWidened(sums[p], mask, out, p * out.step + c0);
+    const __m512i correction = _mm512_mullo_epi32(weight_sum, zp);
+    for (int p = 0; p < kP; ++p) {
+      StoreWidened(_mm512_sub_epi32(sums[p], correction), mask, out, p * out.step + c0);
+    }
   }
 }
 #endif
