@@ -320,6 +320,9 @@ struct QnnAttrs {
   int64_t input_zero_point = 0;
   std::vector<double> weight_scales;  // one, or one per output channel
   int64_t weight_zero_point = 0;      // qnn.matmul of a run-time int8 weight only
+  // A float32 qnn.matmul only: the input node whose one element is the zero point, read at run
+  // time (DynamicQuantizeLinear's), or -1 for input_zero_point.
+  int64_t input_zero_point_node = -1;
   double output_scale = 1.0;
   std::vector<double> bias;  // empty, or one per output channel (float, from the model)
   kernels::Requantization requant;

@@ -283,7 +283,8 @@ kernels::Float32Operands Float32OperandsOf(const QnnAttrs& q, const JsonObject& 
  * (w - weight_zero_point) as float32, which is onnxruntime's MatMulInteger and the Cast after it
  * (an int32 matmul; ValidateGraph keeps its depth where the sum cannot leave int32). No scales,
  * bias or clamp: the requantization is the identity into the int32 range, and the store rounds
- * to float32 as TVM's cast does.
+ * to float32 as TVM's cast does. The zero point is a number, or input_zero_point_node: an input
+ * holding it (DynamicQuantizeLinear's, computed per call).
  */
 QnnAttrs ParseIntegerSumAttrs(const JsonObject& attrs, const std::string& where) {
   for (const char* key : {"input_scale", "weight_scales", "output_scale", "output_zero_point",
@@ -297,7 +298,16 @@ QnnAttrs ParseIntegerSumAttrs(const JsonObject& attrs, const std::string& where)
   q.input_scale = 1;
   q.output_scale = 1;
   q.weight_scales = {1.0};
-  q.input_zero_point = ZeroPoint(attrs, "input_zero_point");
+  if (attrs.Has("input_zero_point_node")) {
+    // Read from that input when the op runs (ValidateGraph checks the node): a zero point
+    // computed per call needs no new program.
+    if (attrs.Has("input_zero_point")) {
+      TVM_FFI_THROW(ValueError) << where << ": input_zero_point and input_zero_point_node given";
+    }
+    q.input_zero_point_node = attrs.Int("input_zero_point_node");
+  } else {
+    q.input_zero_point = ZeroPoint(attrs, "input_zero_point");
+  }
   if (attrs.Has("weight_zero_point")) q.weight_zero_point = ZeroPoint(attrs, "weight_zero_point");
   if (q.weight_zero_point < -128 || q.weight_zero_point > 127) {
     TVM_FFI_THROW(ValueError) << attrs.Field("weight_zero_point") << " " << q.weight_zero_point

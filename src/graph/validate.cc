@@ -146,6 +146,17 @@ void CheckQnnInputs(const Graph& graph, const Node& node) {
     // TVM's int32 matmul wraps past int32; the NPU's sums are exact. Refused where they could
     // part: |x - zero point| <= 255, |w - weight zero point| <= 128 + |weight zero point|.
     const QnnAttrs& qnn = std::get<QnnAttrs>(node.attrs);
+    if (qnn.input_zero_point_node >= 0) {
+      const int64_t id = qnn.input_zero_point_node;
+      const DType activation = graph.nodes[node.inputs[0]].dtype;
+      if (id >= static_cast<int64_t>(graph.nodes.size()) ||
+          graph.nodes[id].kind != NodeKind::kInput ||
+          kernels::NumElements(graph.nodes[id].shape) != 1 || graph.nodes[id].dtype != activation) {
+        TVM_FFI_THROW(ValueError) << Where(node) << ": input_zero_point_node " << id
+                                  << " must be a one-element " << DTypeName(activation)
+                                  << " input of the graph";
+      }
+    }
     const int64_t depth = graph.nodes[node.inputs[0]].shape.back();
     const int64_t largest_product = 255 * (128 + std::abs(qnn.weight_zero_point));
     if (depth > std::numeric_limits<int32_t>::max() / largest_product) {

@@ -242,13 +242,24 @@ void WithActivation(DType dtype, const uint8_t* data, const Fn& fn) {
   }
 }
 
+/*! \brief A quantized op's activation zero point: its attribute, or the one element of the input
+ * that holds it at run time (a float32 qnn.matmul's, from DynamicQuantizeLinear). */
+int64_t InputZeroPoint(const RunContext& ctx, const QnnAttrs& attrs) {
+  if (attrs.input_zero_point_node < 0) return attrs.input_zero_point;
+  const uint8_t* value = ctx.Dram(attrs.input_zero_point_node);
+  return ctx.program.graph.nodes[attrs.input_zero_point_node].dtype == DType::kInt8
+             ? int64_t{static_cast<int8_t>(*value)}
+             : int64_t{*value};
+}
+
 /*!
  * \brief A quantized op's step on its integer tiles as they lie (int8 / int16 activations, int8
  * weights): the exact int64 accumulators of the op, or their requantization into the output
  * integers (stored as float, narrowed by the store). With `fused` (a requantization step fused
- * into this one, see FusedRequantization), the op's sums go where it says instead.
+ * into this one, see FusedRequantization), the op's sums go where it says instead. `zero_point`:
+ * the activation's (InputZeroPoint).
  */
-void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
+void RunQuantizedStep(const Node& node, const ComputeCommand& compute, int64_t zero_point,
                       const std::vector<const uint8_t*>& inputs, uint8_t* output,
                       kernels::WeightPackCache* packs, const kernels::SumsOut* fused = nullptr) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
@@ -272,24 +283,22 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute,
   }
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
-      kernels::QuantizedConv2d(data, x.shape, attrs.input_zero_point, weight, w.shape, sums,
-                               out_shape, attrs.conv, packs);
+      kernels::QuantizedConv2d(data, x.shape, zero_point, weight, w.shape, sums, out_shape,
+                               attrs.conv, packs);
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
-      kernels::QuantizedConv2dTranspose(data, x.shape, attrs.input_zero_point, weight, w.shape, acc,
-                                        out_shape, attrs.transposed.params, compute.accumulate);
+      kernels::QuantizedConv2dTranspose(data, x.shape, zero_point, weight, w.shape, acc, out_shape,
+                                        attrs.transposed.params, compute.accumulate);
     } else {
       const int64_t rows = size / std::max<int64_t>(1, channels), depth = x.shape.back();
-      kernels::QuantizedMatmul(data, attrs.input_zero_point, weight, rows, depth, channels, sums,
-                               packs);
+      kernels::QuantizedMatmul(data, zero_point, weight, rows, depth, channels, sums, packs);
       if (!ties.empty()) {
-        kernels::Float32MatmulResults(ties, data, attrs.input_zero_point, weight, channels, 0,
-                                      depth, channels, fused->requant->requantization(), &results,
-                                      packs);
+        kernels::Float32MatmulResults(ties, data, zero_point, weight, channels, 0, depth, channels,
+                                      fused->requant->requantization(), &results, packs);
         kernels::StoreResults(ties, results, channels, sums.out, sums.out_type,
                               sums.PixelStride(channels));
       }
       if (attrs.weight_zero_point != 0) {
-        kernels::SubtractRhsZeroPoint(data, attrs.input_zero_point, attrs.weight_zero_point, rows,
+        kernels::SubtractRhsZeroPoint(data, zero_point, attrs.weight_zero_point, rows,
                                       x.shape.back(), channels, acc);
       }
     }
@@ -419,9 +428,10 @@ void RunCompute(const RunContext& ctx, int64_t command) {
       RunMergedColumns(ctx, ctx.merged.merges[merge], tiles[0]);
       return;
     }
+    const int64_t zero_point = InputZeroPoint(ctx, std::get<QnnAttrs>(compute.attrs));
     const int64_t fused = ctx.fused.with[command];
     if (fused < 0) {
-      RunQuantizedStep(node, compute, tiles, output, packs);
+      RunQuantizedStep(node, compute, zero_point, tiles, output, packs);
       StashTieBreaks(ctx, command, tiles, output, packs);
       return;
     }
@@ -434,7 +444,7 @@ void RunCompute(const RunContext& ctx, int64_t command) {
                                   : ctx.Tile(ctx.program.commands[step.command].compute().output),
                               step.type,
                               step.dram.valid() ? step.dram_pixel_stride : 0};
-    RunQuantizedStep(node, compute, tiles, output, packs, &to);
+    RunQuantizedStep(node, compute, zero_point, tiles, output, packs, &to);
     return;
   }
   std::vector<std::vector<float>> widened;  // only for float16 / integer tiles

@@ -1,7 +1,7 @@
 // A qnn.matmul with a float32 result (graph/qnn_attrs.cc, ParseIntegerSumAttrs): onnxruntime's
 // MatMulInteger and its cast. Every output is float32 of the exact integer sum of (x - zero
-// point) * w, for zero points bound at run time, tiled for a roomy and a small L1 (the weight
-// split over tiles); what it cannot mean is refused.
+// point) * w, the zero point read from an input when the op runs (one program for every value),
+// tiled for a roomy and a small L1 (the weight split over tiles); what it cannot mean is refused.
 #include <gtest/gtest.h>
 #include <tvm/ffi/error.h>
 
@@ -28,7 +28,7 @@ std::string IntegerMatmul(int64_t depth, const std::string& extra_attrs = "") {
   {"op": "const", "name": "w", "shape": [)" +
          k + R"(, 40], "dtype": "int8"},
   {"op": "qnn.matmul", "name": "m", "inputs": [0, 2], "shape": [2, 3, 40], "dtype": "float32",
-   "attrs": {"input_zero_point": {"arg": 1})" +
+   "attrs": {"input_zero_point_node": 1)" +
          extra_attrs + R"(}}],
   "arg_nodes": [0, 1], "heads": [3]})";
 }
@@ -52,6 +52,8 @@ TEST(IntegerMatmulTest, ExactSumsAsFloat32ForEachRunTimeZeroPoint) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 255 : rng() % 256;
   for (size_t i = 0; i < w.size(); ++i) w[i] = i % 40 < 4 ? 127 : static_cast<int8_t>(rng());
   for (const NPUConfig& config : {NPUConfig(), test_util::SmallL1()}) {
+    const Graph graph = ParseGraph(IntegerMatmul(depth));
+    EXPECT_TRUE(graph.runtime_param_inputs.empty()) << "no program per zero point";
     Executor executor(ParseGraph(IntegerMatmul(depth)), config);
     executor.SetConstants({Weight(&w, depth)});
     for (uint8_t zero_point : {uint8_t{0}, uint8_t{131}, uint8_t{255}, uint8_t{0}}) {
@@ -83,6 +85,13 @@ TEST(IntegerMatmulTest, RefusesWhatAnExactSumCannotMean) {
   // 65,794 x 255 x 128 passes 2^31: TVM's int32 sum could wrap where the NPU's would not.
   ExpectValueError([] { ParseGraph(IntegerMatmul(65794)); }, "can leave int32");
   ParseGraph(IntegerMatmul(65793));
+  // The zero point's node: an input of one element of the activation's dtype.
+  std::string constant = IntegerMatmul(64);
+  constant.replace(constant.find(R"("input_zero_point_node": 1)"), 26,
+                   R"("input_zero_point_node": 2)");
+  ExpectValueError([&] { ParseGraph(constant); }, "must be a one-element uint8 input");
+  ExpectValueError([] { ParseGraph(IntegerMatmul(64, R"(, "input_zero_point": 3)")); },
+                   "input_zero_point and input_zero_point_node");
   std::string wide = IntegerMatmul(64);
   wide.replace(wide.find(R"("dtype": "uint8"})"), 17, R"("dtype": "int16"})");
   EXPECT_THROW(ParseGraph(wide), tvm::ffi::Error);

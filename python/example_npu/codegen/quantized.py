@@ -167,16 +167,20 @@ def _lower_integer_matmul(
     builder: Any, func: relax.Function, env: dict[Any, Any], composite: str
 ) -> int:
     """MatMulInteger and its float32 cast (partition/checks/integer_matmul.py): a qnn.matmul
-    with a float32 result, the exact integer sum, its zero point a constant or a call argument."""
+    with a float32 result, the exact integer sum, its zero point a constant or an input node."""
     calls = _calls_by_op(func)
     matmul = calls["matmul"][0]
     lhs = _binding_value(func, matmul.args[0])
     attrs: dict[str, Any] = {"input_zero_point": 0}
     if lhs.op.name == "relax.subtract":
-        widened = lhs.args[1]  # a folded int32 constant, or astype(zero point)
-        if builder.constant_of(widened, env) is None:
-            widened = _binding_value(func, widened).args[0]
-        attrs["input_zero_point"] = _scalar_int(builder, widened, env)
+        zero_point = lhs.args[1]  # a folded int32 constant, or astype(zero point)
+        if builder.constant_of(zero_point, env) is None:
+            zero_point = _binding_value(func, zero_point).args[0]
+        if builder.constant_of(zero_point, env) is not None:
+            attrs["input_zero_point"] = _scalar_int(builder, zero_point, env)
+        else:
+            # Computed per call (DynamicQuantizeLinear): the NPU reads it from that input.
+            attrs = {"input_zero_point_node": builder.eval_tensor(zero_point, env, composite)}
         lhs = _binding_value(func, lhs.args[0])
     weight = _binding_value(func, matmul.args[1]).args[0]
     result = next(call for call in calls["astype"] if _is_bound_to(func, func.body.body, call))

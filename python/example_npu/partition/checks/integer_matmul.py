@@ -3,8 +3,8 @@
 The NPU computes ``float32(sum_k (x[m, k] - zero_point) * w[k, n])`` as one integer matmul with a
 float32 result (src/graph/qnn_attrs.cc, ``ParseIntegerSumAttrs``): the sums are exact, as TVM's
 int32 matmul is wherever it cannot wrap, and the cast rounds as TVM's does. The activation's zero
-point may be computed at run time (``DynamicQuantizeLinear``): the NPU then reads it from the call
-(src/graph/runtime_params.h) and compiles the function once per value it meets.
+point may be computed at run time (``DynamicQuantizeLinear``): the NPU then reads it from that
+input of the function when the matmul runs (``input_zero_point_node``), with no new program.
 """
 
 from __future__ import annotations
