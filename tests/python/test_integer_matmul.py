@@ -46,12 +46,15 @@ def dynamic_model(shape: tuple[int, ...], units: int, weight_zero_point: int = 0
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def static_zero_point_model(rows: int, depth: int, units: int) -> bytes:
-    """float(MatMulInteger(x_int8, W, a_zero_point = -7)): a constant zero point, int8 input."""
+def static_zero_point_model(rows: int, depth: int, units: int, zero_point: bool = True) -> bytes:
+    """float(MatMulInteger(x_int8, W, a_zero_point = -7)): a constant zero point, int8 input
+    (without ``zero_point``: none given, ONNX's default 0)."""
     weight = RNG.integers(-128, 128, (depth, units)).astype(np.int8)
     graph = helper.make_graph(
         [
-            helper.make_node("MatMulInteger", ["x", "w", "x_zp"], ["sums"]),
+            helper.make_node(
+                "MatMulInteger", ["x", "w", "x_zp"][: 3 if zero_point else 2], ["sums"]
+            ),
             helper.make_node("Cast", ["sums"], ["y"], to=TensorProto.FLOAT),
         ],
         "static_zero_point",
@@ -97,9 +100,10 @@ def test_quantize_dynamic_matmul_runs_on_the_npu_bit_for_bit():
         np.testing.assert_allclose(npu, ort, rtol=1e-6, atol=1e-6)
 
 
-def test_constant_zero_point_and_int8_activations():
+@pytest.mark.parametrize("zero_point", [True, False], ids=["zero_point", "none"])
+def test_constant_zero_point_and_int8_activations(zero_point):
     x = [RNG.integers(-128, 128, (5, 300), dtype=np.int8) for _ in range(2)]
-    report, results = npu_tvm_ort(static_zero_point_model(5, 300, 20), x)
+    report, results = npu_tvm_ort(static_zero_point_model(5, 300, 20, zero_point), x)
     assert not report.cpu_ops, report.table()
     for npu, cpu, ort in results:
         np.testing.assert_array_equal(npu, cpu)
