@@ -21,7 +21,7 @@ import numpy as np
 import tvm
 from example_npu.frontend.canonicalize import canonicalize
 from example_npu.partition.report import partition_with_report
-from example_npu.partition.table import PREFIX
+from example_npu.partition.table import PREFIX, UNARY_MATH
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
@@ -701,10 +701,7 @@ def probes() -> list[Probe]:
         Probe("gelu_tanh", "-", vector, _single(relax.op.nn.gelu_tanh, "x")),
         Probe("sigmoid", "-", vector, _single(relax.op.sigmoid, "x")),
         Probe("tanh", "-", vector, _single(relax.op.tanh, "x")),
-        *[
-            Probe(name, "-", vector, _single(getattr(relax.op, name), "x"))
-            for name in ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
-        ],
+        *[Probe(name, "-", vector, _single(getattr(relax.op, name), "x")) for name in UNARY_MATH],
         Probe(
             "power",
             "broadcast exponent",

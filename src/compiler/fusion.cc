@@ -27,6 +27,9 @@ bool IsElementwise(OpKind op) {
     case OpKind::kErf:
     case OpKind::kAbs:
     case OpKind::kNegative:
+    case OpKind::kRound:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
     case OpKind::kPower:
     case OpKind::kBatchNorm:
     case OpKind::kLeakyRelu:

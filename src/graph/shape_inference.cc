@@ -450,6 +450,9 @@ Shape InferShape(const Node& node, const std::vector<const Shape*>& in) {
     case OpKind::kErf:
     case OpKind::kAbs:
     case OpKind::kNegative:
+    case OpKind::kRound:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
     case OpKind::kQuantize:
     case OpKind::kDequantize:
     case OpKind::kQnnRequantize:

@@ -131,6 +131,9 @@ enum class UnaryOp {
   kErf,
   kAbs,
   kNegative,
+  kRound,
+  kFloor,
+  kCeil,
 };
 
 /*!
@@ -138,7 +141,8 @@ enum class UnaryOp {
  * 0.5 x (1 + erf(x / sqrt 2)); kGeluTanh is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
  * kSqrt, kExp, kLog and kErf are the C library's sqrtf / expf / logf / erff, which TVM's LLVM
  * build calls too (bit for bit, NaN and infinities included); kRsqrt is 1 / sqrtf(x), as TVM
- * lowers rsqrt.
+ * lowers rsqrt. kRound rounds half to even (TVM's round is nearbyint), kFloor / kCeil as
+ * floorf / ceilf.
  */
 void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_min = 0.0f,
            float clip_max = 0.0f);

@@ -187,6 +187,18 @@ void NegativeRange(const float* in, float* out, int64_t n) {
   MapScalar(in, out, n, [](float x) { return -x; });
 }
 
+void RoundRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::nearbyint(x); });  // half to even
+}
+
+void FloorRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::floor(x); });
+}
+
+void CeilRange(const float* in, float* out, int64_t n) {
+  MapScalar(in, out, n, [](float x) { return std::ceil(x); });
+}
+
 struct AddOp {
   float operator()(float a, float b) const { return a + b; }
 };
@@ -442,9 +454,19 @@ void Unary(UnaryOp op, const float* input, float* out, int64_t size, float clip_
     case UnaryOp::kNegative:
       range_fn = NegativeRange;
       break;
+    case UnaryOp::kRound:
+      range_fn = RoundRange;
+      break;
+    case UnaryOp::kFloor:
+      range_fn = FloorRange;
+      break;
+    case UnaryOp::kCeil:
+      range_fn = CeilRange;
+      break;
   }
   TVM_FFI_ICHECK(range_fn != nullptr) << "Unary: unknown op " << static_cast<int>(op);
-  const bool cheap = op == UnaryOp::kRelu || op == UnaryOp::kAbs || op == UnaryOp::kNegative;
+  const bool cheap = op == UnaryOp::kRelu || op == UnaryOp::kAbs || op == UnaryOp::kNegative ||
+                     op == UnaryOp::kRound || op == UnaryOp::kFloor || op == UnaryOp::kCeil;
   const int64_t grain = cheap ? kCheapGrain : kTranscendentalGrain;
   ParallelFor(size, grain, [&](int64_t begin, int64_t end) {
     range_fn(input + begin, out + begin, end - begin);

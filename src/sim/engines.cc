@@ -76,6 +76,12 @@ kernels::UnaryOp ToUnaryOp(OpKind op) {
       return kernels::UnaryOp::kAbs;
     case OpKind::kNegative:
       return kernels::UnaryOp::kNegative;
+    case OpKind::kRound:
+      return kernels::UnaryOp::kRound;
+    case OpKind::kFloor:
+      return kernels::UnaryOp::kFloor;
+    case OpKind::kCeil:
+      return kernels::UnaryOp::kCeil;
     default:
       return kernels::UnaryOp::kRelu;
   }
@@ -290,6 +296,9 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     case OpKind::kErf:
     case OpKind::kAbs:
     case OpKind::kNegative:
+    case OpKind::kRound:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
       kernels::Unary(ToUnaryOp(op), in[0].data, out, size);
       return;
     case OpKind::kQuantize: {

@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tvm
+from example_npu.partition.table import UNARY_MATH
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.transform import FuseOpsByPattern
@@ -134,6 +135,9 @@ TABLE_OPS = frozenset(
         "relax.erf",
         "relax.abs",
         "relax.negative",
+        "relax.round",
+        "relax.floor",
+        "relax.ceil",
         "relax.power",
     }
 )
@@ -1072,7 +1076,7 @@ def gen_maxmin(rng, dtype):
     )
 
 
-MATH_OPS = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative", "power")
+MATH_OPS = (*UNARY_MATH, "power")
 
 
 def gen_math(rng, dtype):

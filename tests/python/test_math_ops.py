@@ -14,12 +14,14 @@ import example_npu  # noqa: F401  # registers patterns, codegen and runtime
 import numpy as np
 import pytest
 from example_npu.partition.report import partition_with_report
+from example_npu.partition.table import UNARY_MATH
 from test_glue_ops import module, offloaded_and_compared, run
 from tvm import relax
 
-UNARY = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
+UNARY = UNARY_MATH
 SPECIALS = np.array(
-    [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30, 88.8, -104.0, 1.0, -4.0, 0.5],
+    [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30, 88.8, -104.0, 1.0, -4.0, 0.5]
+    + [2.5, -2.5, -0.5, 1.5, 8388607.5, -0.49999997],  # ties and near ties of round
     dtype="float32",
 )
 

@@ -142,8 +142,9 @@ def _guarded_softmax_row(
 
 
 # Vector-unit math as the C library computes it (TVM's build calls the same sqrtf, expf, logf,
-# erff): decomposed layer norms, erf GELUs, ELU / Mish (exp, log), RMSNorm (rsqrt).
-_UNARY_MATH = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative")
+# erff): decomposed layer norms, erf GELUs, ELU / Mish (exp, log), RMSNorm (rsqrt); ONNX's
+# Round / Floor / Ceil (round half to even, as TVM's).
+UNARY_MATH = ("sqrt", "rsqrt", "exp", "log", "erf", "abs", "negative", "round", "floor", "ceil")
 
 # Reductions of the pooling engine besides mean (TVM's identities and combiners).
 _REDUCTIONS = ("mean", "sum", "max", "min", "variance")
@@ -207,7 +208,7 @@ PATTERN_TABLE: tuple[PatternRow, ...] = (
     _row("tanh", _unary("relax.tanh"), compute.check_elementwise, "relax.tanh"),
     *[
         _row(op, _unary(f"relax.{op}"), compute.check_elementwise, f"relax.{op}")
-        for op in _UNARY_MATH
+        for op in UNARY_MATH
     ],
     _row("power", _binary("relax.power"), compute.check_elementwise, "relax.power"),
     _row("leakyrelu", _unary("relax.nn.leakyrelu"), compute.check_elementwise),
