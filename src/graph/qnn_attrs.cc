@@ -305,6 +305,10 @@ QnnAttrs ParseIntegerSumAttrs(const JsonObject& attrs, const std::string& where)
       TVM_FFI_THROW(ValueError) << where << ": input_zero_point and input_zero_point_node given";
     }
     q.input_zero_point_node = attrs.Int("input_zero_point_node");
+    if (q.input_zero_point_node < 0) {
+      TVM_FFI_THROW(ValueError) << attrs.Field("input_zero_point_node") << " "
+                                << q.input_zero_point_node << " is not a node id";
+    }
   } else {
     q.input_zero_point = ZeroPoint(attrs, "input_zero_point");
   }

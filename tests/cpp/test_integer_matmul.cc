@@ -90,6 +90,10 @@ TEST(IntegerMatmulTest, RefusesWhatAnExactSumCannotMean) {
   constant.replace(constant.find(R"("input_zero_point_node": 1)"), 26,
                    R"("input_zero_point_node": 2)");
   ExpectValueError([&] { ParseGraph(constant); }, "must be a one-element uint8 input");
+  std::string negative = IntegerMatmul(64);
+  negative.replace(negative.find(R"("input_zero_point_node": 1)"), 26,
+                   R"("input_zero_point_node": -1)");
+  ExpectValueError([&] { ParseGraph(negative); }, "is not a node id");
   ExpectValueError([] { ParseGraph(IntegerMatmul(64, R"(, "input_zero_point": 3)")); },
                    "input_zero_point and input_zero_point_node");
   std::string wide = IntegerMatmul(64);

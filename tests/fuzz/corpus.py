@@ -3,6 +3,7 @@
 Nothing here lists ops by hand. The seeds are whatever ``example_npu``'s codegen emits for the
 random op cases (tests/python/op_cases.py, a few per family and dtype), the specification's
 models, the demo CNN and quantized (QDQ) layers, the integer glue islands of test_qnn_glue.py,
+onnxruntime's MatMulInteger (test_integer_matmul.py),
 quantize_model's CNNs (integer add, pooling, concat, tables), the specification's
 bind_constants=False flow (quantization parameters as runtime arguments), and the real-model
 architectures (tests/python/real_models.py) through both import paths, so an op or
@@ -21,9 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import onnx
 import tvm
 from tvm import relax
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+from tvm.relax.frontend.onnx import from_onnx
 from tvm.relax.transform import FuseOpsByPattern, MergeCompositeFunctions, RunCodegen
 
 TESTS = Path(__file__).resolve().parents[1] / "python"
@@ -34,6 +37,7 @@ import op_cases  # noqa: E402
 import qdq_models  # noqa: E402
 import real_models  # noqa: E402
 import spec_models  # noqa: E402
+import test_integer_matmul  # noqa: E402
 import test_qnn_glue  # noqa: E402
 from example_npu.codegen import graph as codegen  # noqa: E402
 from example_npu.frontend.builtin_models import default_model  # noqa: E402
@@ -120,6 +124,16 @@ def _quantized_real_models() -> Iterator[tvm.IRModule]:
         yield example_npu.quantize_model(real_models.import_torch(module, data), [data])
 
 
+def _integer_matmul_modules() -> Iterator[tvm.IRModule]:
+    """onnxruntime's MatMulInteger: a run-time zero point (DynamicQuantizeLinear's) and a
+    constant one, as TVM's ONNX importer gives them."""
+    for model in (
+        test_integer_matmul.dynamic_model((1, 6, 32), 16),
+        test_integer_matmul.static_zero_point_model(3, 40, 8),
+    ):
+        yield from_onnx(onnx.load_from_string(model))
+
+
 def _spec_flow_unbound(mod: tvm.IRModule) -> None:
     """The specification's flow with bind_constants=False: the graphs carry {"arg": input}
     quantization parameters that the runtime binds."""
@@ -147,6 +161,7 @@ def _modules() -> Iterator[tvm.IRModule]:
     yield _quantized_cnn()
     yield from _qdq_modules()
     yield from _qnn_glue_modules()
+    yield from _integer_matmul_modules()
     yield from _quantized_real_models()
     yield from _real_model_modules()
 

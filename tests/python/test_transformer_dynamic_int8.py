@@ -7,8 +7,8 @@ What runs where (docs/quantization/integer-inference.md): every ``MatMulInteger`
 matmul on the NPU (its run-time zero point read from the call), and so is every float op and the
 run-time min / max / scale / zero point arithmetic of ``DynamicQuantizeLinear`` (its ``round``
 included); its float -> uint8 ``quantize`` (scale and zero point not constants) and the cast of
-the zero point to uint8 stay on the CPU. Checked: the partition and its reasons, the output within 1e-6 of TVM's CPU build of the
-same graph and of onnxruntime's."""
+the zero point to uint8 stay on the CPU. Checked: the partition and its reasons, the output
+within 1e-6 of TVM's CPU build of the same graph and of onnxruntime's."""
 
 from __future__ import annotations
 
