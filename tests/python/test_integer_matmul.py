@@ -134,3 +134,23 @@ def test_partition_report_names_the_integer_matmul():
     mod = from_onnx(onnx.load_from_string(dynamic_model((1, 8, 16), 4)))
     _, report = partition_with_report(mod)
     assert report.npu_functions and report.npu_ops["relax.astype"] >= 3, report.table()
+
+
+@pytest.mark.parametrize("dynamic", [True, False], ids=["run_time_zero_point", "constant"])
+def test_unbound_constants_flow(dynamic):
+    # FuseOpsByPattern(bind_constants=False): the weight and a folded zero point arrive as
+    # arguments of the NPU function; the results keep their bits.
+    if dynamic:
+        model, x = dynamic_model((1, 8, 64), 16), RNG.standard_normal((1, 8, 64)).astype(np.float32)
+    else:
+        model, x = static_zero_point_model(5, 300, 20), RNG.integers(-128, 128, (5, 300), np.int8)
+    mod = from_onnx(onnx.load_from_string(model))
+    partitioned = example_npu.partition_for_npu(mod, bind_constants=False)
+    assert partitioned.attrs["external_mods"]
+    npu, cpu = (
+        relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu())["main"](
+            tvm.runtime.tensor(x)
+        ).numpy()
+        for m in (partitioned, mod)
+    )
+    np.testing.assert_array_equal(npu, cpu)

@@ -17,7 +17,7 @@ import numpy as np
 from tvm import relax
 
 from ..partition.checks.quantized import mean_pool_layout
-from .attrs import attrs_to_dict, tensor_type
+from .attrs import CodegenError, attrs_to_dict, tensor_type
 
 QNN_COMPOSITE_PREFIX = "example_npu.qnn_"
 
@@ -173,14 +173,21 @@ def _lower_integer_matmul(
     lhs = _binding_value(func, matmul.args[0])
     attrs: dict[str, Any] = {"input_zero_point": 0}
     if lhs.op.name == "relax.subtract":
-        zero_point = lhs.args[1]  # a folded int32 constant, or astype(zero point)
-        if builder.constant_of(zero_point, env) is None:
-            zero_point = _binding_value(func, zero_point).args[0]
-        if builder.constant_of(zero_point, env) is not None:
+        widened = lhs.args[1]
+        cast = _binding_value(func, widened) if isinstance(widened, relax.Var) else None
+        if cast is None or builder.constant_of(cast.args[0], env) is not None:
+            # A folded int32 constant (a call argument under bind_constants=False), or the cast of
+            # a constant: a number, bound once.
+            zero_point = widened if cast is None else cast.args[0]
             attrs["input_zero_point"] = _scalar_int(builder, zero_point, env)
         else:
             # Computed per call (DynamicQuantizeLinear): the NPU reads it from that input.
-            attrs = {"input_zero_point_node": builder.eval_tensor(zero_point, env, composite)}
+            node = builder.eval_tensor(cast.args[0], env, composite)
+            if builder.nodes[node]["op"] != "input":
+                raise CodegenError(
+                    f"{composite}: the zero point must arrive as an argument of the NPU function"
+                )
+            attrs = {"input_zero_point_node": node}
         lhs = _binding_value(func, lhs.args[0])
     weight = _binding_value(func, matmul.args[1]).args[0]
     result = next(call for call in calls["astype"] if _is_bound_to(func, func.body.body, call))
