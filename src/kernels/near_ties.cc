@@ -99,20 +99,22 @@ void NearTieScan::ScanRow(const T* values, const int64_t* offsets, int64_t row_t
   const __m512i lowest = _mm512_set1_epi64(-(int64_t{1} << 31) + 1);
   const __m512i highest = _mm512_set1_epi64((int64_t{1} << 31) - 1);
   const __m512i row = _mm512_set1_epi64(row_term);
+  // maskz forms: GCC 12 warns about the undefined register in the plain intrinsics.
+  constexpr __mmask8 kAll8 = 0xff;
   for (; j + 8 <= channels; j += 8) {
     __m512i exact;
     if constexpr (std::is_same_v<T, int32_t>) {
-      exact =
-          _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j)));
+      exact = _mm512_maskz_cvtepi32_epi64(
+          kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j)));
     } else {
       exact = _mm512_loadu_si512(values + j);
     }
     const __m512i v =
         _mm512_sub_epi64(_mm512_add_epi64(exact, _mm512_loadu_si512(offsets + j)), row);
-    const __m512i remainder =
-        _mm512_and_si512(_mm512_add_epi64(_mm512_mul_epi32(v, _mm512_loadu_si512(&m0_[j])),
-                                          _mm512_loadu_si512(&nudge_[j])),
-                         _mm512_loadu_si512(&mask_[j]));
+    const __m512i remainder = _mm512_and_si512(
+        _mm512_add_epi64(_mm512_maskz_mul_epi32(kAll8, v, _mm512_loadu_si512(&m0_[j])),
+                         _mm512_loadu_si512(&nudge_[j])),
+        _mm512_loadu_si512(&mask_[j]));
     unsigned candidates = _mm512_cmplt_epi64_mask(remainder, _mm512_loadu_si512(&width_[j])) |
                           _mm512_cmplt_epi64_mask(v, lowest) | _mm512_cmpgt_epi64_mask(v, highest);
     for (; candidates != 0; candidates &= candidates - 1) check(j + __builtin_ctz(candidates));

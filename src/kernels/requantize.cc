@@ -549,8 +549,12 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       alignas(64) int64_t block_offsets[16];
       _mm512_store_si512(block_offsets, halves[0]);
       _mm512_store_si512(block_offsets + 8, halves[1]);
-      const int64_t largest_offset = _mm512_reduce_max_epi64(
-          _mm512_max_epi64(_mm512_abs_epi64(halves[0]), _mm512_abs_epi64(halves[1])));
+      alignas(64) int64_t magnitudes[8];
+      _mm512_store_si512(
+          magnitudes, _mm512_maskz_max_epi64(tflite::kAllLanes,
+                                             _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[0]),
+                                             _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[1])));
+      const int64_t largest_offset = *std::max_element(magnitudes, magnitudes + 8);
       const int64_t block_limit = value_limits_[j / 16] - largest_offset;
       const __m512i block_offset = _mm512_maskz_inserti64x4(
           tflite::kAllLanes,
