@@ -1076,7 +1076,8 @@ def gen_maxmin(rng, dtype):
     )
 
 
-MATH_OPS = (*UNARY_MATH, "power")
+ROUNDING_OPS = ("round", "floor", "ceil")  # gen_rounding's: every case has all three
+MATH_OPS = (*(op for op in UNARY_MATH if op not in ROUNDING_OPS), "power")
 
 
 def gen_math(rng, dtype):
@@ -1102,6 +1103,22 @@ def gen_math(rng, dtype):
         description=f"{name} x{shape}" + (" after a broadcast add" if after_add else ""),
         body=body,
     )
+
+
+def gen_rounding(rng, dtype):
+    """round, floor and ceil of x (whole and half steps among its values: round's ties), summed,
+    so that every case offloads all three."""
+    data = _Data(rng, dtype)
+    shape = tuple(int(v) for v in rng.integers(1, 6, size=int(rng.integers(1, 5))))
+    values = _data(rng, shape, dtype, 3.0)
+    halves = (np.round(values * 2) / 2).astype(dtype)
+    x = data.add("x", np.where(rng.random(shape) < 0.5, halves, values).astype(dtype), True)
+
+    def body(bb, env, dt):
+        rounded = [bb.emit(getattr(relax.op, name)(env[x])) for name in ROUNDING_OPS]
+        return relax.op.add(bb.emit(relax.op.add(rounded[0], rounded[1])), rounded[2])
+
+    return data.case(description=f"round + floor + ceil x{shape}", body=body)
 
 
 @dataclass(frozen=True)
@@ -1136,6 +1153,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("reduce", gen_reduce, {"float32": 24, "float64": 1}),
     Family("maxmin", gen_maxmin, {"float32": 10, "float16": 2, "float64": 1}),
     Family("math", gen_math, {"float32": 16, "float16": 4, "float64": 1}),
+    Family("rounding", gen_rounding, {"float32": 3, "float16": 1}),
 )
 FAMILY_BY_NAME = {family.name: family for family in FAMILIES}
 
