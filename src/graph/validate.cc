@@ -143,8 +143,6 @@ void CheckQnnInputs(const Graph& graph, const Node& node) {
     }
   }
   if (node.op == OpKind::kQnnMatmul && node.dtype == DType::kFloat32) {
-    // TVM's int32 matmul wraps past int32; the NPU's sums are exact. Refused where they could
-    // part: |x - zero point| <= 255, |w - weight zero point| <= 128 + |weight zero point|.
     const QnnAttrs& qnn = std::get<QnnAttrs>(node.attrs);
     if (qnn.input_zero_point_node >= 0) {
       const int64_t id = qnn.input_zero_point_node;
@@ -157,7 +155,11 @@ void CheckQnnInputs(const Graph& graph, const Node& node) {
                                   << " input of the graph";
       }
     }
-    const int64_t depth = graph.nodes[node.inputs[0]].shape.back();
+    // TVM's int32 matmul wraps past int32; the NPU's sums are exact. Refused where they could
+    // part: |x - zero point| <= 255, |w - weight zero point| <= 128 + |weight zero point|. (A
+    // rank-0 activation is InferShape's error, next.)
+    const Shape& activation_shape = graph.nodes[node.inputs[0]].shape;
+    const int64_t depth = activation_shape.empty() ? 0 : activation_shape.back();
     const int64_t largest_product = 255 * (128 + std::abs(qnn.weight_zero_point));
     if (depth > std::numeric_limits<int32_t>::max() / largest_product) {
       TVM_FFI_THROW(ValueError) << Where(node) << ": a depth of " << depth

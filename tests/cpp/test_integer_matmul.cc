@@ -96,6 +96,10 @@ TEST(IntegerMatmulTest, RefusesWhatAnExactSumCannotMean) {
   ExpectValueError([&] { ParseGraph(negative); }, "is not a node id");
   ExpectValueError([] { ParseGraph(IntegerMatmul(64, R"(, "input_zero_point": 3)")); },
                    "input_zero_point and input_zero_point_node");
+  // A rank-0 activation: the shape check's error (its depth is read only with a rank).
+  std::string scalar = IntegerMatmul(64);
+  scalar.replace(scalar.find("[2, 3, 64]"), 10, "[]");
+  ExpectValueError([&] { ParseGraph(scalar); }, "rank >= 1");
   std::string wide = IntegerMatmul(64);
   wide.replace(wide.find(R"("dtype": "uint8"})"), 17, R"("dtype": "int16"})");
   EXPECT_THROW(ParseGraph(wide), tvm::ffi::Error);
