@@ -23,7 +23,7 @@
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
-#if defined(__AVX512F__) || defined(__AVXVNNI__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -40,6 +40,7 @@ struct F32Ops {
   static constexpr bool kExactSums = false;
 #if defined(__AVX512F__)
   using Vec = __m512;
+  using Operand = Vec;
   static constexpr int64_t kLanes = 16;
   static constexpr int kMR = 12;
   static constexpr int kNarrowMR = 16;
@@ -52,6 +53,7 @@ struct F32Ops {
   }
 #else
   using Vec = simd::V8;
+  using Operand = Vec;
   static constexpr int64_t kLanes = simd::kLanes;
   static constexpr int kMR = 6;
   static constexpr int kNarrowMR = 12;
@@ -65,13 +67,13 @@ struct F32Ops {
 #endif
 };
 
-#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__) || defined(__AVX2__)
 #define EXAMPLE_NPU_INT8_DOT 1
 /*!
- * \brief Four 8-bit products per int32 lane, summed exactly (vpdpbusd: unsigned x signed bytes),
- * on AVX-512 VNNI or, without AVX-512, 256-bit AVX-VNNI. A and B are handled as 32-bit groups of
- * four bytes; A is the unsigned side, or, with kSignedA, the signed side (B then holds the
- * unsigned bytes).
+ * \brief Four 8-bit products per int32 lane, summed exactly, as vpdpbusd (unsigned x signed
+ * bytes) computes them: AVX-512 VNNI, 256-bit AVX-VNNI, or, on AVX2 alone, the same sums from
+ * 16-bit multiplies (see Operand). A and B are handled as 32-bit groups of four bytes; A is the
+ * unsigned side, or, with kSignedA, the signed side (B then holds the unsigned bytes).
  */
 template <bool kSignedA>
 struct Int8Ops {
@@ -82,45 +84,79 @@ struct Int8Ops {
   static constexpr bool kExactSums = true;
 #if defined(__AVX512VNNI__)
   using Vec = __m512i;
+  using Operand = Vec;
   static constexpr int64_t kLanes = 16;
   static constexpr int kMR = 12;
   static constexpr int kNarrowMR = 16;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm512_setzero_si512(); }
   static EXAMPLE_NPU_INLINE Vec Splat(int32_t word) { return _mm512_set1_epi32(word); }
-  static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) { return _mm512_loadu_si512(p); }
+  static EXAMPLE_NPU_INLINE Vec LoadWords(const int32_t* p) { return _mm512_loadu_si512(p); }
   static EXAMPLE_NPU_INLINE void Put(int32_t* p, Vec v) { _mm512_storeu_si512(p, v); }
   static EXAMPLE_NPU_INLINE Vec Add(Vec a, Vec b) { return _mm512_add_epi32(a, b); }
-  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Vec u, Vec s) {
+  static EXAMPLE_NPU_INLINE Operand AsUnsigned(Vec v) { return v; }
+  static EXAMPLE_NPU_INLINE Operand AsSigned(Vec v) { return v; }
+  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Operand u, Operand s) {
     return _mm512_dpbusd_epi32(acc, u, s);
   }
 #else
   using Vec = __m256i;
   static constexpr int64_t kLanes = 8;
-  static constexpr int kMR = 6;
-  static constexpr int kNarrowMR = 12;
   static EXAMPLE_NPU_INLINE Vec Zero() { return _mm256_setzero_si256(); }
   static EXAMPLE_NPU_INLINE Vec Splat(int32_t word) { return _mm256_set1_epi32(word); }
-  static EXAMPLE_NPU_INLINE Vec Load(const int32_t* p) {
+  static EXAMPLE_NPU_INLINE Vec LoadWords(const int32_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
   static EXAMPLE_NPU_INLINE void Put(int32_t* p, Vec v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
   }
   static EXAMPLE_NPU_INLINE Vec Add(Vec a, Vec b) { return _mm256_add_epi32(a, b); }
-  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Vec u, Vec s) {
+#if defined(__AVXVNNI__)
+  using Operand = Vec;
+  static constexpr int kMR = 6;
+  static constexpr int kNarrowMR = 12;
+  static EXAMPLE_NPU_INLINE Operand AsUnsigned(Vec v) { return v; }
+  static EXAMPLE_NPU_INLINE Operand AsSigned(Vec v) { return v; }
+  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Operand u, Operand s) {
     return _mm256_dpbusd_avx_epi32(acc, u, s);
   }
+#else
+  /*!
+   * \brief A group's bytes 0 and 2 (even) and 1 and 3 (odd) as 16-bit values, zero- or
+   * sign-extended: vpmaddwd of the even halves gives u0 s0 + u2 s2, of the odd ones u1 s1 + u3 s3,
+   * exactly (|u s| <= 255 * 128), so their sum is vpdpbusd's. Each operand is split once per
+   * load and serves a whole row or column of the register tile.
+   */
+  struct Operand {
+    __m256i even, odd;
+  };
+  // 16 registers: 4 x 2 accumulators, 2 x 2 split B vectors and a split A broadcast.
+  static constexpr int kMR = 4;
+  static constexpr int kNarrowMR = 8;
+  static EXAMPLE_NPU_INLINE Operand AsUnsigned(Vec v) {
+    return {_mm256_and_si256(v, _mm256_set1_epi16(0xff)), _mm256_srli_epi16(v, 8)};
+  }
+  static EXAMPLE_NPU_INLINE Operand AsSigned(Vec v) {
+    return {_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), _mm256_srai_epi16(v, 8)};
+  }
+  static EXAMPLE_NPU_INLINE Vec Dot(Vec acc, Operand u, Operand s) {
+    return _mm256_add_epi32(
+        acc, _mm256_add_epi32(_mm256_madd_epi16(u.even, s.even), _mm256_madd_epi16(u.odd, s.odd)));
+  }
 #endif
-  static EXAMPLE_NPU_INLINE Vec Broadcast(const int32_t* p) {
+#endif
+  static EXAMPLE_NPU_INLINE Operand Broadcast(const int32_t* p) {
     int32_t word;  // A may be an int8 tile read in place: load it as bytes
     std::memcpy(&word, p, sizeof(word));
-    return Splat(word);
+    return kSignedA ? AsSigned(Splat(word)) : AsUnsigned(Splat(word));
   }
-  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) {
+  static EXAMPLE_NPU_INLINE Operand Load(const int32_t* p) {
+    return kSignedA ? AsUnsigned(LoadWords(p)) : AsSigned(LoadWords(p));
+  }
+  static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Operand a, Operand b) {
     return kSignedA ? Dot(acc, b, a) : Dot(acc, a, b);
   }
   static EXAMPLE_NPU_INLINE void Store(int32_t* c, Vec v, bool accumulate) {
-    Put(c, accumulate ? Add(Load(c), v) : v);
+    Put(c, accumulate ? Add(LoadWords(c), v) : v);
   }
 };
 #endif
@@ -150,10 +186,10 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
   }
   // Reduction step p of the chain h: acc[h] += A[:, p] * B[p, :].
   auto step = [&](int h, const typename Ops::A* const* ap, const typename Ops::B* bp, int64_t p) {
-    Vec bv[NV];
+    typename Ops::Operand bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * L);
     for (int i = 0; i < MR; ++i) {
-      const Vec x = Ops::Broadcast(ap[i] + p);
+      const typename Ops::Operand x = Ops::Broadcast(ap[i] + p);
       for (int v = 0; v < NV; ++v) acc[h][i][v] = Ops::MulAdd(acc[h][i][v], x, bv[v]);
     }
   };

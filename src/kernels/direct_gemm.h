@@ -12,7 +12,8 @@
  *
  * Two element types share the loop nest: float32 (fused multiply-add), and unsigned x signed
  * 8-bit integers with exact int32 sums (VNNI `vpdpbusd`, AVX-512 or AVX-VNNI, four products per
- * lane; compiled in only when the build targets a CPU that has it, see HasInt8DotProduct()).
+ * lane; on AVX2 alone the same sums from 16-bit `vpmaddwd`; compiled in only when the build
+ * targets a CPU that has one of them, see HasInt8DotProduct()).
  */
 #ifndef EXAMPLE_NPU_KERNELS_DIRECT_GEMM_H_
 #define EXAMPLE_NPU_KERNELS_DIRECT_GEMM_H_
@@ -44,7 +45,7 @@ void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, co
                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
 /*! \brief Whether DirectGemmU8S8 / DirectGemmS8U8 are available (the library was built for a CPU
- * with VNNI). */
+ * with VNNI or AVX2). */
 bool HasInt8DotProduct();
 
 /*! \brief Output columns per packed-B sliver of DirectGemmU8S8: n is rounded up to this. */

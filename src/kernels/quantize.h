@@ -171,7 +171,8 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
 
 /*!
  * \brief to[m, n] (+)= sum_k (lhs[m, k] - lhs_zero_point) * rhs[k, n], exactly. 8-bit
- * activations run on the integer dot-product unit when the build has one (HasInt8DotProduct()):
+ * activations run on the integer dot-product unit when the build has one (HasInt8DotProduct():
+ * VNNI, or AVX2's 16-bit multiplies):
  * lhs as uint8 (int8 + 128, uint8 as it is) times rhs with int32 sums, minus (128 + zero point,
  * or the uint8 zero point) times rhs's column sums. int16 activations (and 8-bit without it) run
  * a portable loop with int32 products and int64 sums. `packs` (the convolutions' too): where rhs's
