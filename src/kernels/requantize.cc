@@ -18,7 +18,7 @@
 #include "kernels/rounded_product.h"
 #include "kernels/tflite_arithmetic.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -125,6 +125,13 @@ void RequantizePeriods(const int64_t* acc, int64_t size, const PeriodicParams& p
   }
 }
 
+/*! \brief Whether the output range and zero point keep every step of the int32 lanes exact. */
+bool FitsInt32Lanes(const Requantization& r) {
+  auto fits = [](int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; };
+  return fits(r.min) && fits(r.max) && fits(r.output_zero_point) &&
+         fits(r.min - r.output_zero_point) && fits(r.max - r.output_zero_point);
+}
+
 #if defined(__AVX512F__)
 /*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
 inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
@@ -134,24 +141,22 @@ inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
       _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, _mm512_maskz_loadu_epi64(lanes >> 8, acc + 8));
   return _mm512_maskz_inserti64x4(tflite::kAllLanes, _mm512_castsi256_si512(low), high, 1);
 }
-
-/*! \brief Whether the output range and zero point keep every step of the int32 lanes exact. */
-bool FitsInt32Lanes(const Requantization& r) {
-  auto fits = [](int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; };
-  return fits(r.min) && fits(r.max) && fits(r.output_zero_point) &&
-         fits(r.min - r.output_zero_point) && fits(r.max - r.output_zero_point);
-}
+#endif
 
 /*!
- * \brief RequantizePeriods with TFLite's double rounding, sixteen outputs to a vector. The period's
- * parameters are built as int32 lanes straight from the requantization (no int64 table first):
- * for the small tiles of MobileNets their set-up costs as much as the arithmetic.
+ * \brief TFLite's double rounding's int32 parameters of a period (PeriodOf): the bias cut to its
+ * low 32 bits (TFLite's int32 sum), m0 < 2^31, and the left / right shifts of the multiplier's
+ * exponent. Built straight from the requantization, with no int64 table first: for the small
+ * tiles of MobileNets their set-up costs as much as the arithmetic.
  */
-void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
-                             int64_t channel_offset, const Requantization& r, float* out) {
+struct DoubleRoundingPeriod {
+  int64_t period = 0;
+  const int32_t *bias = nullptr, *m0 = nullptr, *left = nullptr, *right = nullptr;
+};
+
+DoubleRoundingPeriod MakeDoubleRoundingPeriod(int64_t size, int64_t channels,
+                                              int64_t channel_offset, const Requantization& r) {
   const int64_t period = PeriodOf(size, channels);
-  // bias cut to its low 32 bits (TFLite's int32 sum), m0 < 2^31, and the left / right shifts of
-  // the multiplier's exponent.
   thread_local std::vector<int32_t> storage;
   storage.resize(static_cast<size_t>(4 * std::max(period, channels)));
   int32_t* bias = storage.data();
@@ -169,18 +174,30 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
     right[i] = static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0));
   }
   for (int32_t* table : {bias, m0, left, right}) RepeatFirstRow(table, first_row, period);
+  return DoubleRoundingPeriod{period, bias, m0, left, right};
+}
+
+/*!
+ * \brief RequantizePeriods with TFLite's double rounding on int32 lanes (FitsInt32Lanes):
+ * sixteen outputs to an AVX-512 vector, otherwise loops the compiler vectorises.
+ */
+void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
+                             int64_t channel_offset, const Requantization& r, float* out) {
+  const DoubleRoundingPeriod p = MakeDoubleRoundingPeriod(size, channels, channel_offset, r);
+  const int64_t period = p.period;
+  // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
+  const int64_t zp = r.output_zero_point;
+#if defined(__AVX512F__)
   // The double rounding's lanes of each sixteen entries of the period, built once for them all.
   thread_local std::vector<int64_t> rounding;
   rounding.resize(static_cast<size_t>((period + 15) / 16) * RoundedProduct16::kWords);
   for (int64_t i = 0; i < period; i += 16) {
     const __mmask16 lanes =
         period - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (period - i)) - 1);
-    RoundedProduct16::DoubleRounding(_mm512_maskz_loadu_epi32(lanes, m0 + i),
-                                     _mm512_maskz_loadu_epi32(lanes, right + i))
+    RoundedProduct16::DoubleRounding(_mm512_maskz_loadu_epi32(lanes, p.m0 + i),
+                                     _mm512_maskz_loadu_epi32(lanes, p.right + i))
         .Store(rounding.data() + i / 16 * RoundedProduct16::kWords);
   }
-  // clamp(zp + s, lo, hi) = zp + clamp(s, lo - zp, hi - zp): no int32 overflow (FitsInt32Lanes).
-  const int64_t zp = r.output_zero_point;
   const __m512i zero_point = _mm512_set1_epi32(static_cast<int32_t>(zp));
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
   const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
@@ -189,12 +206,12 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
     for (int64_t i = 0; i < n; i += 16) {
       const __mmask16 lanes = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
       const __m512i value = _mm512_add_epi32(LowHalves16(acc + start + i, lanes),
-                                             _mm512_maskz_loadu_epi32(lanes, bias + i));
+                                             _mm512_maskz_loadu_epi32(lanes, p.bias + i));
       // TFLite computes in int32: only the low 32 bits of acc + bias, shifted left, matter.
       const __m512i scaled =
           RoundedProduct16::Load(rounding.data() + i / 16 * RoundedProduct16::kWords)
               .Apply(_mm512_maskz_sllv_epi32(kAll16, value,
-                                             _mm512_maskz_loadu_epi32(lanes, left + i)));
+                                             _mm512_maskz_loadu_epi32(lanes, p.left + i)));
       const __m512i clamped =
           _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, scaled, lo), hi);
       _mm512_mask_storeu_ps(
@@ -202,19 +219,31 @@ void RequantizeTflitePeriods(const int64_t* acc, int64_t size, int64_t channels,
           _mm512_maskz_cvtepi32_ps(kAll16, _mm512_add_epi32(clamped, zero_point)));
     }
   }
-}
+#else
+  const int32_t lo = static_cast<int32_t>(r.min - zp), hi = static_cast<int32_t>(r.max - zp);
+  for (int64_t start = 0; start < size; start += period) {
+    const int64_t n = std::min(period, size - start);
+    const int64_t* a = acc + start;
+    float* o = out + start;
+    for (int64_t i = 0; i < n; ++i) {
+      // TFLite computes in int32: only the low 32 bits of acc + bias matter.
+      const int32_t value =
+          static_cast<int32_t>(static_cast<uint32_t>(a[i]) + static_cast<uint32_t>(p.bias[i]));
+      const int32_t scaled = tflite::DoubleRounding(value, p.left[i], p.m0[i], p.right[i]);
+      o[i] = static_cast<float>(std::clamp(scaled, lo, hi) + static_cast<int32_t>(zp));
+    }
+  }
 #endif
+}
 
 }  // namespace
 
 void Requantize(const int64_t* acc, int64_t size, int64_t channels, int64_t channel_offset,
                 const Requantization& r, float* out) {
-#if defined(__AVX512F__)
   if (size > 0 && r.rounding == Rounding::kTflite && !r.single_rounding && FitsInt32Lanes(r)) {
     RequantizeTflitePeriods(acc, size, channels, channel_offset, r, out);
     return;
   }
-#endif
   RequantizeElementwise(acc, size, channels, channel_offset, r, out);
 }
 
@@ -267,22 +296,21 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
 PreparedRequantization::PreparedRequantization(const Requantization& requant, int64_t channels)
     : requant_(requant), channels_(channels), near_(requant, channels) {
   const Requantization& r = requant;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
   if (r.rounding == Rounding::kTflite && !r.single_rounding) {
     if (FitsInt32Lanes(r)) lanes_ = Lanes::kInt32;
   } else {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
     lanes_ = Lanes::kInt64;
-  }
 #endif
+  }
   auto bias_of = [&](int64_t j) { return r.bias.empty() ? 0 : r.bias[j]; };
   if (lanes_ == Lanes::kInt32) {
-    std::vector<int32_t> m0s, rights;
     for (int64_t j = 0; j < channels; ++j) {
       const FixedPointMultiplier& m = ChannelMultiplier(r, j);
       bias32_.push_back(static_cast<int32_t>(static_cast<uint32_t>(bias_of(j))));
       left_.push_back(static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0)));
-      m0s.push_back(static_cast<int32_t>(m.m0));
-      rights.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
+      m0_32_.push_back(static_cast<int32_t>(m.m0));
+      right_.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
       left_shifts_ |= left_.back() != 0;
     }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -291,8 +319,8 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
       const __mmask16 lanes =
           channels - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (channels - j)) - 1);
       const RoundedProduct16 d =
-          RoundedProduct16::DoubleRounding(_mm512_maskz_loadu_epi32(lanes, m0s.data() + j),
-                                           _mm512_maskz_loadu_epi32(lanes, rights.data() + j));
+          RoundedProduct16::DoubleRounding(_mm512_maskz_loadu_epi32(lanes, m0_32_.data() + j),
+                                           _mm512_maskz_loadu_epi32(lanes, right_.data() + j));
       products_.resize(products_.size() + RoundedProduct16::kWords);
       d.Store(products_.data() + products_.size() - RoundedProduct16::kWords);
     }
@@ -403,6 +431,70 @@ inline void Store8(__m512i values, __mmask8 lanes, SumsType type, void* out) {
     case SumsType::kInt16:
       _mm512_mask_cvtepi64_storeu_epi16(out, lanes, values);
       return;
+  }
+}
+
+}  // namespace
+#endif
+
+#if !(defined(__AVX512F__) && defined(__AVX512DQ__))
+namespace {
+
+#if defined(__AVX2__)
+/*! \brief Eight exact int32 results stored as T (8-bit and 16-bit values are in range). */
+template <typename T>
+inline void Store8(__m256i values, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_storeu_ps(out, _mm256_cvtepi32_ps(values));
+  } else {
+    const __m128i words =
+        _mm_packs_epi32(_mm256_castsi256_si128(values), _mm256_extracti128_si256(values, 1));
+    if constexpr (std::is_same_v<T, int16_t>) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), words);
+    } else if constexpr (std::is_same_v<T, int8_t>) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packs_epi16(words, words));
+    } else {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(words, words));
+    }
+  }
+}
+#endif
+
+/*! \brief PreparedRequantization's kInt32 rows without AVX-512: out[i * ld_out + j] = zp +
+ * clamp(DoubleRounding(sums[i * ld_sums + j] + offsets[j] - row_terms[i]), lo, hi), all in int32
+ * (TFLite's arithmetic wraps alike): eight channels to an AVX2 vector, the rest one by one. */
+template <typename T>
+void DoubleRoundRows(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+                     const int32_t* offsets, const int32_t* left, const int32_t* m0,
+                     const int32_t* right, int64_t channels, int64_t rows, int32_t zp, int32_t lo,
+                     int32_t hi, T* out, int64_t ld_out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint32_t row_term = row_terms == nullptr ? 0 : static_cast<uint32_t>(row_terms[i]);
+    const int32_t* s = sums + i * ld_sums;
+    T* o = out + i * ld_out;
+    int64_t j = 0;
+#if defined(__AVX2__)
+    auto load = [](const int32_t* p) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    };
+    const __m256i term = _mm256_set1_epi32(static_cast<int32_t>(row_term));
+    const __m256i low = _mm256_set1_epi32(lo), high = _mm256_set1_epi32(hi);
+    const __m256i zero_point = _mm256_set1_epi32(zp);
+    for (; j + 8 <= channels; j += 8) {
+      const __m256i value =
+          _mm256_sub_epi32(_mm256_add_epi32(load(s + j), load(offsets + j)), term);
+      const __m256i scaled =
+          tflite::DoubleRounding8(value, load(left + j), load(m0 + j), load(right + j));
+      Store8(_mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(scaled, low), high), zero_point),
+             o + j);
+    }
+#endif
+    for (; j < channels; ++j) {
+      const int32_t value = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
+                                                 static_cast<uint32_t>(offsets[j]) - row_term);
+      o[j] = static_cast<T>(
+          std::clamp(tflite::DoubleRounding(value, left[j], m0[j], right[j]), lo, hi) + zp);
+    }
   }
 }
 
@@ -577,6 +669,25 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
         Store16(_mm512_add_epi32(clamped, zero_point32), lanes, out_type, row_out(i) + j * item);
       }
     }
+    return;
+  }
+#else
+  if (lanes_ == Lanes::kInt32) {
+    // The column terms' low 32 bits are those of the int32 product (the int32 sums wrap alike).
+    thread_local std::vector<int32_t> offsets;
+    offsets.resize(static_cast<size_t>(channels_));
+    const uint32_t correction32 = static_cast<uint32_t>(correction);
+    for (int64_t j = 0; j < channels_; ++j) {
+      const uint32_t term =
+          column_sums == nullptr ? 0 : correction32 * static_cast<uint32_t>(column_sums[j]);
+      offsets[j] = static_cast<int32_t>(static_cast<uint32_t>(bias32_[j]) - term);
+    }
+    const int32_t zp = static_cast<int32_t>(r.output_zero_point);
+    WithSumsType(out_type, out, [&](auto* dst) {
+      DoubleRoundRows(sums, ld_sums, row_terms, offsets.data(), left_.data(), m0_32_.data(),
+                      right_.data(), channels_, rows, zp, static_cast<int32_t>(r.min) - zp,
+                      static_cast<int32_t>(r.max) - zp, dst, ld_out);
+    });
     return;
   }
 #endif

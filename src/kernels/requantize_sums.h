@@ -26,10 +26,10 @@ namespace kernels {
  * \brief A tile's requantization with its per-channel parameters laid out as the lanes read them,
  * built once (the emulator prepares every fused requantization when it plans the program), then
  * applied to rows of int32 sums, each row one pixel's `channels` channels. TFLite's double
- * rounding runs on sixteen int32 lanes, the single rounding of TFLite's FULLY_CONNECTED and TVM's
- * exact rounding on eight int64 lanes (TVM's for sums below 2^31, wider ones as
- * RequantizeElementwise rounds them); the rest, and CPUs without AVX-512 DQ, go through
- * RequantizeElementwise.
+ * rounding runs on int32 lanes (sixteen to an AVX-512 vector; elsewhere loops the compiler
+ * vectorises), the single rounding of TFLite's FULLY_CONNECTED and TVM's exact rounding on eight
+ * int64 lanes (TVM's for sums below 2^31, wider ones as RequantizeElementwise rounds them); the
+ * rest, and those two on CPUs without AVX-512 DQ, go through RequantizeElementwise.
  */
 class PreparedRequantization {
  public:
@@ -66,8 +66,9 @@ class PreparedRequantization {
   const Requantization& requant_;
   int64_t channels_;
   Lanes lanes_ = Lanes::kElementwise;
-  // kInt32: low 32 bits of the bias, left shifts, and whether any channel shifts left.
-  std::vector<int32_t> bias32_, left_;
+  // kInt32: low 32 bits of the bias, the multipliers' m0 and left / right shifts, and whether
+  // any channel shifts left.
+  std::vector<int32_t> bias32_, m0_32_, left_, right_;
   bool left_shifts_ = false;
   // Each block of sixteen channels' rounded products on int32 lanes (requantize.cc,
   // RoundedProduct16): kInt32's double rounding; kInt64's single rounding where every multiplier

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -61,25 +61,55 @@ inline bool InMultiplierRange(int64_t m0, int64_t shift) {
 }
 
 /*!
- * \brief MultiplyByQuantizedMultiplier for a multiplier InMultiplierRange, inline and branch-free
- * so that row loops over it vectorise (the requantization of every output). m0 < 2^31 keeps the
- * doubling high multiply off its one saturating case.
+ * \brief MultiplyByQuantizedMultiplier on TFLite's int32 accumulator `value`, for a multiplier
+ * InMultiplierRange given as m0 and the left (31 - shift, if positive) and right (shift - 31, if
+ * positive) shifts of its exponent. Branch-free int32 arithmetic around one 32 x 32 -> 64-bit
+ * product, so that row loops over it vectorise on any x86 (vpmuldq): the requantization of every
+ * output on CPUs without AVX-512. m0 < 2^31 keeps the doubling high multiply off its one
+ * saturating case.
  */
-inline int64_t MultiplyByQuantizedMultiplierInRange(int64_t x, int64_t m0, int64_t shift) {
-  // int32 values held in int64 throughout: one lane width, so the loops vectorise.
-  const int64_t left_shift = shift < 31 ? 31 - shift : 0;
-  const int64_t right_shift = shift > 31 ? shift - 31 : 0;
-  // TFLite computes x * 2^left_shift in int32: the low 32 bits, sign-extended.
-  const int64_t shifted = static_cast<int64_t>(static_cast<uint64_t>(x) << (left_shift + 32)) >> 32;
-  const int64_t product = shifted * m0;  // |product| < 2^62
-  const int64_t nudged = product + (product >= 0 ? int64_t{1} << 30 : 1 - (int64_t{1} << 30));
-  constexpr int64_t kLow31 = (int64_t{1} << 31) - 1;
-  // nudged / 2^31 rounded toward zero.
-  const int64_t high = (nudged + ((nudged >> 63) & kLow31)) >> 31;
+inline int32_t DoubleRounding(int32_t value, int32_t left_shift, int32_t m0, int32_t right_shift) {
+  // TFLite computes value * 2^left_shift in int32: the low 32 bits.
+  const int32_t shifted = static_cast<int32_t>(static_cast<uint32_t>(value) << left_shift);
+  // round_half_up(shifted * m0 / 2^31) (TFLite's nudge, then division toward zero, is this floor
+  // for either sign); it fits int32, so bits 31 to 62 of the sum are the result.
+  const int64_t product = int64_t{shifted} * m0;
+  const int32_t high =
+      static_cast<int32_t>(static_cast<uint64_t>(product + (int64_t{1} << 30)) >> 31);
   // high / 2^right_shift rounded half away from zero (RoundingDivideByPowerOfTwo).
-  const int64_t mask = (int64_t{1} << right_shift) - 1;
-  const int64_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  const int32_t mask = static_cast<int32_t>((uint32_t{1} << right_shift) - 1u);
+  const int32_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
   return (high >> right_shift) + ((high & mask) > threshold ? 1 : 0);
+}
+
+#if defined(__AVX2__)
+/*!
+ * \brief DoubleRounding on eight int32 lanes (AVX2): the even and the odd lanes' 64-bit products
+ * (vpmuldq), their bits 31 to 62 blended back into one vector, then the rounding division.
+ */
+inline __m256i DoubleRounding8(__m256i value, __m256i left_shift, __m256i m0, __m256i right_shift) {
+  const __m256i shifted = _mm256_sllv_epi32(value, left_shift);
+  const __m256i nudge = _mm256_set1_epi64x(int64_t{1} << 30);
+  const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(shifted, m0), nudge);
+  const __m256i odd = _mm256_add_epi64(
+      _mm256_mul_epi32(_mm256_srli_epi64(shifted, 32), _mm256_srli_epi64(m0, 32)), nudge);
+  const __m256i high =
+      _mm256_blend_epi32(_mm256_srli_epi64(even, 31), _mm256_slli_epi64(odd, 1), 0xaa);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right_shift), one);
+  // (mask >> 1) + [high < 0]: high >> 31 is -1 for a negative high.
+  const __m256i threshold =
+      _mm256_sub_epi32(_mm256_srai_epi32(mask, 1), _mm256_srai_epi32(high, 31));
+  const __m256i round_up = _mm256_cmpgt_epi32(_mm256_and_si256(high, mask), threshold);  // -1 or 0
+  return _mm256_sub_epi32(_mm256_srav_epi32(high, right_shift), round_up);
+}
+#endif
+
+/*! \brief DoubleRounding of the low 32 bits of x (TFLite's int32 sum) by m0 * 2^-shift. */
+inline int64_t MultiplyByQuantizedMultiplierInRange(int64_t x, int64_t m0, int64_t shift) {
+  return DoubleRounding(static_cast<int32_t>(static_cast<uint32_t>(x)),
+                        static_cast<int32_t>(shift < 31 ? 31 - shift : 0), static_cast<int32_t>(m0),
+                        static_cast<int32_t>(shift > 31 ? shift - 31 : 0));
 }
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
