@@ -65,23 +65,29 @@ inline void StoreSums(const int32_t* sums, int64_t width, const PixelOut& out, i
   for (int64_t c = 0; c < width; ++c) acc[c] = out.accumulate ? acc[c] + sums[c] : sums[c];
 }
 
+/*! \brief Channels [c0, c0 + width) of kP pixels, width <= kBlock, portable. */
+template <int kP, typename T>
+void PortableBlock(const PixelTaps<T>& taps, int64_t c0, int64_t width, int32_t zero_point,
+                   const PixelOut& out) {
+  int32_t sums[kP][kBlock] = {};
+  for (int64_t t = 0; t < taps.count; ++t) {
+    const int32_t* w = taps.w[t] + c0;
+    for (int p = 0; p < kP; ++p) {
+      const T* x = taps.in[t] + p * taps.step + c0;
+      for (int64_t c = 0; c < width; ++c) {
+        sums[p][c] += (static_cast<int32_t>(x[c]) - zero_point) * w[c];
+      }
+    }
+  }
+  for (int p = 0; p < kP; ++p) StoreSums(sums[p], width, out, p * out.step + c0);
+}
+
 /*! \brief Every channel of kP pixels, portable (the channel loop vectorises for the target). */
 template <int kP, typename T>
 void PixelsPortable(const PixelTaps<T>& taps, int64_t channels, int32_t zero_point,
                     const PixelOut& out) {
   for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
-    const int64_t width = std::min(kBlock, channels - c0);
-    int32_t sums[kP][kBlock] = {};
-    for (int64_t t = 0; t < taps.count; ++t) {
-      const int32_t* w = taps.w[t] + c0;
-      for (int p = 0; p < kP; ++p) {
-        const T* x = taps.in[t] + p * taps.step + c0;
-        for (int64_t c = 0; c < width; ++c) {
-          sums[p][c] += (static_cast<int32_t>(x[c]) - zero_point) * w[c];
-        }
-      }
-    }
-    for (int p = 0; p < kP; ++p) StoreSums(sums[p], width, out, p * out.step + c0);
+    PortableBlock<kP>(taps, c0, std::min(kBlock, channels - c0), zero_point, out);
   }
 }
 
@@ -155,6 +161,85 @@ EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channel
     }
   }
 }
+#define EXAMPLE_NPU_AVX2 __attribute__((target("avx2")))
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+/*! \brief 8 activations of channels [c, c + 8) widened to int32. */
+template <typename T>
+EXAMPLE_NPU_AVX2 inline __m256i LoadWidened8(const T* x) {
+  const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x));
+  if constexpr (std::is_same_v<T, int8_t>) {
+    return _mm256_cvtepi8_epi32(raw);
+  } else {
+    return _mm256_cvtepu8_epi32(raw);
+  }
+}
+
+/*! \brief 8 int32 sums stored as they are, or widened into 8 int64 accumulators, stored or
+ * added. */
+EXAMPLE_NPU_AVX2 inline void StoreWidened8(__m256i sums, const PixelOut& to, int64_t offset) {
+  if (to.sums32 != nullptr) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to.sums32 + offset), sums);
+    return;
+  }
+  __m256i* out = reinterpret_cast<__m256i*>(to.acc + offset);
+  __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(sums));
+  __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(sums, 1));
+  if (to.accumulate) {
+    lo = _mm256_add_epi64(lo, _mm256_loadu_si256(out));
+    hi = _mm256_add_epi64(hi, _mm256_loadu_si256(out + 1));
+  }
+  _mm256_storeu_si256(out, lo);
+  _mm256_storeu_si256(out + 1, hi);
+}
+
+/*! \brief Channels [c0, c0 + 8 kV) of kP pixels on kV vectors of eight int32 sums. */
+template <int kP, int kV, typename T>
+EXAMPLE_NPU_AVX2 inline void ChannelsAvx2(const PixelTaps<T>& taps, int64_t c0, __m256i zp,
+                                          const PixelOut& out) {
+  // sum_t (x - zp) w = sum_t x w - zp sum_t w (exact in int32): the zero point once per block.
+  __m256i sums[kP][kV], weight_sum[kV];
+  for (int v = 0; v < kV; ++v) {
+    weight_sum[v] = _mm256_setzero_si256();
+    for (int p = 0; p < kP; ++p) sums[p][v] = _mm256_setzero_si256();
+  }
+  for (int64_t t = 0; t < taps.count; ++t) {
+    for (int v = 0; v < kV; ++v) {
+      const int64_t c = c0 + 8 * v;
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(taps.w[t] + c));
+      weight_sum[v] = _mm256_add_epi32(weight_sum[v], w);
+      for (int p = 0; p < kP; ++p) {
+        sums[p][v] = _mm256_add_epi32(
+            sums[p][v], _mm256_mullo_epi32(LoadWidened8(taps.in[t] + p * taps.step + c), w));
+      }
+    }
+  }
+  for (int v = 0; v < kV; ++v) {
+    const __m256i correction = _mm256_mullo_epi32(weight_sum[v], zp);
+    for (int p = 0; p < kP; ++p) {
+      StoreWidened8(_mm256_sub_epi32(sums[p][v], correction), out, p * out.step + c0 + 8 * v);
+    }
+  }
+}
+
+/*! \brief PixelsPortable on AVX2: 16 channels at a time on two vectors, then 8, and the last
+ * few channels (AVX2 has no byte masks) through the portable block. */
+template <int kP, typename T>
+EXAMPLE_NPU_AVX2 void PixelsAvx2(const PixelTaps<T>& taps, int64_t channels, int32_t zero_point,
+                                 const PixelOut& out) {
+  const __m256i zp = _mm256_set1_epi32(zero_point);
+  int64_t c0 = 0;
+  for (; c0 + 16 <= channels; c0 += 16) ChannelsAvx2<kP, 2>(taps, c0, zp, out);
+  if (c0 + 8 <= channels) {
+    ChannelsAvx2<kP, 1>(taps, c0, zp, out);
+    c0 += 8;
+  }
+  if (c0 < channels) PortableBlock<kP>(taps, c0, channels - c0, zero_point, out);
+}
 #endif
 
 /*! \brief Sizes of the convolution, from its shapes and parameters. */
@@ -178,6 +263,11 @@ class DepthwiseRows {
     if (!portable && HasAvx512Bw()) {
       one_ = PixelsAvx512<1, T>;
       four_ = PixelsAvx512<4, T>;
+      return;
+    }
+    if (!portable && HasAvx2()) {
+      one_ = PixelsAvx2<1, T>;
+      four_ = PixelsAvx2<4, T>;
       return;
     }
 #else

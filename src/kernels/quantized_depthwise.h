@@ -25,8 +25,8 @@ bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape
 /*!
  * \brief NHWC sums `to` (+)= sum over the in-bounds taps of (input - zero_point) * weight, per
  * channel (padding contributes zero), summed in int32 with the channels innermost: 16 channels
- * to a vector on CPUs with AVX-512 BW (chosen at run time), a portable loop otherwise or when
- * `portable` (tests check both on any CPU). A requantized `to` gets each output row requantized
+ * to a vector on CPUs with AVX-512 BW, 8 on CPUs with AVX2 (chosen at run time), a portable loop
+ * otherwise or when `portable` (tests check both on any CPU). A requantized `to` gets each output row requantized
  * as it is summed.
  */
 void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,

@@ -318,7 +318,7 @@ void CheckQuantizedConv(const QConvCase& k, int64_t zp, std::mt19937* rng) {
   }
   if constexpr (sizeof(T) == 1) {
     if (!IsQuantizedDepthwise(in_shape, zp, w_shape, out_shape, p)) return;
-    // The depthwise kernel's portable loop, which CPUs without AVX-512 BW run.
+    // The depthwise kernel's portable loop, which CPUs without AVX2 run.
     QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false},
                        out_shape, p, /*portable=*/true);
     EXPECT_EQ(acc, expected) << "portable, zp " << zp << ", C" << k.c;
@@ -364,6 +364,7 @@ TEST(QuantizeTest, QuantizedDepthwiseMatchesANaiveSum) {
   std::mt19937 rng(11);
   const std::vector<QConvCase> cases = {
       {1, 9, 13, 37, 3, 3, 37, {1, 1}, {1, 1, 1, 1}, {1, 1}, 37},
+      {1, 6, 9, 29, 3, 3, 29, {1, 1}, {1, 1, 1, 1}, {1, 1}, 29},  // 16 + 8 + 5 channels
       {2, 8, 11, 16, 3, 3, 16, {2, 2}, {0, 0, 1, 1}, {1, 1}, 16},
       {1, 7, 20, 5, 5, 5, 5, {1, 2}, {2, 2, 2, 2}, {1, 1}, 5},
       {1, 12, 17, 33, 3, 3, 33, {1, 1}, {2, 3, 0, 1}, {2, 2}, 33},
