@@ -75,12 +75,13 @@ void CheckTfliteAdd(const QuantizedBinaryParams& p) {
   }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
 /*! \brief Whether every multiplier of TFLite's ADD is below 1 (right shifts only), as TFLite's
- * ADD prepares them: its steps then fit sixteen int32 lanes (|x - zp| 2^20 < 2^28). */
+ * ADD prepares them: its steps then fit int32 lanes (|x - zp| 2^20 < 2^28). */
 bool TfliteAddFitsInt32Lanes(const QuantizedBinaryParams& p) {
   return p.lhs.shift >= 31 && p.rhs.shift >= 31 && p.output.shift >= 31;
 }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
 
 /*! \brief TfliteAddOp over n elements of contiguous rows, sixteen to a vector: each input 20 bits
  * up and rescaled, the sum rescaled, every rescale TFLite's double rounding (RoundedProduct16). */
@@ -110,6 +111,29 @@ void TfliteAddRow(const QuantizedBinaryParams& p, const float* lhs, const float*
     const __m512i clamped =
         _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, result, lo), hi);
     _mm512_mask_storeu_ps(out + i, lanes, _mm512_maskz_cvtepi32_ps(kAll16, clamped));
+  }
+}
+#else
+/*! \brief TfliteAddOp over n elements of contiguous rows on int32 values (DoubleRounding with no
+ * left shift): a loop the compiler vectorises. */
+void TfliteAddRow(const QuantizedBinaryParams& p, const float* lhs, const float* rhs, float* out,
+                  int64_t n) {
+  constexpr int kShift = tflite::AddRealMultipliers::kLeftShift;
+  auto right = [](const FixedPointMultiplier& m) { return static_cast<int32_t>(m.shift - 31); };
+  const int32_t lhs_m0 = static_cast<int32_t>(p.lhs.m0), lhs_right = right(p.lhs);
+  const int32_t rhs_m0 = static_cast<int32_t>(p.rhs.m0), rhs_right = right(p.rhs);
+  const int32_t out_m0 = static_cast<int32_t>(p.output.m0), out_right = right(p.output);
+  const int32_t lhs_zp = static_cast<int32_t>(p.lhs_zero_point);
+  const int32_t rhs_zp = static_cast<int32_t>(p.rhs_zero_point);
+  const int32_t zp = static_cast<int32_t>(p.out.zero_point);
+  const int32_t lo = static_cast<int32_t>(p.out.min), hi = static_cast<int32_t>(p.out.max);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t a = (static_cast<int32_t>(lhs[i]) - lhs_zp) * (1 << kShift);
+    const int32_t b = (static_cast<int32_t>(rhs[i]) - rhs_zp) * (1 << kShift);
+    const int32_t sum = tflite::DoubleRounding(a, 0, lhs_m0, lhs_right) +
+                        tflite::DoubleRounding(b, 0, rhs_m0, rhs_right);
+    out[i] = static_cast<float>(
+        std::clamp(tflite::DoubleRounding(sum, 0, out_m0, out_right) + zp, lo, hi));
   }
 }
 #endif
@@ -240,7 +264,6 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
     return;
   }
   CheckTfliteAdd(p);
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
   if (lhs_shape == out_shape && rhs_shape == out_shape && TfliteAddFitsInt32Lanes(p)) {
     // The residual adds of CNNs.
     const int64_t size = NumElements(out_shape);
@@ -249,7 +272,6 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
     });
     return;
   }
-#endif
   BinaryAll(TfliteAddOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
 }
 
