@@ -299,9 +299,7 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
   if (r.rounding == Rounding::kTflite && !r.single_rounding) {
     if (FitsInt32Lanes(r)) lanes_ = Lanes::kInt32;
   } else {
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
     lanes_ = Lanes::kInt64;
-#endif
   }
   auto bias_of = [&](int64_t j) { return r.bias.empty() ? 0 : r.bias[j]; };
   if (lanes_ == Lanes::kInt32) {
@@ -498,6 +496,44 @@ void DoubleRoundRows(const int32_t* sums, int64_t ld_sums, const int64_t* row_te
   }
 }
 
+/*!
+ * \brief PreparedRequantization's kInt64 rows without AVX-512: one rounding of the 64-bit
+ * product (TFLite's single rounding; TVM's exact rounding for values below 2^31, which `exact`
+ * redoes with ScaleRounded beyond), as RequantizeElementwise rounds them.
+ */
+template <typename T>
+void SingleRoundRows(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+                     const int64_t* offsets, const int64_t* m0, const int64_t* shift,
+                     const int64_t* rounding, int64_t channels, int64_t rows, bool exact,
+                     const Requantization& r, T* out, int64_t ld_out) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  const int64_t zp = r.output_zero_point;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
+    const int32_t* s = sums + i * ld_sums;
+    T* o = out + i * ld_out;
+    int64_t lowest = 0, highest = 0;  // min / max reductions vectorise, a flag would not
+    for (int64_t j = 0; j < channels; ++j) {
+      const int64_t value = s[j] + offsets[j] - row_term;
+      lowest = std::min(lowest, value);
+      highest = std::max(highest, value);
+      // Unsigned: a wide value's product wraps (as the int64 lanes'), it is redone below.
+      const int64_t scaled =
+          static_cast<int64_t>(static_cast<uint64_t>(value) * static_cast<uint64_t>(m0[j]) +
+                               static_cast<uint64_t>(rounding[j])) >>
+          shift[j];
+      o[j] = static_cast<T>(std::clamp(zp + scaled, r.min, r.max));
+    }
+    if (!exact || (lowest >= -kLimit && highest < kLimit)) continue;
+    for (int64_t j = 0; j < channels; ++j) {
+      const int64_t value = s[j] + offsets[j] - row_term;
+      if (value >= -kLimit && value < kLimit) continue;
+      o[j] = static_cast<T>(std::clamp(
+          zp + ScaleRounded(value, FixedPointMultiplier{m0[j], shift[j]}), r.min, r.max));
+    }
+  }
+}
+
 }  // namespace
 #endif
 
@@ -687,6 +723,19 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       DoubleRoundRows(sums, ld_sums, row_terms, offsets.data(), left_.data(), m0_32_.data(),
                       right_.data(), channels_, rows, zp, static_cast<int32_t>(r.min) - zp,
                       static_cast<int32_t>(r.max) - zp, dst, ld_out);
+    });
+    return;
+  }
+  if (lanes_ == Lanes::kInt64) {
+    thread_local std::vector<int64_t> offsets;
+    offsets.resize(static_cast<size_t>(channels_));
+    for (int64_t j = 0; j < channels_; ++j) {
+      offsets[j] = bias64_[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+    }
+    WithSumsType(out_type, out, [&](auto* dst) {
+      SingleRoundRows(sums, ld_sums, row_terms, offsets.data(), m0_64_.data(), shift_.data(),
+                      rounding_.data(), channels_, rows, r.rounding == Rounding::kTvm, r, dst,
+                      ld_out);
     });
     return;
   }
