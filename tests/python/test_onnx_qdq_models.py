@@ -13,15 +13,14 @@ printed).
 from __future__ import annotations
 
 import logging
-import platform
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import example_npu
 import numpy as np
 import onnx
 import onnxruntime as ort
+import onnxruntime_int8
 import pytest
 import real_models
 import tvm
@@ -181,20 +180,6 @@ class Distance:
     relative: float  # mean relative L2 error
 
 
-def onnxruntime_int8_kernels_exact() -> bool:
-    """Whether onnxruntime's fused int8 kernels sum exactly on this CPU. On x86 without VNNI they
-    multiply with vpmaddubsw, whose 16-bit sums of two uint8 x int8 products saturate
-    (onnxruntime's documented "saturation issue"), so there they are no reference; their
-    reference execution is."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return True
-    return "avx512_vnni" in flags or "avx_vnni" in flags
-
-
 def compare_with_onnxruntime(
     path: str, mod: tvm.IRModule, samples: int = EVALUATION_SAMPLES, fused: bool = True
 ) -> Distance:
@@ -204,7 +189,7 @@ def compare_with_onnxruntime(
     vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
     model = onnx.load(path)
     options = ort.SessionOptions()
-    if not fused or not onnxruntime_int8_kernels_exact():
+    if not fused or not onnxruntime_int8.int8_kernels_exact():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     name, shape = input_of(model)

@@ -8,7 +8,8 @@ matmul on the NPU (its run-time zero point read from the call), and so is every 
 run-time min / max / scale / zero point arithmetic of ``DynamicQuantizeLinear`` (its ``round``
 included); its float -> uint8 ``quantize`` (scale and zero point not constants) and the cast of
 the zero point to uint8 stay on the CPU. Checked: the partition and its reasons, the output
-within 1e-6 of TVM's CPU build of the same graph and of onnxruntime's."""
+within 1e-6 of TVM's CPU build of the same graph and of onnxruntime's (where its int8 kernels are
+exact: onnxruntime_int8.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collections import Counter
 import example_npu  # noqa: F401  # registers patterns, codegen and runtime
 import numpy as np
 import onnx
+import onnxruntime_int8
 import pytest
 import transformer_models
 import tvm
@@ -64,6 +66,8 @@ def test_dynamic_int8_bert_runs_its_integer_matmuls_on_the_npu(dynamic_bert, sum
         # The float ops (LayerNorm, softmax, GELU) on the NPU round differently in the last bits.
         np.testing.assert_allclose(npu, cpu, atol=1e-6)
         to_cpu = max(to_cpu, float(np.max(np.abs(npu - cpu))))
+        if not onnxruntime_int8.int8_kernels_exact():
+            continue  # its uint8 x int8 sums saturate on this CPU: TVM's build is the reference
         reference = transformer_models.onnxruntime_reference(onnx_bytes, names, inputs)
         np.testing.assert_allclose(npu, reference, atol=1e-5)
         largest = max(largest, float(np.max(np.abs(npu - reference))))
@@ -71,5 +75,11 @@ def test_dynamic_int8_bert_runs_its_integer_matmuls_on_the_npu(dynamic_bert, sum
         f"quantize_dynamic BERT-style ({LAYERS} layers): {len(report.npu_functions)} NPU "
         f"functions, the {nodes['MatMulInteger']} MatMulInteger on the NPU, "
         f"{sum(report.cpu_ops.values())} CPU ops (the run-time uint8 quantize), max |diff| "
-        f"{to_cpu:.2g} vs TVM's CPU build, {largest:.2g} vs onnxruntime on {SAMPLES} inputs"
+        f"{to_cpu:.2g} vs TVM's CPU build, "
+        + (
+            f"{largest:.2g} vs onnxruntime"
+            if onnxruntime_int8.int8_kernels_exact()
+            else "onnxruntime's kernels saturate on this CPU"
+        )
+        + f" on {SAMPLES} inputs"
     )
