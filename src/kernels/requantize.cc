@@ -466,30 +466,38 @@ void DoubleRoundRows(const int32_t* sums, int64_t ld_sums, const int64_t* row_te
                      const int32_t* offsets, const int32_t* left, const int32_t* m0,
                      const int32_t* right, int64_t channels, int64_t rows, int32_t zp, int32_t lo,
                      int32_t hi, T* out, int64_t ld_out) {
+  auto row_term = [&](int64_t i) {
+    return row_terms == nullptr ? 0u : static_cast<uint32_t>(row_terms[i]);
+  };
+  int64_t whole = 0;  // channels in blocks of eight
+#if defined(__AVX2__)
+  auto load = [](const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  const __m256i low = _mm256_set1_epi32(lo), high = _mm256_set1_epi32(hi);
+  const __m256i zero_point = _mm256_set1_epi32(zp);
+  // A block of eight channels at a time, its parameters in registers over the rows (what depends
+  // on them alone in DoubleRounding8 is computed once per block).
+  for (; whole + 8 <= channels; whole += 8) {
+    const int64_t j = whole;
+    const __m256i offset = load(offsets + j), shift_left = load(left + j),
+                  multiplier = load(m0 + j), shift_right = load(right + j);
+    for (int64_t i = 0; i < rows; ++i) {
+      const __m256i value = _mm256_sub_epi32(_mm256_add_epi32(load(sums + i * ld_sums + j), offset),
+                                             _mm256_set1_epi32(static_cast<int32_t>(row_term(i))));
+      const __m256i scaled = tflite::DoubleRounding8(value, shift_left, multiplier, shift_right);
+      Store8(_mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(scaled, low), high), zero_point),
+             out + i * ld_out + j);
+    }
+  }
+#endif
+  if (whole == channels) return;
   for (int64_t i = 0; i < rows; ++i) {
-    const uint32_t row_term = row_terms == nullptr ? 0 : static_cast<uint32_t>(row_terms[i]);
     const int32_t* s = sums + i * ld_sums;
     T* o = out + i * ld_out;
-    int64_t j = 0;
-#if defined(__AVX2__)
-    auto load = [](const int32_t* p) {
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    };
-    const __m256i term = _mm256_set1_epi32(static_cast<int32_t>(row_term));
-    const __m256i low = _mm256_set1_epi32(lo), high = _mm256_set1_epi32(hi);
-    const __m256i zero_point = _mm256_set1_epi32(zp);
-    for (; j + 8 <= channels; j += 8) {
-      const __m256i value =
-          _mm256_sub_epi32(_mm256_add_epi32(load(s + j), load(offsets + j)), term);
-      const __m256i scaled =
-          tflite::DoubleRounding8(value, load(left + j), load(m0 + j), load(right + j));
-      Store8(_mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(scaled, low), high), zero_point),
-             o + j);
-    }
-#endif
-    for (; j < channels; ++j) {
+    for (int64_t j = whole; j < channels; ++j) {
       const int32_t value = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
-                                                 static_cast<uint32_t>(offsets[j]) - row_term);
+                                                 static_cast<uint32_t>(offsets[j]) - row_term(i));
       o[j] = static_cast<T>(
           std::clamp(tflite::DoubleRounding(value, left[j], m0[j], right[j]), lo, hi) + zp);
     }
