@@ -13,7 +13,7 @@
 #include "kernels/requantize_sums.h"
 #include "kernels/window.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -87,6 +87,25 @@ void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
       p = k;
     }
     sum = _mm512_reduce_add_epi32(acc);
+#elif defined(__AVX2__)
+    // The bytes made unsigned (x + 128) and summed by vpsadbw, less 128 per byte.
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    __m256i acc = _mm256_setzero_si256();
+    for (; p + 32 <= k; p += 32) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p));
+      acc = _mm256_add_epi64(
+          acc, _mm256_sad_epu8(_mm256_xor_si256(bytes, flip), _mm256_setzero_si256()));
+    }
+    __m128i acc8 = _mm_setzero_si128();
+    for (; p + 8 <= k; p += 8) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + p));
+      acc8 = _mm_add_epi64(acc8, _mm_sad_epu8(_mm_xor_si128(bytes, _mm256_castsi256_si128(flip)),
+                                              _mm_setzero_si128()));
+    }
+    alignas(32) int64_t lanes[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+    sum = static_cast<int32_t>(lanes[0] + lanes[1] + lanes[2] + lanes[3] + _mm_cvtsi128_si64(acc8) -
+                               128 * p);
 #endif
     for (; p < k; ++p) sum += row[p];
     out[i] = int64_t{128} * sum;
@@ -212,7 +231,7 @@ constexpr int64_t kUnsignedOffset = std::is_same_v<T, int8_t> ? 128 : 0;
 /*!
  * \brief dst[0, count) = AsUnsigned(src[0, count)), then zeros up to `padded` (they meet zero rows
  * of B). A pixel's channels are few (8 to 64 in MobileNets), too few for the compiler's vector
- * loop to start: masked 64-byte vectors take them whole.
+ * loop to start: masked 64-byte vectors take them whole (AVX2: 32 and 8 bytes at a time).
  */
 template <typename T>
 void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* dst) {
@@ -227,7 +246,20 @@ void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* ds
     _mm512_mask_storeu_epi8(dst + i, out, _mm512_maskz_mov_epi8(in, _mm512_xor_si512(bytes, flip)));
   }
 #else
-  for (int64_t i = 0; i < count; ++i) dst[i] = AsUnsigned(src[i]);
+  int64_t i = 0;
+#if defined(__AVX2__)
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(kUnsignedOffset<T>));
+  for (; i + 32 <= count; i += 32) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_xor_si256(bytes, flip));
+  }
+  for (; i + 8 <= count; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + i),
+                     _mm_xor_si128(bytes, _mm256_castsi256_si128(flip)));
+  }
+#endif
+  for (; i < count; ++i) dst[i] = AsUnsigned(src[i]);
   std::fill(dst + count, dst + padded, uint8_t{0});
 #endif
 }
