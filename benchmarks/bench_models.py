@@ -180,9 +180,13 @@ def qdq_layer(kind: str, x_shape, w_q: np.ndarray, w_scale: np.ndarray, bias, re
 TORCH_INT8_ENGINES = ("x86", "onednn", "fbgemm")  # PyTorch's x86 quantized engines
 
 
-def torch_int8_layer(kind: str, engine: str, qw, bias: np.ndarray, tx, npu_q, y_params) -> Callable:
+def torch_int8_layer(
+    kind: str, engine: str, qw, bias: np.ndarray, tx, npu_q, y_params
+) -> Callable | None:
     """PyTorch's quantized ConvReLU2d / LinearReLU of the layer on one engine (its weights packed
-    for that engine), checked within 1 LSB of the NPU's int8 result (npu_q) before timing."""
+    for that engine), checked within 1 LSB of the NPU's int8 result (npu_q) before timing; None
+    (with a note) for an engine that is not exact on this CPU (x86 without VNNI: its 16-bit sums
+    of uint8 x int8 pairs saturate), which is no peer for an exact datapath."""
     import torch.ao.nn.intrinsic.quantized as nniq
 
     torch.backends.quantized.engine = engine
@@ -200,7 +204,13 @@ def torch_int8_layer(kind: str, engine: str, qw, bias: np.ndarray, tx, npu_q, y_
 
     got = call().int_repr().numpy().astype(int) - 128
     diff = np.abs(got - npu_q.astype(int)).max()
-    assert diff <= 1, f"torch {engine} int8 {kind}: {diff} LSB from the NPU"
+    if diff > 1:
+        print(
+            f"note: torch {engine} int8 {kind} is {diff} LSB from the exact result on this CPU "
+            "(saturating 16-bit sums): left out",
+            file=sys.stderr,
+        )
+        return None
     return call
 
 
@@ -242,11 +252,12 @@ def int8_rows(rng: np.random.Generator) -> list[Row]:
         tx = torch.quantize_per_tensor(torch.from_numpy(x_f), xs, xzp + 128, torch.quint8)
         tf = torch.from_numpy(x_f)
         npu_out = out_numpy(npu_q())
-        engines = {
+        calls = {
             f"torch {engine}": torch_int8_layer(kind, engine, qw, bias, tx, npu_out, (ys, yzp))
             for engine in TORCH_INT8_ENGINES
             if engine in torch.backends.quantized.supported_engines
         }
+        engines = {name: call for name, call in calls.items() if call is not None}
 
         def torch_fp32(ref_f=ref_f, tf=tf):
             with torch.inference_mode():
