@@ -132,6 +132,21 @@ bool FitsInt32Lanes(const Requantization& r) {
          fits(r.min - r.output_zero_point) && fits(r.max - r.output_zero_point);
 }
 
+/*!
+ * \brief bias[j] - correction * column_sums[j] for every channel j (bias alone when column_sums
+ * is null): what a fused requantization adds to each channel's int32 sums. A per-thread buffer,
+ * valid until this thread's next call.
+ */
+const int64_t* ChannelOffsets(const int64_t* bias, const int32_t* column_sums, int64_t correction,
+                              int64_t channels) {
+  thread_local std::vector<int64_t> offsets;
+  offsets.resize(static_cast<size_t>(channels));
+  for (int64_t j = 0; j < channels; ++j) {
+    offsets[j] = bias[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
+  }
+  return offsets.data();
+}
+
 #if defined(__AVX512F__)
 /*! \brief Sixteen int64 accumulators, each cut to its low 32 bits. */
 inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
@@ -143,11 +158,25 @@ inline __m512i LowHalves16(const int64_t* acc, __mmask16 lanes) {
 }
 #endif
 
+/*! \brief TFLite's double rounding's int32 parameters of one channel: the bias cut to its low 32
+ * bits (TFLite's int32 sum), m0 < 2^31, and the left / right shifts of the multiplier's exponent.
+ */
+struct DoubleRoundingChannel {
+  int32_t bias, m0, left, right;
+};
+
+DoubleRoundingChannel DoubleRoundingOf(const Requantization& r, int64_t channel) {
+  const FixedPointMultiplier& m = ChannelMultiplier(r, channel);
+  return DoubleRoundingChannel{
+      r.bias.empty() ? 0 : static_cast<int32_t>(static_cast<uint32_t>(r.bias[channel])),
+      static_cast<int32_t>(m.m0), static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0)),
+      static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0))};
+}
+
 /*!
- * \brief TFLite's double rounding's int32 parameters of a period (PeriodOf): the bias cut to its
- * low 32 bits (TFLite's int32 sum), m0 < 2^31, and the left / right shifts of the multiplier's
- * exponent. Built straight from the requantization, with no int64 table first: for the small
- * tiles of MobileNets their set-up costs as much as the arithmetic.
+ * \brief DoubleRoundingChannel's parameters over a period (PeriodOf), a table each. Built
+ * straight from the requantization, with no int64 table first: for the small tiles of MobileNets
+ * their set-up costs as much as the arithmetic.
  */
 struct DoubleRoundingPeriod {
   int64_t period = 0;
@@ -165,13 +194,11 @@ DoubleRoundingPeriod MakeDoubleRoundingPeriod(int64_t size, int64_t channels,
   int32_t* right = left + period;
   const int64_t first_row = std::min(channels, period);
   for (int64_t i = 0; i < first_row; ++i) {
-    const FixedPointMultiplier& m = ChannelMultiplier(r, channel_offset + i);
-    bias[i] = r.bias.empty()
-                  ? 0
-                  : static_cast<int32_t>(static_cast<uint32_t>(r.bias[channel_offset + i]));
-    m0[i] = static_cast<int32_t>(m.m0);
-    left[i] = static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0));
-    right[i] = static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0));
+    const DoubleRoundingChannel c = DoubleRoundingOf(r, channel_offset + i);
+    bias[i] = c.bias;
+    m0[i] = c.m0;
+    left[i] = c.left;
+    right[i] = c.right;
   }
   for (int32_t* table : {bias, m0, left, right}) RepeatFirstRow(table, first_row, period);
   return DoubleRoundingPeriod{period, bias, m0, left, right};
@@ -301,15 +328,14 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
   } else {
     lanes_ = Lanes::kInt64;
   }
-  auto bias_of = [&](int64_t j) { return r.bias.empty() ? 0 : r.bias[j]; };
   if (lanes_ == Lanes::kInt32) {
     for (int64_t j = 0; j < channels; ++j) {
-      const FixedPointMultiplier& m = ChannelMultiplier(r, j);
-      bias32_.push_back(static_cast<int32_t>(static_cast<uint32_t>(bias_of(j))));
-      left_.push_back(static_cast<int32_t>(std::max<int64_t>(31 - m.shift, 0)));
-      m0_32_.push_back(static_cast<int32_t>(m.m0));
-      right_.push_back(static_cast<int32_t>(std::max<int64_t>(m.shift - 31, 0)));
-      left_shifts_ |= left_.back() != 0;
+      const DoubleRoundingChannel c = DoubleRoundingOf(r, j);
+      bias32_.push_back(c.bias);
+      m0_32_.push_back(c.m0);
+      left_.push_back(c.left);
+      right_.push_back(c.right);
+      left_shifts_ |= c.left != 0;
     }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
     // Each block of sixteen channels: its RoundedProduct16, eight vectors of eight words.
@@ -327,7 +353,7 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
     bool narrow = true;
     for (int64_t j = 0; j < channels; ++j) {
       const FixedPointMultiplier& m = ChannelMultiplier(r, j);
-      bias64_.push_back(bias_of(j));
+      bias64_.push_back(r.bias.empty() ? 0 : r.bias[j]);
       m0_64_.push_back(m.m0);
       shift_.push_back(m.shift);
       rounding_.push_back(int64_t{1} << (m.shift - 1));
@@ -372,13 +398,9 @@ void PreparedRequantization::FindNearTies(const int32_t* sums, int64_t ld_sums,
                                           int64_t correction, int64_t rows, int64_t first_pixel,
                                           std::vector<int64_t>* ties) const {
   if (near_.empty()) return;
-  thread_local std::vector<int64_t> offsets;
-  offsets.resize(static_cast<size_t>(channels_));
-  for (int64_t j = 0; j < channels_; ++j) {
-    offsets[j] = near_.bias()[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
-  }
+  const int64_t* offsets = ChannelOffsets(near_.bias(), column_sums, correction, channels_);
   for (int64_t i = 0; i < rows; ++i) {
-    near_.ScanRow(sums + i * ld_sums, offsets.data(), row_terms == nullptr ? 0 : row_terms[i],
+    near_.ScanRow(sums + i * ld_sums, offsets, row_terms == nullptr ? 0 : row_terms[i],
                   (first_pixel + i) * channels_, ties);
   }
 }
@@ -650,12 +672,8 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
       }
     };
     if (products_.empty()) {
-      thread_local std::vector<int64_t> offsets;
-      offsets.resize(static_cast<size_t>(channels));
-      for (int64_t j = 0; j < channels; ++j) {
-        offsets[j] = bias64_[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
-      }
-      for (int64_t i = 0; i < rows; ++i) wide_lanes(i, 0, channels, offsets.data());
+      const int64_t* offsets = ChannelOffsets(bias64_.data(), column_sums, correction, channels);
+      for (int64_t i = 0; i < rows; ++i) wide_lanes(i, 0, channels, offsets);
       return;
     }
     // Sixteen int32 lanes where the block's values and products fit them (nearly always: 8-bit
@@ -735,13 +753,9 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     return;
   }
   if (lanes_ == Lanes::kInt64) {
-    thread_local std::vector<int64_t> offsets;
-    offsets.resize(static_cast<size_t>(channels_));
-    for (int64_t j = 0; j < channels_; ++j) {
-      offsets[j] = bias64_[j] - (column_sums == nullptr ? 0 : correction * column_sums[j]);
-    }
+    const int64_t* offsets = ChannelOffsets(bias64_.data(), column_sums, correction, channels_);
     WithSumsType(out_type, out, [&](auto* dst) {
-      SingleRoundRows(sums, ld_sums, row_terms, offsets.data(), m0_64_.data(), shift_.data(),
+      SingleRoundRows(sums, ld_sums, row_terms, offsets, m0_64_.data(), shift_.data(),
                       rounding_.data(), channels_, rows, r.rounding == Rounding::kTvm, r, dst,
                       ld_out);
     });
