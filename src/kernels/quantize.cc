@@ -388,10 +388,10 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, const Su
   int32_t* c32 = Scratch(3, static_cast<size_t>(pixels * n16));
   thread_local std::vector<int64_t> offsets;
   offsets.resize(static_cast<size_t>(pixels + taps));
+  const int64_t groups = c4 / 4;  // 4-byte groups of a padded pixel
   for (int64_t y = 0; y < s.oh; ++y) {
-    for (int64_t x = 0; x < s.ow; ++x) {
-      offsets[y * s.ow + x] = (y * p.strides[0] * wp + x * p.strides[1]) * c4 / 4;
-    }
+    const int64_t row = y * p.strides[0] * wp * groups, step = p.strides[1] * groups;
+    for (int64_t x = 0; x < s.ow; ++x) offsets[y * s.ow + x] = row + x * step;
   }
   for (int64_t ky = 0; ky < s.kh; ++ky) {
     for (int64_t kx = 0; kx < s.kw; ++kx) {
@@ -405,19 +405,28 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, const Su
   rows.depth = c4 / 4;
   const int64_t unsigned_zero_point = kUnsignedOffset<T> + zero_point;
   const uint8_t pad = static_cast<uint8_t>(unsigned_zero_point);
+  // One group's pixels already lie c4 bytes apart (no channel padding, one group): a row's
+  // interior is one copy instead of one per pixel.
+  const bool dense_rows = s.group_in == c4 && p.groups == 1;
+  const int64_t left = p.padding[1];
   for (int64_t nb = 0; nb < s.batch; ++nb) {
     for (int64_t g = 0; g < p.groups; ++g) {
       for (int64_t y = 0; y < hp; ++y) {
         const int64_t iy = y - p.padding[0];
-        for (int64_t x = 0; x < wp; ++x) {
-          const int64_t ix = x - p.padding[1];
-          uint8_t* dst = a + (y * wp + x) * c4;
-          if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
-            std::fill(dst, dst + c4, pad);
-            continue;
-          }
-          CopyUnsignedPadded(input + ((nb * s.h + iy) * s.w + ix) * s.c + g * s.group_in,
-                             s.group_in, c4, dst);
+        uint8_t* dst = a + y * wp * c4;
+        if (iy < 0 || iy >= s.h) {
+          std::fill(dst, dst + wp * c4, pad);
+          continue;
+        }
+        std::fill(dst, dst + left * c4, pad);
+        std::fill(dst + (left + s.w) * c4, dst + wp * c4, pad);
+        const T* src = input + (nb * s.h + iy) * s.w * s.c + g * s.group_in;
+        if (dense_rows) {
+          CopyUnsignedPadded(src, s.w * c4, s.w * c4, dst + left * c4);
+          continue;
+        }
+        for (int64_t ix = 0; ix < s.w; ++ix) {
+          CopyUnsignedPadded(src + ix * s.c, s.group_in, c4, dst + (left + ix) * c4);
         }
       }
       const PackedB w =

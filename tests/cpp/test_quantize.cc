@@ -342,6 +342,9 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
       {1, 6, 6, 8, 3, 3, 8, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},    // depthwise
       {1, 4, 4, 20, 1, 1, 40, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2},  // pointwise, two groups of 20
       {1, 5, 5, 70, 3, 3, 16, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},  // a pixel longer than a vector
+      // Whole 4-byte groups of channels, one group: each input row copied at once.
+      {1, 6, 7, 8, 3, 3, 16, {1, 1}, {0, 2, 1, 1}, {1, 1}, 1},
+      {2, 5, 4, 12, 3, 3, 20, {2, 1}, {1, 0, 2, 3}, {1, 1}, 1},
       // Pointwise: a matmul of the pixels read in place (channels in whole groups of four) or
       // copied (channels not), with channels below, at and beyond one 64-byte vector.
       {1, 4, 5, 16, 1, 1, 24, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
