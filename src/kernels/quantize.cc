@@ -425,6 +425,16 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, const Su
           CopyUnsignedPadded(src, s.w * c4, s.w * c4, dst + left * c4);
           continue;
         }
+        if (c4 == 4) {
+          // An image's 1 to 4 channels (a first layer): a vector's masks would cost more.
+          for (int64_t ix = 0; ix < s.w; ++ix) {
+            uint8_t* pixel = dst + (left + ix) * 4;
+            for (int64_t ch = 0; ch < 4; ++ch) {
+              pixel[ch] = ch < s.group_in ? AsUnsigned(src[ix * s.c + ch]) : uint8_t{0};
+            }
+          }
+          continue;
+        }
         for (int64_t ix = 0; ix < s.w; ++ix) {
           CopyUnsignedPadded(src + ix * s.c, s.group_in, c4, dst + (left + ix) * c4);
         }
