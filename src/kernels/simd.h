@@ -103,6 +103,22 @@ EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
   return x == x ? result : x;
 }
 
+/*!
+ * \brief Exp, but 0 where e^x lies below float's normal range (x < -87.3): a softmax's terms,
+ * whose subnormals cannot change its sum (at least 1) and, as outputs, differ from 0 by less
+ * than 2^-126, while an x86 core takes a microcode assist to make (and to scale) each one. Other
+ * results are Exp's bits.
+ */
+EXAMPLE_NPU_INLINE V8 ExpOrZero(V8 x) {
+  const I8 tiny = x < -87.3f;
+  if (__builtin_expect(AllLanes((x <= 88.7f) & ((x >= -87.3f) | tiny)), 1)) {
+    I8 n;
+    const V8 p = ExpPolynomial(Max(x, Splat(-87.3f)), &n);
+    return tiny ? Splat(0.0f) : (V8)((U8)p + ((U8)n << 23));
+  }
+  return tiny ? Splat(0.0f) : Exp(x);  // an overflow or a NaN lane
+}
+
 /*! \brief 1 / (1 + e^-x). */
 EXAMPLE_NPU_INLINE V8 Sigmoid(V8 x) { return 1.0f / (1.0f + Exp(-x)); }
 

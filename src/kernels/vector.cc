@@ -61,8 +61,8 @@ EXAMPLE_NPU_INLINE void MapBinaryV8(const float* a, const float* b, float* out, 
   for (; i < n; ++i) out[i] = f(simd::Splat(a[i]), simd::Splat(b[i]))[0];
 }
 
-/*! \brief The vector exp on one value, so tails round exactly like the vector body. */
-inline float ExpScalar(float x) { return simd::Exp(simd::Splat(x))[0]; }
+/*! \brief ExpOrZero on one value, so a softmax's tail rounds exactly like its vector body. */
+inline float ExpOrZeroScalar(float x) { return simd::ExpOrZero(simd::Splat(x))[0]; }
 
 /*! \brief Softmax of one contiguous row: vector max, then exp and sum, then one scale. */
 void SoftmaxRow(const float* in, float* out, int64_t n) {
@@ -77,13 +77,13 @@ void SoftmaxRow(const float* in, float* out, int64_t n) {
   for (int64_t i = vec_end; i < n; ++i) max_v = std::max(max_v, in[i]);
   simd::V8 acc = simd::Splat(0.0f);
   for (int64_t i = 0; i < vec_end; i += simd::kLanes) {
-    const simd::V8 e = simd::Exp(simd::Load(in + i) - max_v);
+    const simd::V8 e = simd::ExpOrZero(simd::Load(in + i) - max_v);
     simd::Store(out + i, e);
     acc += e;
   }
   float sum = simd::HorizontalSum(acc);
   for (int64_t i = vec_end; i < n; ++i) {
-    out[i] = ExpScalar(in[i] - max_v);
+    out[i] = ExpOrZeroScalar(in[i] - max_v);
     sum += out[i];
   }
   const float inv = 1.0f / sum;
@@ -106,7 +106,7 @@ void SoftmaxStrided(const float* in, float* out, int64_t axis, int64_t inner, fl
     const float* row = in + a * inner;
     float* out_row = out + a * inner;
     MapBinaryV8(row, max_v, out_row, inner,
-                [](simd::V8 x, simd::V8 m) { return simd::Exp(x - m); });
+                [](simd::V8 x, simd::V8 m) { return simd::ExpOrZero(x - m); });
     for (int64_t j = 0; j < inner; ++j) sum[j] += out_row[j];
   }
   for (int64_t j = 0; j < inner; ++j) sum[j] = 1.0f / sum[j];

@@ -273,6 +273,32 @@ TEST(UnaryTest, ExpMatchesLibmOverTheWholeRange) {
   }
 }
 
+TEST(UnaryTest, ExpOrZeroIsExpOrZeroBelowTheNormalRange) {
+  // Exp's bits for normal results, 0 where Exp gives a subnormal, inf and NaN as Exp.
+  std::vector<float> x;
+  for (float v = -110.0f; v <= 90.0f; v += 0.0137f) x.push_back(v);
+  x.insert(x.end(),
+           {-87.3f, std::nextafter(-87.3f, -100.0f), 88.7f, -std::numeric_limits<float>::infinity(),
+            std::numeric_limits<float>::quiet_NaN()});
+  for (size_t i = 0; i < x.size(); i += simd::kLanes) {
+    float lanes[simd::kLanes] = {};
+    std::copy(x.begin() + i, x.begin() + std::min(i + simd::kLanes, x.size()), lanes);
+    float got[simd::kLanes], exp[simd::kLanes];
+    simd::Store(got, simd::ExpOrZero(simd::Load(lanes)));
+    simd::Store(exp, simd::Exp(simd::Load(lanes)));
+    for (int k = 0; k < simd::kLanes; ++k) {
+      if (std::isnan(lanes[k])) {
+        EXPECT_TRUE(std::isnan(got[k]));
+      } else if (lanes[k] < -87.3f) {
+        EXPECT_EQ(got[k], 0.0f) << lanes[k];
+      } else {
+        EXPECT_EQ(got[k], exp[k]) << lanes[k];
+        EXPECT_TRUE(std::isinf(got[k]) || std::isnormal(got[k])) << lanes[k];
+      }
+    }
+  }
+}
+
 TEST(SoftmaxTest, RowsWithSpecialValuesAsTvm) {
   // TVM: max (init lowest), e^(x - max), sum, divide. +inf or NaN anywhere, or a row of -inf,
   // gives NaN everywhere; -inf next to finite values gives exactly 0.
