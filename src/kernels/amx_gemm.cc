@@ -108,8 +108,9 @@ void Store(int sliver, int32_t* c, int64_t stride_bytes) {
 /*!
  * \brief One block of up to 16 rows and 4 slivers, the reduction 16 groups (64 products per lane)
  * at a time; each segment holds whole tiles of them (AmxGemmInt8 checks). A's rows are read in
- * place when they are 16 evenly spaced rows, else gathered, 64 bytes per row, into a tile (rows
- * at any offsets: the implicit im2col of a convolution; missing rows of the last block are zero).
+ * place when they are 16 evenly spaced rows (a matrix's, or a convolution's pixels along an output
+ * row), else gathered, 64 bytes per row, into a tile (rows at any offsets: the implicit im2col of
+ * a convolution across output rows; missing rows of the last block are zero).
  */
 void Block(bool signed_a, int64_t i0, int64_t rows_in_block, int64_t j0, int slivers,
            const uint8_t* a, const DirectRows& rows, const uint8_t* b, int64_t ldb, int32_t* c,
@@ -122,12 +123,24 @@ void Block(bool signed_a, int64_t i0, int64_t rows_in_block, int64_t j0, int sli
   auto row_offset = [&](int64_t r) {
     return rows.row_offsets ? rows.row_offsets[r] : r * rows.row_stride;
   };
-  const bool strided = rows.row_offsets == nullptr && rows_in_block == kRows;
+  // 4-byte groups from one of the block's rows to the next where all 16 lie evenly spaced (a
+  // matrix's rows; a convolution's pixels along one output row): the tile load reads them in
+  // place. 0 where they must be gathered through memory, which costs more than their products.
+  int64_t stride = 0;
+  if (rows_in_block == kRows && rows.row_offsets == nullptr) {
+    stride = rows.row_stride;
+  } else if (rows_in_block == kRows) {
+    const int64_t* offsets = rows.row_offsets + i0;
+    stride = offsets[1] - offsets[0];
+    for (int64_t r = 2; r < kRows && stride > 0; ++r) {
+      if (offsets[r] - offsets[0] != r * stride) stride = 0;
+    }
+  }
   for (int64_t seg = 0; seg < rows.segments; ++seg) {
     const int64_t seg_offset = rows.segment_offsets ? rows.segment_offsets[seg] : 0;
     for (int64_t q0 = 0; q0 < rows.depth; q0 += kGroups) {
-      if (strided) {
-        _tile_loadd(4, a + (row_offset(i0) + seg_offset + q0) * 4, rows.row_stride * 4);
+      if (stride > 0) {
+        _tile_loadd(4, a + (row_offset(i0) + seg_offset + q0) * 4, stride * 4);
       } else {
         for (int64_t r = 0; r < rows_in_block; ++r) {
           _mm512_store_si512(a_tile + r * 64,

@@ -345,6 +345,10 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
       // Whole 4-byte groups of channels, one group: each input row copied at once.
       {1, 6, 7, 8, 3, 3, 16, {1, 1}, {0, 2, 1, 1}, {1, 1}, 1},
       {2, 5, 4, 12, 3, 3, 20, {2, 1}, {1, 0, 2, 3}, {1, 1}, 1},
+      // Output rows of 20 pixels: blocks of 16 along a row are evenly spaced (read in place by
+      // AMX's tile loads), the others gathered; with a stride too.
+      {1, 3, 20, 64, 3, 3, 16, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {1, 5, 40, 64, 3, 3, 32, {1, 2}, {1, 1, 1, 1}, {1, 1}, 1},
       // Pointwise: a matmul of the pixels read in place (channels in whole groups of four) or
       // copied (channels not), with channels below, at and beyond one 64-byte vector.
       {1, 4, 5, 16, 1, 1, 24, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
