@@ -82,21 +82,28 @@ TEST(DmaTest, RandomStridedBoxesAndLayoutChangesMatchTheNaiveCopy) {
   CheckRandomBoxes<uint8_t>(DType::kInt8, 200);
 }
 
-TEST(DmaTest, LargeNchwToNhwcTransposeMatchesTheNaiveCopy) {
+/*! \brief An NCHW tile to NHWC and back, against the naive copy. */
+template <typename T>
+void CheckLargeNchwToNhwc(DType dtype) {
   // Big enough to be split over the thread pool, with ragged 8 x 8 blocks at both edges.
   const std::vector<int64_t> extent = {1, 67, 13, 131};  // N, C, H, W of the tile
   const std::vector<int64_t> nchw = StridesInOrder(extent, {0, 1, 2, 3});
   const std::vector<int64_t> nhwc = StridesInOrder(extent, {0, 2, 3, 1});
-  std::vector<float> src(67 * 13 * 131), expected(src.size()), actual(src.size()), back(src.size());
-  std::iota(src.begin(), src.end(), 0.0f);
+  std::vector<T> src(67 * 13 * 131), expected(src.size()), actual(src.size()), back(src.size());
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<T>(i * 7919 % 65521);
   NaiveCopy(src.data(), nchw, expected.data(), nhwc, extent);
-  BoxCopy(DType::kFloat32, nchw, DType::kFloat32, nhwc, extent)
+  BoxCopy(dtype, nchw, dtype, nhwc, extent)
       .Run(reinterpret_cast<const uint8_t*>(src.data()), reinterpret_cast<uint8_t*>(actual.data()));
-  EXPECT_EQ(actual, expected);
-  BoxCopy(DType::kFloat32, nhwc, DType::kFloat32, nchw, extent)
+  EXPECT_EQ(actual, expected) << sizeof(T) * 8 << "-bit";
+  BoxCopy(dtype, nhwc, dtype, nchw, extent)
       .Run(reinterpret_cast<const uint8_t*>(actual.data()),
            reinterpret_cast<uint8_t*>(back.data()));
-  EXPECT_EQ(back, src);
+  EXPECT_EQ(back, src) << sizeof(T) * 8 << "-bit";
+}
+
+TEST(DmaTest, LargeNchwToNhwcTransposeMatchesTheNaiveCopy) {
+  CheckLargeNchwToNhwc<float>(DType::kFloat32);
+  CheckLargeNchwToNhwc<uint8_t>(DType::kInt8);
 }
 
 TEST(DmaTest, NarrowsFloat32ToFloat16OnAStridedStore) {
