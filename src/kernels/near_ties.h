@@ -57,6 +57,8 @@ class NearTieScan {
   bool empty() const { return m0_.empty(); }
   /*! \brief Per channel, the integer bias the NPU adds (0 without one). */
   const int64_t* bias() const { return bias_.data(); }
+  /*! \brief Per channel, NearTieWindow. */
+  const int64_t* windows() const { return window_.data(); }
 
   /*!
    * \brief Appends first_index + j to `ties` for the channels j whose exact value, values[j] +

@@ -210,11 +210,13 @@ void StoreSums(const int32_t* c32, int64_t ldc, const int64_t* row_terms,
                    to.accumulate);
   } else {
     // Fused sums start at a pixel (a requantized convolution has one group).
-    to.requant->Run(c32, ldc, row_terms, column_sums, correction, m, to.OutAtPixel(offset / ld, ld),
-                    to.PixelStride(ld), to.out_type);
-    if (to.near_ties != nullptr) {
-      to.requant->FindNearTies(c32, ldc, row_terms, column_sums, correction, m, offset / ld,
-                               to.near_ties);
+    if (to.near_ties == nullptr) {
+      to.requant->Run(c32, ldc, row_terms, column_sums, correction, m,
+                      to.OutAtPixel(offset / ld, ld), to.PixelStride(ld), to.out_type);
+    } else {
+      to.requant->RunFindingNearTies(c32, ldc, row_terms, column_sums, correction, m,
+                                     to.OutAtPixel(offset / ld, ld), to.PixelStride(ld),
+                                     to.out_type, offset / ld, to.near_ties);
     }
   }
 }

@@ -376,6 +376,13 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
         }
         value_limits_.push_back(limit);
       }
+      // FindNearTies's quick test on the same products (RunFindingNearTies).
+      for (int64_t j = 0; j < channels && !near_.empty(); j += 16) {
+        const int64_t count = std::min<int64_t>(16, channels - j);
+        near_words_.resize(near_words_.size() + NearTieLanes16::kWords);
+        NearTieLanes16::Build(near_.windows() + j, shift_.data() + j, count,
+                              near_words_.data() + near_words_.size() - NearTieLanes16::kWords);
+      }
     }
 #endif
   }
@@ -570,6 +577,30 @@ void SingleRoundRows(const int32_t* sums, int64_t ld_sums, const int64_t* row_te
 void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
                                  const int32_t* column_sums, int64_t correction, int64_t rows,
                                  void* out, int64_t ld_out, SumsType out_type) const {
+  Requantized(sums, ld_sums, row_terms, column_sums, correction, rows, out, ld_out, out_type, 0,
+              nullptr);
+}
+
+void PreparedRequantization::RunFindingNearTies(const int32_t* sums, int64_t ld_sums,
+                                                const int64_t* row_terms,
+                                                const int32_t* column_sums, int64_t correction,
+                                                int64_t rows, void* out, int64_t ld_out,
+                                                SumsType out_type, int64_t first_pixel,
+                                                std::vector<int64_t>* ties) const {
+  if (!near_words_.empty()) {
+    Requantized(sums, ld_sums, row_terms, column_sums, correction, rows, out, ld_out, out_type,
+                first_pixel, ties);
+    return;
+  }
+  Run(sums, ld_sums, row_terms, column_sums, correction, rows, out, ld_out, out_type);
+  FindNearTies(sums, ld_sums, row_terms, column_sums, correction, rows, first_pixel, ties);
+}
+
+void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
+                                         const int64_t* row_terms, const int32_t* column_sums,
+                                         int64_t correction, int64_t rows, void* out,
+                                         int64_t ld_out, SumsType out_type, int64_t first_pixel,
+                                         std::vector<int64_t>* ties) const {
   const int64_t item = SumsTypeBytes(out_type);
   auto row_out = [&](int64_t i) { return static_cast<uint8_t*>(out) + i * ld_out * item; };
   const Requantization& r = requant_;
@@ -682,58 +713,95 @@ void PreparedRequantization::Run(const int32_t* sums, int64_t ld_sums, const int
     const __m512i lo32 = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
     const __m512i hi32 = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
     const __m512i correction64 = _mm512_set1_epi64(correction);
-    for (int64_t j = 0; j < channels; j += 16) {
-      const int64_t count = std::min<int64_t>(16, channels - j);
-      const __mmask16 lanes = count == 16 ? 0xffff : static_cast<__mmask16>((1u << count) - 1);
-      const RoundedProduct16 product =
-          RoundedProduct16::Load(products_.data() + j / 16 * RoundedProduct16::kWords);
-      // The block's bias less its column terms, in registers (and, for a row that takes the
-      // int64 lanes, in memory).
-      __m512i halves[2];
-      for (int h = 0; h < 2; ++h) {
-        const __mmask8 half = static_cast<__mmask8>(lanes >> (8 * h));
-        halves[h] = _mm512_maskz_loadu_epi64(half, bias64_.data() + j + 8 * h);
-        if (column_sums != nullptr) {
-          const __m512i terms = _mm512_mullo_epi64(
-              correction64, _mm512_maskz_cvtepi32_epi64(
-                                half, _mm256_maskz_loadu_epi32(half, column_sums + j + 8 * h)));
-          halves[h] = _mm512_sub_epi64(halves[h], terms);
+    // With `ties`: the near-tie test on the products just made (as FindNearTies, whose pass
+    // over the sums it saves), unless a row takes the int64 lanes: then FindNearTies after all.
+    const size_t ties_before = ties == nullptr ? 0 : ties->size();
+    bool took_int64_lanes = false;
+    auto blocks = [&](auto find_ties) {
+      for (int64_t j = 0; j < channels; j += 16) {
+        const int64_t count = std::min<int64_t>(16, channels - j);
+        const __mmask16 lanes = count == 16 ? 0xffff : static_cast<__mmask16>((1u << count) - 1);
+        const RoundedProduct16 product =
+            RoundedProduct16::Load(products_.data() + j / 16 * RoundedProduct16::kWords);
+        NearTieLanes16 near{};
+        if constexpr (decltype(find_ties)::value) {
+          near = NearTieLanes16::Load(near_words_.data() + j / 16 * NearTieLanes16::kWords);
+        }
+        // The block's bias less its column terms, in registers (and, for a row that takes the
+        // int64 lanes, in memory).
+        __m512i halves[2];
+        for (int h = 0; h < 2; ++h) {
+          const __mmask8 half = static_cast<__mmask8>(lanes >> (8 * h));
+          halves[h] = _mm512_maskz_loadu_epi64(half, bias64_.data() + j + 8 * h);
+          if (column_sums != nullptr) {
+            const __m512i terms = _mm512_mullo_epi64(
+                correction64, _mm512_maskz_cvtepi32_epi64(
+                                  half, _mm256_maskz_loadu_epi32(half, column_sums + j + 8 * h)));
+            halves[h] = _mm512_sub_epi64(halves[h], terms);
+          }
+        }
+        alignas(64) int64_t block_offsets[16];
+        _mm512_store_si512(block_offsets, halves[0]);
+        _mm512_store_si512(block_offsets + 8, halves[1]);
+        alignas(64) int64_t magnitudes[8];
+        _mm512_store_si512(
+            magnitudes, _mm512_maskz_max_epi64(
+                            tflite::kAllLanes, _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[0]),
+                            _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[1])));
+        const int64_t largest_offset = *std::max_element(magnitudes, magnitudes + 8);
+        const int64_t block_limit = value_limits_[j / 16] - largest_offset;
+        const __m512i block_offset = _mm512_maskz_inserti64x4(
+            tflite::kAllLanes,
+            _mm512_castsi256_si512(_mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[0])),
+            _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[1]), 1);
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
+          const int64_t sum_limit = block_limit - (row_term < 0 ? -row_term : row_term);
+          const __m512i s = _mm512_maskz_loadu_epi32(lanes, sums + i * ld_sums + j);
+          if (sum_limit < 0 ||
+              _mm512_cmpgt_epi32_mask(_mm512_maskz_abs_epi32(kAll16, s),
+                                      _mm512_set1_epi32(static_cast<int32_t>(sum_limit))) != 0) {
+            wide_lanes(i, j, count, block_offsets - j);
+            took_int64_lanes = true;
+            continue;
+          }
+          const __m512i value = _mm512_sub_epi32(_mm512_add_epi32(s, block_offset),
+                                                 _mm512_set1_epi32(static_cast<int32_t>(row_term)));
+          __m512i rounded;
+          if constexpr (decltype(find_ties)::value) {
+            __mmask16 candidates = 0;
+            rounded = product.Apply(value, near, &candidates);
+            // A candidate (one in a few hundred) gets NearTie's exact test.
+            for (unsigned bits = candidates & lanes; bits != 0; bits &= bits - 1) {
+              const int64_t c = j + __builtin_ctz(bits);
+              const int64_t exact =
+                  int64_t{sums[i * ld_sums + c]} + block_offsets[c - j] - row_term;
+              if (NearTie(exact, r.Multiplier(c), near_.windows()[c], zp, r.min, r.max)) {
+                ties->push_back((first_pixel + i) * channels + c);
+              }
+            }
+          } else {
+            rounded = product.Apply(value);
+          }
+          const __m512i clamped =
+              _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, rounded, lo32), hi32);
+          Store16(_mm512_add_epi32(clamped, zero_point32), lanes, out_type, row_out(i) + j * item);
         }
       }
-      alignas(64) int64_t block_offsets[16];
-      _mm512_store_si512(block_offsets, halves[0]);
-      _mm512_store_si512(block_offsets + 8, halves[1]);
-      alignas(64) int64_t magnitudes[8];
-      _mm512_store_si512(
-          magnitudes, _mm512_maskz_max_epi64(tflite::kAllLanes,
-                                             _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[0]),
-                                             _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[1])));
-      const int64_t largest_offset = *std::max_element(magnitudes, magnitudes + 8);
-      const int64_t block_limit = value_limits_[j / 16] - largest_offset;
-      const __m512i block_offset = _mm512_maskz_inserti64x4(
-          tflite::kAllLanes,
-          _mm512_castsi256_si512(_mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[0])),
-          _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[1]), 1);
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
-        const int64_t sum_limit = block_limit - (row_term < 0 ? -row_term : row_term);
-        const __m512i s = _mm512_maskz_loadu_epi32(lanes, sums + i * ld_sums + j);
-        if (sum_limit < 0 ||
-            _mm512_cmpgt_epi32_mask(_mm512_maskz_abs_epi32(kAll16, s),
-                                    _mm512_set1_epi32(static_cast<int32_t>(sum_limit))) != 0) {
-          wide_lanes(i, j, count, block_offsets - j);
-          continue;
-        }
-        const __m512i value = _mm512_sub_epi32(_mm512_add_epi32(s, block_offset),
-                                               _mm512_set1_epi32(static_cast<int32_t>(row_term)));
-        const __m512i clamped = _mm512_maskz_min_epi32(
-            kAll16, _mm512_maskz_max_epi32(kAll16, product.Apply(value), lo32), hi32);
-        Store16(_mm512_add_epi32(clamped, zero_point32), lanes, out_type, row_out(i) + j * item);
-      }
+    };
+    if (ties == nullptr) {
+      blocks(std::false_type{});
+      return;
+    }
+    blocks(std::true_type{});
+    if (took_int64_lanes) {
+      ties->resize(ties_before);
+      FindNearTies(sums, ld_sums, row_terms, column_sums, correction, rows, first_pixel, ties);
     }
     return;
   }
 #else
+  (void)first_pixel, (void)ties;  // near ties are found on AVX-512's int32 lanes only
   if (lanes_ == Lanes::kInt32) {
     // The column terms' low 32 bits are those of the int32 product (the int32 sums wrap alike).
     thread_local std::vector<int32_t> offsets;

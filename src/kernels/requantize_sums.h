@@ -55,11 +55,24 @@ class PreparedRequantization {
                     const int32_t* column_sums, int64_t correction, int64_t rows,
                     int64_t first_pixel, std::vector<int64_t>* ties) const;
 
+  /*! \brief Run, then FindNearTies on the same arguments: one pass over the sums where the
+   * requantization's int32 lanes take them (a QDQ matmul's single rounding on AVX-512). */
+  void RunFindingNearTies(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+                          const int32_t* column_sums, int64_t correction, int64_t rows, void* out,
+                          int64_t ld_out, SumsType out_type, int64_t first_pixel,
+                          std::vector<int64_t>* ties) const;
+
   const Requantization& requantization() const { return requant_; }
   int64_t channels() const { return channels_; }
 
  private:
   enum class Lanes { kInt32, kInt64, kElementwise };
+  /*! \brief Run, appending near ties to `ties` as FindNearTies when it is not null (int32 lanes
+   * of the single rounding only: RunFindingNearTies checks). */
+  void Requantized(const int32_t* sums, int64_t ld_sums, const int64_t* row_terms,
+                   const int32_t* column_sums, int64_t correction, int64_t rows, void* out,
+                   int64_t ld_out, SumsType out_type, int64_t first_pixel,
+                   std::vector<int64_t>* ties) const;
   void RunElementwise(const int32_t* sums, int64_t row_term, const int32_t* column_sums,
                       int64_t correction, void* out, SumsType out_type) const;
 
@@ -76,8 +89,10 @@ class PreparedRequantization {
   std::vector<int64_t> products_, value_limits_;
   // kInt64: bias, m0, shift and rounding bit.
   std::vector<int64_t> bias64_, m0_64_, shift_, rounding_;
-  // Requantizations with float32 operands only.
+  // Requantizations with float32 operands only; near_words_: NearTieLanes16 per block of
+  // products_ (kInt64 on int32 lanes).
   NearTieScan near_;
+  std::vector<int64_t> near_words_;
 };
 
 /*!

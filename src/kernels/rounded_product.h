@@ -35,6 +35,39 @@ constexpr __mmask16 kAll16 = 0xffff;
  * two roundings took eight. One rounding half up (TVM's, TFLite's single rounding): nudge =
  * 2^(shift-1), fix = 0, one 32-bit product where a 64-bit multiply takes three operations.
  */
+/*!
+ * \brief The quick near-tie test of kernels/near_ties.h for a block of sixteen channels, laid out
+ * as RoundedProduct16's even and odd lanes: an output is a candidate where its nudged product
+ * (x m0 + 2^(shift-1)) plus `window` leaves a remainder below 2 window modulo 2^shift. Channels
+ * past the block's end never are (width 0).
+ */
+struct NearTieLanes16 {
+  __m512i window[2], mask[2], width[2];
+
+  static constexpr size_t kWords = 48;
+
+  /*! \brief Written from `count` (<= 16) channels' windows and shifts. */
+  static void Build(const int64_t* window, const int64_t* shift, int64_t count, int64_t* words) {
+    std::fill(words, words + kWords, 0);
+    for (int64_t c = 0; c < count; ++c) {
+      const int64_t lane = 8 * (c % 2) + c / 2;
+      words[lane] = window[c];
+      words[16 + lane] = (int64_t{1} << shift[c]) - 1;
+      words[32 + lane] = 2 * window[c];
+    }
+  }
+  static NearTieLanes16 Load(const int64_t* words) {
+    NearTieLanes16 n;
+    __m512i* vectors[] = {&n.window[0], &n.window[1], &n.mask[0],
+                          &n.mask[1],   &n.width[0],  &n.width[1]};
+    for (__m512i* v : vectors) {
+      *v = _mm512_loadu_si512(words);
+      words += 8;
+    }
+    return n;
+  }
+};
+
 struct RoundedProduct16 {
   __m512i m0[2], nudge[2], fix[2], shift[2];
 
@@ -92,16 +125,44 @@ struct RoundedProduct16 {
   }
 
   /*! \brief The rounded products of sixteen int32 lanes. */
-  __m512i Apply(__m512i shifted) const {
+  __m512i Apply(__m512i shifted) const { return Rounded<false>(shifted, nullptr, nullptr); }
+
+  /*! \brief Apply, and in *candidates the channels (bit c: channel c of the block) whose product
+   * passes `near`'s quick near-tie test, from the same products (single rounding: fix 0). */
+  __m512i Apply(__m512i shifted, const NearTieLanes16& near, __mmask16* candidates) const {
+    return Rounded<true>(shifted, &near, candidates);
+  }
+
+ private:
+  /*! \brief Bit k of `bits` moved to bit 2k. */
+  static uint32_t EvenBits(uint32_t bits) {
+    bits = (bits | (bits << 4)) & 0x0f0fu;
+    bits = (bits | (bits << 2)) & 0x3333u;
+    return (bits | (bits << 1)) & 0x5555u;
+  }
+
+  template <bool kNearTies>
+  __m512i Rounded(__m512i shifted, const NearTieLanes16* near, __mmask16* candidates) const {
     const __m512i below = _mm512_set1_epi64(-(int64_t{1} << 30));
     const __m512i lanes[2] = {shifted, _mm512_maskz_srli_epi64(tflite::kAllLanes, shifted, 32)};
     __m512i rounded[2];
+    __mmask8 near_lanes[2] = {0, 0};
     for (int h = 0; h < 2; ++h) {
       const __m512i product = _mm512_maskz_mul_epi32(tflite::kAllLanes, lanes[h], m0[h]);
       const __mmask8 negative = _mm512_cmplt_epi64_mask(product, below);
       const __m512i nudged = _mm512_add_epi64(product, nudge[h]);
+      if constexpr (kNearTies) {
+        const __m512i remainder =
+            _mm512_and_si512(_mm512_add_epi64(nudged, near->window[h]), near->mask[h]);
+        near_lanes[h] = _mm512_cmplt_epi64_mask(remainder, near->width[h]);
+      }
       rounded[h] = _mm512_maskz_srav_epi64(
           tflite::kAllLanes, _mm512_mask_sub_epi64(nudged, negative, nudged, fix[h]), shift[h]);
+    }
+    if constexpr (kNearTies) {
+      // Lane k of half 0 is channel 2k, of half 1 channel 2k + 1.
+      *candidates =
+          static_cast<__mmask16>(EvenBits(near_lanes[0]) | (EvenBits(near_lanes[1]) << 1));
     }
     // Results of |r| < 2^31 (as the callers keep them): lane k's low 32 bits hold channel 2k
     // (even) or 2k + 1 (odd).

@@ -102,6 +102,25 @@ TEST(NearTiesTest, PreparedScanFindsWhatTheAccumulatorScanFinds) {
                           rows, 0, &prepared_scan);
     EXPECT_EQ(scanned, expected) << channels;
     EXPECT_EQ(prepared_scan, expected) << channels;
+    // Requantizing with the scan: Run's outputs and the same ties (in block order). A bias past
+    // the int32 lanes sends rows to the int64 lanes, and the scan to FindNearTies.
+    for (const bool wide : {false, true}) {
+      Requantization rw = r;
+      if (wide) rw.bias[0] += int64_t{1} << 40;
+      const PreparedRequantization p(rw, channels);
+      std::vector<int64_t> want, got;
+      p.FindNearTies(sums.data(), channels, row_terms.data(), column_sums.data(), correction, rows,
+                     2, &want);
+      std::vector<int16_t> run_out(rows * channels), fused_out(rows * channels);
+      p.Run(sums.data(), channels, row_terms.data(), column_sums.data(), correction, rows,
+            run_out.data(), channels, SumsType::kInt16);
+      p.RunFindingNearTies(sums.data(), channels, row_terms.data(), column_sums.data(), correction,
+                           rows, fused_out.data(), channels, SumsType::kInt16, 2, &got);
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want) << channels << (wide ? ", wide" : "");
+      EXPECT_EQ(fused_out, run_out) << channels << (wide ? ", wide" : "");
+      if (!wide) EXPECT_EQ(want.size(), expected.size());
+    }
   }
 }
 
