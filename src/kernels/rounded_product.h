@@ -23,19 +23,6 @@ namespace kernels {
 constexpr __mmask16 kAll16 = 0xffff;
 
 /*!
- * \brief A rounded fixed-point product of sixteen int32 lanes, floor((x m0 + nudge - [x m0 <
- * -2^30] fix) / 2^shift) per channel, with its parameters laid out as the even and the odd lanes'
- * 32 x 32 -> 64-bit products take them (index 0: channels 0, 2, .., 14 of the block; 1: channels
- * 1, 3, .., 15); exact in 64 bits for m0 < 2^31.
- *
- * TFLite's double rounding: the doubling high multiply t = floor((x m0 + 2^30) / 2^31), then t /
- * 2^r rounded half away from zero, (t + 2^(r-1) - [t < 0]) / 2^r rounded down for r >= 1. Both
- * are floors of quotients by powers of two, so they make one: nudge = 2^30 + 2^(30+r), fix = 2^31,
- * shift = 31 + r (nudge = 2^30 and fix = 0 for r = 0). Five operations per eight lanes where the
- * two roundings took eight. One rounding half up (TVM's, TFLite's single rounding): nudge =
- * 2^(shift-1), fix = 0, one 32-bit product where a 64-bit multiply takes three operations.
- */
-/*!
  * \brief The quick near-tie test of kernels/near_ties.h for a block of sixteen channels, laid out
  * as RoundedProduct16's even and odd lanes: an output is a candidate where its nudged product
  * (x m0 + 2^(shift-1)) plus `window` leaves a remainder below 2 window modulo 2^shift. Channels
@@ -68,6 +55,19 @@ struct NearTieLanes16 {
   }
 };
 
+/*!
+ * \brief A rounded fixed-point product of sixteen int32 lanes, floor((x m0 + nudge - [x m0 <
+ * -2^30] fix) / 2^shift) per channel, with its parameters laid out as the even and the odd lanes'
+ * 32 x 32 -> 64-bit products take them (index 0: channels 0, 2, .., 14 of the block; 1: channels
+ * 1, 3, .., 15); exact in 64 bits for m0 < 2^31.
+ *
+ * TFLite's double rounding: the doubling high multiply t = floor((x m0 + 2^30) / 2^31), then t /
+ * 2^r rounded half away from zero, (t + 2^(r-1) - [t < 0]) / 2^r rounded down for r >= 1. Both
+ * are floors of quotients by powers of two, so they make one: nudge = 2^30 + 2^(30+r), fix = 2^31,
+ * shift = 31 + r (nudge = 2^30 and fix = 0 for r = 0). Five operations per eight lanes where the
+ * two roundings took eight. One rounding half up (TVM's, TFLite's single rounding): nudge =
+ * 2^(shift-1), fix = 0, one 32-bit product where a 64-bit multiply takes three operations.
+ */
 struct RoundedProduct16 {
   __m512i m0[2], nudge[2], fix[2], shift[2];
 

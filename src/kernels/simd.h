@@ -79,6 +79,13 @@ EXAMPLE_NPU_INLINE V8 ExpPolynomial(V8 x, I8* n) {
   return p * (r * r) + r + 1.0f;
 }
 
+/*! \brief e^x for x in [-87.3, 88.7] (a normal result): p * 2^n built in the exponent bits. */
+EXAMPLE_NPU_INLINE V8 ExpNormal(V8 x) {
+  I8 n;
+  const V8 p = ExpPolynomial(x, &n);
+  return (V8)((U8)p + ((U8)n << 23));
+}
+
 /*!
  * \brief e^x, as libm's expf (TVM's LLVM build) at the edges too: overflow gives inf, very
  * negative arguments round once into the subnormals and then to 0, NaN gives NaN. Vectors whose
@@ -88,11 +95,8 @@ EXAMPLE_NPU_INLINE V8 ExpPolynomial(V8 x, I8* n) {
  */
 EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
   const I8 in_range = (x >= -87.3f) & (x <= 88.7f);  // false for NaN
+  if (__builtin_expect(AllLanes(in_range), 1)) return ExpNormal(x);
   I8 n;
-  if (__builtin_expect(AllLanes(in_range), 1)) {
-    const V8 p = ExpPolynomial(x, &n);
-    return (V8)((U8)p + ((U8)n << 23));
-  }
   // Outside [-104, 89] e^x is 0 or inf in float; the clamp keeps n in [-150, 129] (and maps NaN
   // to -104: NaN is restored at the end).
   const V8 p = ExpPolynomial(Min(Max(x, Splat(-104.0f)), Splat(89.0f)), &n);
@@ -112,9 +116,7 @@ EXAMPLE_NPU_INLINE V8 Exp(V8 x) {
 EXAMPLE_NPU_INLINE V8 ExpOrZero(V8 x) {
   const I8 tiny = x < -87.3f;
   if (__builtin_expect(AllLanes((x <= 88.7f) & ((x >= -87.3f) | tiny)), 1)) {
-    I8 n;
-    const V8 p = ExpPolynomial(Max(x, Splat(-87.3f)), &n);
-    return tiny ? Splat(0.0f) : (V8)((U8)p + ((U8)n << 23));
+    return tiny ? Splat(0.0f) : ExpNormal(Max(x, Splat(-87.3f)));
   }
   return tiny ? Splat(0.0f) : Exp(x);  // an overflow or a NaN lane
 }
