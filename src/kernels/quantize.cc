@@ -237,6 +237,11 @@ constexpr int64_t kUnsignedOffset = std::is_same_v<T, int8_t> ? 128 : 0;
  */
 template <typename T>
 void CopyUnsignedPadded(const T* src, int64_t count, int64_t padded, uint8_t* dst) {
+  if (padded == 4) {
+    // A first layer's 1 to 4 channels: a vector's masks would cost more than the bytes.
+    for (int64_t i = 0; i < 4; ++i) dst[i] = i < count ? AsUnsigned(src[i]) : uint8_t{0};
+    return;
+  }
 #if defined(__AVX512BW__)
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(kUnsignedOffset<T>));
   for (int64_t i = 0; i < padded; i += 64) {
@@ -425,16 +430,6 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, const Su
         const T* src = input + (nb * s.h + iy) * s.w * s.c + g * s.group_in;
         if (dense_rows) {
           CopyUnsignedPadded(src, s.w * c4, s.w * c4, dst + left * c4);
-          continue;
-        }
-        if (c4 == 4) {
-          // An image's 1 to 4 channels (a first layer): a vector's masks would cost more.
-          for (int64_t ix = 0; ix < s.w; ++ix) {
-            uint8_t* pixel = dst + (left + ix) * 4;
-            for (int64_t ch = 0; ch < 4; ++ch) {
-              pixel[ch] = ch < s.group_in ? AsUnsigned(src[ix * s.c + ch]) : uint8_t{0};
-            }
-          }
           continue;
         }
         for (int64_t ix = 0; ix < s.w; ++ix) {
