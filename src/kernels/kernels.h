@@ -33,6 +33,20 @@ std::vector<int64_t> RowMajorStrides(const Shape& shape);
 void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Shape& rhs_shape,
             float* out, const Shape& out_shape);
 
+/*!
+ * \brief Whether Matmul computes a dense [m, k] x [k, n] product as MatmulRows does: register
+ * tiles on the operands in place, each output one multiply-add chain over k in order.
+ */
+bool MatmulRowsApply(int64_t m, int64_t k, int64_t n);
+
+/*!
+ * \brief out[i, 0:n] = lhs[i, :] x rhs for i < m, row i of out at out + i * ldo: the bits Matmul
+ * computes for the dense product wherever MatmulRowsApply(m, k, n) (an output tile written
+ * straight into a wider matrix).
+ */
+void MatmulRows(const float* lhs, const float* rhs, int64_t m, int64_t k, int64_t n, float* out,
+                int64_t ldo);
+
 /*! \brief Feature-map layouts of convolution and pooling. */
 enum class DataLayout { kNCHW, kNHWC };
 /*! \brief Convolution weight layouts: OIHW goes with NCHW, HWIO with NHWC (any mix is allowed). */

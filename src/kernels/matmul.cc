@@ -54,14 +54,8 @@ void MatrixProduct(const float* a, const float* b, float* c, int64_t m, int64_t 
     VecMat(a, b, n, c, k, n);
     return;
   }
-  // Operands that fit the core's cache (every NPU tile does) are read in place; larger ones
-  // are worth packing into micro-kernel order.
-  constexpr int64_t kInPlaceFloats = int64_t{1} << 19;  // 2 MiB
-  if ((m + n) * k <= kInPlaceFloats) {
-    DirectRows rows;
-    rows.row_stride = k;
-    rows.depth = k;
-    DirectGemm(m, n, a, rows, b, n, c, n, false);
+  if (MatmulRowsApply(m, k, n)) {
+    MatmulRows(a, b, m, k, n, c, n);
     return;
   }
   GemmProblem g{m, n, k, PackRowMajorA(a, k), PackRowMajorB(b, n), c, n};
@@ -118,6 +112,21 @@ std::vector<int64_t> BatchStrides(const Shape& batch, const Shape& out_batch) {
 }
 
 }  // namespace
+
+bool MatmulRowsApply(int64_t m, int64_t k, int64_t n) {
+  // Operands that fit the core's cache (every NPU tile does) are read in place; larger ones
+  // are worth packing into micro-kernel order. A row or a column goes its own way.
+  constexpr int64_t kInPlaceFloats = int64_t{1} << 19;  // 2 MiB
+  return m > 1 && n > 1 && (m + n) * k <= kInPlaceFloats;
+}
+
+void MatmulRows(const float* lhs, const float* rhs, int64_t m, int64_t k, int64_t n, float* out,
+                int64_t ldo) {
+  DirectRows rows;
+  rows.row_stride = k;
+  rows.depth = k;
+  DirectGemm(m, n, lhs, rows, rhs, n, out, ldo, false);
+}
 
 void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Shape& rhs_shape,
             float* out, const Shape& out_shape) {

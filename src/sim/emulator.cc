@@ -339,6 +339,28 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
   WithActivation(last.inputs[0].dtype, activation, run);
 }
 
+/*! \brief A run of float32 matmul tiles (MergedMatmulTiles): each product written into its
+ * stored rows, then its addend added there in the add's operand order. */
+void RunMergedMatmuls(const RunContext& ctx, const std::vector<MergedMatmulTiles::Tile>& run) {
+  for (const MergedMatmulTiles::Tile& tile : run) {
+    float* out = reinterpret_cast<float*>(ctx.Dram(tile.out));
+    kernels::MatmulRows(reinterpret_cast<const float*>(ctx.Dram(tile.a)),
+                        reinterpret_cast<const float*>(ctx.Dram(tile.b)), tile.m, tile.k, tile.n,
+                        out, tile.out_row_stride);
+    if (!tile.addend.valid()) continue;
+    const float* addend = reinterpret_cast<const float*>(ctx.Dram(tile.addend));
+    for (int64_t i = 0; i < tile.m; ++i) {
+      float* row = out + i * tile.out_row_stride;
+      const float* add = addend + i * tile.addend_row_stride;
+      if (tile.addend_first) {
+        for (int64_t j = 0; j < tile.n; ++j) row[j] = add[j] + row[j];
+      } else {
+        for (int64_t j = 0; j < tile.n; ++j) row[j] = row[j] + add[j];
+      }
+    }
+  }
+}
+
 /*! \brief Where quantized step `command` reads its inputs (dense tiles, or DRAM in place). */
 void QuantizedOperands(const RunContext& ctx, int64_t command, std::vector<const uint8_t*>* tiles) {
   const ComputeCommand& compute = ctx.program.commands[command].compute();
@@ -513,13 +535,15 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
       dataflow_(AnalyzeDataflow(program, transfers_)),
       fused_(PlanFusedRequantization(program, &transfers_, options.fuse_requantize,
                                      options.forward_dma)),
-      merged_(PlanMergedColumnTiles(program, transfers_, fused_)) {
+      merged_(PlanMergedColumnTiles(program, transfers_, fused_)),
+      matmuls_(PlanMergedMatmulTiles(program, transfers_, fused_)) {
   // A group left with one computing command (its column tiles merged into one call, the rest
   // fused or forwarded) gains nothing from a second thread but the hand-off: it runs in order.
   for (GroupSchedule& group : dataflow_.groups) {
     int64_t computing = 0;
     for (int64_t i = group.begin; i < group.end && computing < 2; ++i) {
-      computing += !program.commands[i].is_dma() && !fused_.folded[i] && !merged_.merged_away[i];
+      computing += !program.commands[i].is_dma() && !fused_.folded[i] && !merged_.merged_away[i] &&
+                   !matmuls_.merged_away[i];
     }
     group.concurrent &= computing >= 2;
   }
@@ -577,8 +601,13 @@ void Emulator::Run(const DramBindings& dram) const {
   const RunContext ctx{program_,         transfers_,       dram,   memories.get(),
                        ConstArena(dram), &packed_weights_, fused_, merged_};
   auto execute = [&](int64_t i) {
-    if (transfers_.skipped[i] || fused_.folded[i] || merged_.merged_away[i]) return;
-    if (program_.commands[i].is_dma()) {
+    if (transfers_.skipped[i] || fused_.folded[i] || merged_.merged_away[i] ||
+        matmuls_.merged_away[i]) {
+      return;
+    }
+    if (const int64_t run = matmuls_.computes[i]; run >= 0) {
+      RunMergedMatmuls(ctx, matmuls_.runs[run]);
+    } else if (program_.commands[i].is_dma()) {
       RunDma(ctx, i);
     } else {
       RunCompute(ctx, i);

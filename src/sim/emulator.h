@@ -21,6 +21,7 @@
 #include "sim/dataflow.h"
 #include "sim/fused_requantization.h"
 #include "sim/merged_column_tiles.h"
+#include "sim/merged_matmul_tiles.h"
 #include "sim/transfer_plan.h"
 
 namespace example_npu {
@@ -69,6 +70,7 @@ class Emulator {
   const TransferPlan& transfers() const { return transfers_; }
   const FusedRequantization& fused_requantization() const { return fused_; }
   const MergedColumnTiles& merged_column_tiles() const { return merged_; }
+  const MergedMatmulTiles& merged_matmul_tiles() const { return matmuls_; }
 
  private:
   std::unique_ptr<Memories> Acquire() const;
@@ -84,6 +86,7 @@ class Emulator {
   Dataflow dataflow_;
   FusedRequantization fused_;
   MergedColumnTiles merged_;
+  MergedMatmulTiles matmuls_;
   int64_t l1_bytes_ = 0;
   int64_t l2_bytes_ = 0;
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.

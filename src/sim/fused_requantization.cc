@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -75,18 +74,6 @@ int64_t PixelStrideInDram(const TransferPlan& plan, const DmaCommand& dma, int64
   return strides[rank - 2];
 }
 
-/*! \brief DramConflicts of group `group`, computed once. */
-const std::set<DramKey>& GroupConflicts(const Program& program, int64_t group,
-                                        std::map<int64_t, std::set<DramKey>>* conflicts) {
-  auto found = conflicts->find(group);
-  if (found != conflicts->end()) return found->second;
-  const auto in_group = [&](const Command& command) { return command.group == group; };
-  const auto first = std::find_if(program.commands.begin(), program.commands.end(), in_group);
-  const auto last = std::find_if_not(first, program.commands.end(), in_group);
-  return (*conflicts)[group] = DramConflicts(program, first - program.commands.begin(),
-                                             last - program.commands.begin());
-}
-
 /*!
  * \brief Lets each fused step whose requantized tile only stores read (into an integer tensor
  * holding its clamp range) write those integers: the readers of each step's tile are found by
@@ -95,7 +82,6 @@ const std::set<DramKey>& GroupConflicts(const Program& program, int64_t group,
  */
 void NarrowStoredRequantizations(const Program& program, bool forward, TransferPlan* plan,
                                  FusedRequantization* fused) {
-  std::map<int64_t, std::set<DramKey>> conflicts;  // per group
   using BufferKey = std::pair<Tier, int64_t>;
   auto key = [](const TileRef& tile) { return BufferKey{tile.tier, tile.offset}; };
   const size_t steps = fused->steps.size();
@@ -162,8 +148,7 @@ void NarrowStoredRequantizations(const Program& program, bool forward, TransferP
     const int64_t pixel_stride =
         plan->copies[store].contiguous() ? channels : PixelStrideInDram(*plan, dma, store);
     if (forward && stores[s].size() == 1 && pixel_stride >= channels &&
-        !GroupConflicts(program, program.commands[store].group, &conflicts)
-             .count(DramKeyOf(program, dma))) {
+        !plan->conflicted[program.commands[store].group].count(DramKeyOf(program, dma))) {
       step.dram = DramRef{dma.view.tensor, plan->remote_offset[store]};
       step.dram_pixel_stride = pixel_stride;
       plan->skipped[store] = true;

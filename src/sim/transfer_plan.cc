@@ -125,7 +125,7 @@ class GroupForwarder {
 
   /*! \brief Decides forwarding for the commands [begin, end) of one group. */
   void Run(int64_t begin, int64_t end) {
-    FindConflicts(begin, end);
+    group_ = program_.commands[begin].group;
     std::map<int64_t, int64_t> writer_of;  // L1 offset -> command whose result it holds
     for (int64_t i = begin; i < end; ++i) {
       const Command& command = program_.commands[i];
@@ -161,10 +161,6 @@ class GroupForwarder {
     if (it != writer_of.end()) uses_[it->second].push_back(use);
   }
 
-  void FindConflicts(int64_t begin, int64_t end) {
-    conflicted_ = DramConflicts(program_, begin, end);
-  }
-
   /*! \brief How a transfer can be skipped: not at all, as a dense run, or as a strided view. */
   enum class Forward { kNo, kDense, kStrided };
 
@@ -173,7 +169,7 @@ class GroupForwarder {
     if (dma.gather) return Forward::kNo;  // its rows are known only when it runs
     // An arranged tile is dense and read-only while its group runs.
     if (plan_->arranged_of[command] >= 0) return Forward::kDense;
-    if (dma.remote_tier != Tier::kDram || conflicted_.count(DramKeyOf(program_, dma))) {
+    if (dma.remote_tier != Tier::kDram || conflicted().count(DramKeyOf(program_, dma))) {
       return Forward::kNo;
     }
     if (copy.contiguous()) return Forward::kDense;
@@ -218,9 +214,11 @@ class GroupForwarder {
     plan_->skipped[store.id] = true;
   }
 
+  const std::set<DramKey>& conflicted() const { return plan_->conflicted[group_]; }
+
   const Program& program_;
   TransferPlan* plan_;
-  std::set<DramKey> conflicted_;
+  int64_t group_ = 0;
   std::map<int64_t, std::vector<TileUse>> uses_;  // writer -> uses of what it wrote
 };
 
@@ -371,6 +369,10 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
       plan.input_from[i].resize(command.compute().inputs.size());
     }
   }
+  plan.conflicted.resize(program.groups.size());
+  ForEachGroup(program, [&](int64_t begin, int64_t end) {
+    plan.conflicted[program.commands[begin].group] = DramConflicts(program, begin, end);
+  });
   if (forward) {
     PlanArrangedTiles(program, &plan);
   } else {
@@ -378,12 +380,8 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
     plan.arranged_at_group.resize(program.groups.size());
   }
   if (!forward) return plan;
-  for (size_t begin = 0, end = 0; begin < count; begin = end) {
-    for (end = begin; end < count && program.commands[end].group == program.commands[begin].group;
-         ++end) {
-    }
-    GroupForwarder(program, &plan).Run(begin, end);
-  }
+  ForEachGroup(program,
+               [&](int64_t begin, int64_t end) { GroupForwarder(program, &plan).Run(begin, end); });
   return plan;
 }
 

@@ -62,6 +62,22 @@ struct ArrangedTile {
   int64_t arena_offset = 0;
 };
 
+/*! \brief Calls fn(begin, end) with each group's commands [begin, end), in stream order. */
+template <typename Fn>
+void ForEachGroup(const Program& program, Fn fn) {
+  const int64_t count = static_cast<int64_t>(program.commands.size());
+  for (int64_t begin = 0, end = 0; begin < count; begin = end) {
+    for (end = begin; end < count && program.commands[end].group == program.commands[begin].group;
+         ++end) {
+    }
+    fn(begin, end);
+  }
+}
+
+/*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
+using DramKey = std::pair<int, int64_t>;
+DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
+
 struct TransferPlan {
   /*! \brief Per command (default-constructed for compute commands). */
   std::vector<BoxCopy> copies;
@@ -78,6 +94,9 @@ struct TransferPlan {
   int64_t const_arena_bytes = 0;
   /*! \brief The run arena: the most any one group arranges. */
   int64_t run_arena_bytes = 0;
+  /*! \brief Per group (Command::group): the DRAM storage it both loads and stores, or stores
+   * overlapping boxes of (DramConflicts), whose transfers are never forwarded. */
+  std::vector<std::set<DramKey>> conflicted;
   /*! \brief Per command: forwarded, so the emulator does not perform it. */
   std::vector<bool> skipped;
   /*! \brief Per compute command, per input: the DRAM bytes it reads instead of its L1 tile. */
@@ -102,10 +121,6 @@ TransferPlan PlanTransfers(const Program& program, bool forward);
  * themselves, sim/emulator.h).
  */
 void ReplanStore(const Program& program, int64_t command, DType tile_type, TransferPlan* plan);
-
-/*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
-using DramKey = std::pair<int, int64_t>;
-DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
 
 /*!
  * \brief The DRAM storage the commands [begin, end) (one group) both load and store, or store

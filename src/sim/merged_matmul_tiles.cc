@@ -1,0 +1,231 @@
+#include "sim/merged_matmul_tiles.h"
+
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace example_npu {
+namespace {
+
+// Up to this many multiply-adds a run is one action (about a millisecond of host work, against
+// microseconds of per-command work saved); a layer keeps several runs for the emulator's threads.
+constexpr int64_t kMaxRunMacs = int64_t{1} << 22;
+
+bool SameTile(const TileRef& a, const TileRef& b) {
+  return a.tier == b.tier && a.offset == b.offset && a.shape == b.shape && a.dtype == b.dtype;
+}
+
+/*! \brief A compute input read dense and in place from DRAM (or an arranged tile). */
+std::optional<DramRef> InPlace(const TransferPlan& plan, int64_t command, size_t input) {
+  const DramRef& from = plan.input_from[command][input];
+  if (!from.valid() || from.view >= 0) return std::nullopt;
+  return from;
+}
+
+/*! \brief Per command of one group (from its first): how many performed commands read the L1
+ * tile it wrote. */
+std::vector<int64_t> TileReaders(const Program& program, const TransferPlan& plan, int64_t begin,
+                                 int64_t end) {
+  std::map<std::pair<Tier, int64_t>, int64_t> writer_of;
+  std::vector<int64_t> readers(end - begin);
+  auto read = [&](const TileRef& tile) {
+    const auto writer = writer_of.find({tile.tier, tile.offset});
+    if (writer != writer_of.end()) ++readers[writer->second - begin];
+  };
+  for (int64_t c = begin; c < end; ++c) {
+    if (plan.skipped[c]) continue;
+    const Command& command = program.commands[c];
+    if (command.is_dma()) {
+      const DmaCommand& dma = command.dma();
+      if (dma.gather) read(dma.gather_ids);
+      if (dma.store) {
+        read(dma.tile);
+      } else {
+        writer_of[{dma.tile.tier, dma.tile.offset}] = c;
+      }
+      continue;
+    }
+    const ComputeCommand& compute = command.compute();
+    for (size_t k = 0; k < compute.inputs.size(); ++k) {
+      if (!plan.input_from[c][k].valid()) read(compute.inputs[k]);
+    }
+    if (compute.accumulate) read(compute.output);
+    if (!plan.output_to[c].valid()) writer_of[{compute.output.tier, compute.output.offset}] = c;
+  }
+  return readers;
+}
+
+/*! \brief Finds the chains of one group (see the file comment) and forms them into runs. */
+class GroupRuns {
+ public:
+  GroupRuns(const Program& program, const TransferPlan& plan, const FusedRequantization& fused,
+            int64_t begin, int64_t end, MergedMatmulTiles* merged)
+      : program_(program), plan_(plan), fused_(fused), begin_(begin), end_(end), merged_(merged) {}
+
+  void Plan() {
+    for (int64_t c = begin_; c < end_; ++c) {
+      if (!Performed(c)) continue;
+      MergedMatmulTiles::Tile tile;
+      std::vector<int64_t> chain;
+      if (!AsChain(c, &tile, &chain)) {
+        Finish();
+        continue;
+      }
+      const int64_t macs = tile.m * tile.k * tile.n;
+      if (run_macs_ + macs > kMaxRunMacs) Finish();
+      run_macs_ += macs;
+      run_.push_back(tile);
+      chains_.push_back(chain);
+      c = chain.back();  // only forwarded or folded commands lay between its members
+    }
+    Finish();
+  }
+
+ private:
+  bool Performed(int64_t c) const { return !plan_.skipped[c] && !fused_.folded[c]; }
+
+  /*! \brief The next command of the group the emulator performs after `c`, or -1. */
+  int64_t NextPerformed(int64_t c) const {
+    for (++c; c < end_; ++c) {
+      if (Performed(c)) return c;
+    }
+    return -1;
+  }
+
+  int64_t Readers(int64_t c) {
+    if (readers_.empty()) readers_ = TileReaders(program_, plan_, begin_, end_);
+    return readers_[c - begin_];
+  }
+
+  bool FloatCompute(int64_t c, OpKind op) const {
+    if (c < 0 || program_.commands[c].is_dma()) return false;
+    const ComputeCommand& compute = program_.commands[c].compute();
+    if (compute.step != ComputeStep::kOp || compute.accumulate || compute.round_to_half ||
+        program_.graph.nodes[compute.node].op != op || compute.inputs.size() != 2 ||
+        compute.output.dtype != DType::kFloat32) {
+      return false;
+    }
+    return compute.inputs[0].dtype == DType::kFloat32 && compute.inputs[1].dtype == DType::kFloat32;
+  }
+
+  /*! \brief Where the [m, n] result of compute `c` goes when written into DRAM (forwarded). */
+  bool ForwardedOut(int64_t c, int64_t n, MergedMatmulTiles::Tile* tile) const {
+    const DramRef& to = plan_.output_to[c];
+    tile->out = DramRef{to.tensor, to.offset};
+    if (to.view < 0) {
+      tile->out_row_stride = n;
+      return true;
+    }
+    const std::vector<int64_t>& strides = plan_.remote_strides[to.view];
+    tile->out_row_stride = strides.size() == 2 && strides[1] == 1 ? strides[0] : -1;
+    return tile->out_row_stride >= 0;
+  }
+
+  /*! \brief Whether `store` writes the tile `result` as rows into a DRAM tensor nothing else of
+   * the group reads, and where. */
+  bool StoredOut(int64_t store, const TileRef& result, MergedMatmulTiles::Tile* tile) {
+    if (store < 0 || !program_.commands[store].is_dma()) return false;
+    const DmaCommand& dma = program_.commands[store].dma();
+    const std::vector<int64_t>& strides = plan_.remote_strides[store];
+    if (!dma.store || dma.gather || dma.remote_tier != Tier::kDram || !SameTile(dma.tile, result) ||
+        program_.graph.nodes[dma.view.tensor].dtype != DType::kFloat32 ||
+        !plan_.copies[store].unchanged() || strides.size() != 2 || strides[1] != 1) {
+      return false;
+    }
+    if (plan_.conflicted[program_.commands[store].group].count(DramKeyOf(program_, dma))) {
+      return false;
+    }
+    tile->out = DramRef{dma.view.tensor, plan_.remote_offset[store]};
+    tile->out_row_stride = strides[0];
+    return true;
+  }
+
+  /*!
+   * \brief Whether a chain starts at matmul `c`: its operands in place, its [m, n] result
+   * written into DRAM, read by one store, or read by one add of an operand in place whose
+   * result goes the same ways.
+   */
+  bool AsChain(int64_t c, MergedMatmulTiles::Tile* tile, std::vector<int64_t>* chain) {
+    if (!FloatCompute(c, OpKind::kMatmul)) return false;
+    const ComputeCommand& matmul = program_.commands[c].compute();
+    const Shape &a = matmul.inputs[0].shape, &b = matmul.inputs[1].shape;
+    const std::optional<DramRef> lhs = InPlace(plan_, c, 0), rhs = InPlace(plan_, c, 1);
+    if (!lhs || !rhs || a.size() != 2 || b.size() != 2 || a[1] != b[0] ||
+        matmul.output.shape != Shape{a[0], b[1]} || !kernels::MatmulRowsApply(a[0], a[1], b[1])) {
+      return false;
+    }
+    *tile = MergedMatmulTiles::Tile();
+    tile->a = *lhs;
+    tile->b = *rhs;
+    tile->m = a[0];
+    tile->k = a[1];
+    tile->n = b[1];
+    *chain = {c};
+    if (plan_.output_to[c].valid()) return ForwardedOut(c, tile->n, tile);
+    if (matmul.output.tier != Tier::kL1 || Readers(c) != 1) return false;
+    const int64_t next = NextPerformed(c);
+    chain->push_back(next);
+    if (StoredOut(next, matmul.output, tile)) return true;
+    if (!FloatCompute(next, OpKind::kAdd)) return false;
+    const ComputeCommand& add = program_.commands[next].compute();
+    const int64_t product = SameTile(add.inputs[0], matmul.output) ? 0 : 1;
+    const std::optional<DramRef> addend = InPlace(plan_, next, 1 - product);
+    const Shape& addend_shape = add.inputs[1 - product].shape;
+    if (plan_.input_from[next][product].valid() || !SameTile(add.inputs[product], matmul.output) ||
+        !addend || add.output.shape != matmul.output.shape) {
+      return false;
+    }
+    tile->addend = *addend;
+    tile->addend_first = product == 1;
+    if (addend_shape == matmul.output.shape) {
+      tile->addend_row_stride = tile->n;
+    } else if (addend_shape != Shape{tile->n} && addend_shape != Shape{1, tile->n}) {
+      return false;
+    }
+    if (plan_.output_to[next].valid()) return ForwardedOut(next, tile->n, tile);
+    if (add.output.tier != Tier::kL1 || Readers(next) != 1) return false;
+    chain->push_back(NextPerformed(next));
+    return StoredOut(chain->back(), add.output, tile);
+  }
+
+  void Finish() {
+    if (run_.size() >= 2) {
+      const int64_t host = chains_.back().front();
+      for (const std::vector<int64_t>& chain : chains_) {
+        for (int64_t command : chain) merged_->merged_away[command] = command != host;
+      }
+      merged_->computes[host] = static_cast<int64_t>(merged_->runs.size());
+      merged_->runs.push_back(std::move(run_));
+    }
+    run_.clear();
+    chains_.clear();
+    run_macs_ = 0;
+  }
+
+  const Program& program_;
+  const TransferPlan& plan_;
+  const FusedRequantization& fused_;
+  const int64_t begin_, end_;
+  MergedMatmulTiles* merged_;
+  std::vector<int64_t> readers_;  // computed when first needed
+  std::vector<MergedMatmulTiles::Tile> run_;
+  std::vector<std::vector<int64_t>> chains_;
+  int64_t run_macs_ = 0;
+};
+
+}  // namespace
+
+MergedMatmulTiles PlanMergedMatmulTiles(const Program& program, const TransferPlan& plan,
+                                        const FusedRequantization& fused) {
+  const int64_t count = static_cast<int64_t>(program.commands.size());
+  MergedMatmulTiles merged{std::vector<int64_t>(count, -1), std::vector<bool>(count), {}};
+  ForEachGroup(program, [&](int64_t begin, int64_t end) {
+    GroupRuns(program, plan, fused, begin, end, &merged).Plan();
+  });
+  return merged;
+}
+
+}  // namespace example_npu

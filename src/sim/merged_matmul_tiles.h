@@ -1,0 +1,57 @@
+/*!
+ * \file sim/merged_matmul_tiles.h
+ * \brief Which float32 matmul tiles the emulator computes together, straight into DRAM, as one
+ * host action (planned once per program, after the transfer plan).
+ *
+ * A transformer's linear layer compiles to thousands of output tiles of 16 x 16 (ViT-B/16: 1,872
+ * for one QKV projection), each a matmul step on operands read in place, a bias add and a store.
+ * Per tile the host then spends about as long reading the three command records and dispatching
+ * them as multiplying. Where a tile's chain is exactly that (the matmul's result read only by the
+ * add, the add's only by one store into DRAM that nothing else of the group reads), a run of
+ * such chains in stream order is computed by the first command of its last chain, each product
+ * written into the stored rows and the bias added there, and the run's other commands do nothing.
+ * Host order only: every output is the same float (the same register-tile kernel, each sum a
+ * multiply-add chain in order over k, the add's operands in their order), and the cycle model
+ * still counts every command (it reads the command stream).
+ */
+#ifndef EXAMPLE_NPU_SIM_MERGED_MATMUL_TILES_H_
+#define EXAMPLE_NPU_SIM_MERGED_MATMUL_TILES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/command_stream.h"
+#include "sim/fused_requantization.h"
+#include "sim/transfer_plan.h"
+
+namespace example_npu {
+
+struct MergedMatmulTiles {
+  /*! \brief One chain: out = a x b (+ addend), each operand dense where it lies. */
+  struct Tile {
+    DramRef a, b;
+    int64_t m = 0, k = 0, n = 0;
+    /*! \brief The add's other operand (invalid: no add), its row stride (0: one row for all),
+     * and whether it was the add's first operand. */
+    DramRef addend;
+    int64_t addend_row_stride = 0;
+    bool addend_first = false;
+    /*! \brief The stored rows: the first output element and the elements between rows. */
+    DramRef out;
+    int64_t out_row_stride = 0;
+  };
+  /*! \brief Per command: the index in `runs` of the run it computes, or -1. */
+  std::vector<int64_t> computes;
+  /*! \brief Per command: part of a run, computed by that run's action instead. */
+  std::vector<bool> merged_away;
+  std::vector<std::vector<Tile>> runs;
+};
+
+/*! \brief The runs of `program`'s float32 matmul tiles to compute together (see the file
+ * comment); commands already folded into a fused requantization are passed over. */
+MergedMatmulTiles PlanMergedMatmulTiles(const Program& program, const TransferPlan& plan,
+                                        const FusedRequantization& fused);
+
+}  // namespace example_npu
+
+#endif  // EXAMPLE_NPU_SIM_MERGED_MATMUL_TILES_H_
