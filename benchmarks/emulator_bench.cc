@@ -159,9 +159,9 @@ int Main(int argc, char** argv) {
   std::printf("  %ld column tiles computed as %ld calls\n", members,
               static_cast<long>(merged.merges.size()));
   const MergedMatmulTiles& matmuls = executor.emulator().merged_matmul_tiles();
-  long chains = 0;
-  for (const std::vector<MergedMatmulTiles::Tile>& run : matmuls.runs) chains += run.size();
-  std::printf("  %ld float32 matmul tiles computed as %ld runs\n", chains,
+  long steps = 0;
+  for (const std::vector<MergedMatmulTiles::Step>& run : matmuls.runs) steps += run.size();
+  std::printf("  %ld float32 matmul steps computed as %ld runs\n", steps,
               static_cast<long>(matmuls.runs.size()));
   size_t deps = 0;
   for (const Command& command : executor.program().commands) deps += command.deps.size();

@@ -55,7 +55,7 @@ void MatrixProduct(const float* a, const float* b, float* c, int64_t m, int64_t 
     return;
   }
   if (MatmulRowsApply(m, k, n)) {
-    MatmulRows(a, b, m, k, n, c, n);
+    MatmulRows(a, k, b, m, k, n, c, n, false);
     return;
   }
   GemmProblem g{m, n, k, PackRowMajorA(a, k), PackRowMajorB(b, n), c, n};
@@ -120,12 +120,12 @@ bool MatmulRowsApply(int64_t m, int64_t k, int64_t n) {
   return m > 1 && n > 1 && (m + n) * k <= kInPlaceFloats;
 }
 
-void MatmulRows(const float* lhs, const float* rhs, int64_t m, int64_t k, int64_t n, float* out,
-                int64_t ldo) {
+void MatmulRows(const float* lhs, int64_t lda, const float* rhs, int64_t m, int64_t k, int64_t n,
+                float* out, int64_t ldo, bool accumulate) {
   DirectRows rows;
-  rows.row_stride = k;
+  rows.row_stride = lda;
   rows.depth = k;
-  DirectGemm(m, n, lhs, rows, rhs, n, out, ldo, false);
+  DirectGemm(m, n, lhs, rows, rhs, n, out, ldo, accumulate);
 }
 
 void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Shape& rhs_shape,

@@ -57,7 +57,7 @@ class BoxCopy {
   };
 
  private:
-  int64_t Span(int64_t Dim::*stride) const {
+  int64_t Span(int64_t Dim::* stride) const {
     if (kind_ == Kind::kEmpty) return 0;
     int64_t last = 0;
     for (const Dim& dim : dims_) last += (dim.extent - 1) * dim.*stride;

@@ -339,23 +339,23 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
   WithActivation(last.inputs[0].dtype, activation, run);
 }
 
-/*! \brief A run of float32 matmul tiles (MergedMatmulTiles): each product written into its
- * stored rows, then its addend added there in the add's operand order. */
-void RunMergedMatmuls(const RunContext& ctx, const std::vector<MergedMatmulTiles::Tile>& run) {
-  for (const MergedMatmulTiles::Tile& tile : run) {
-    float* out = reinterpret_cast<float*>(ctx.Dram(tile.out));
-    kernels::MatmulRows(reinterpret_cast<const float*>(ctx.Dram(tile.a)),
-                        reinterpret_cast<const float*>(ctx.Dram(tile.b)), tile.m, tile.k, tile.n,
-                        out, tile.out_row_stride);
-    if (!tile.addend.valid()) continue;
-    const float* addend = reinterpret_cast<const float*>(ctx.Dram(tile.addend));
-    for (int64_t i = 0; i < tile.m; ++i) {
-      float* row = out + i * tile.out_row_stride;
-      const float* add = addend + i * tile.addend_row_stride;
-      if (tile.addend_first) {
-        for (int64_t j = 0; j < tile.n; ++j) row[j] = add[j] + row[j];
+/*! \brief A run of float32 matmul tiles (MergedMatmulTiles): each product written (or added)
+ * into its stored rows, then its addend added there in the add's operand order. */
+void RunMergedMatmuls(const RunContext& ctx, const std::vector<MergedMatmulTiles::Step>& run) {
+  for (const MergedMatmulTiles::Step& step : run) {
+    float* out = reinterpret_cast<float*>(ctx.Dram(step.out));
+    kernels::MatmulRows(reinterpret_cast<const float*>(ctx.Dram(step.a)), step.lda,
+                        reinterpret_cast<const float*>(ctx.Dram(step.b)), step.m, step.k, step.n,
+                        out, step.out_row_stride, step.accumulate);
+    if (!step.addend.valid()) continue;
+    const float* addend = reinterpret_cast<const float*>(ctx.Dram(step.addend));
+    for (int64_t i = 0; i < step.m; ++i) {
+      float* row = out + i * step.out_row_stride;
+      const float* add = addend + i * step.addend_row_stride;
+      if (step.addend_first) {
+        for (int64_t j = 0; j < step.n; ++j) row[j] = add[j] + row[j];
       } else {
-        for (int64_t j = 0; j < tile.n; ++j) row[j] = row[j] + add[j];
+        for (int64_t j = 0; j < step.n; ++j) row[j] = row[j] + add[j];
       }
     }
   }

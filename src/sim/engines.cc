@@ -152,6 +152,13 @@ void RunTopk(const TopkAttrs& topk, const std::vector<OperandF32>& in, float* ou
 }  // namespace
 
 bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs) {
+  if (op == OpKind::kMatmul) {
+    if (inputs.size() != 2 || inputs[0].shape->size() != 2 || inputs[1].shape->size() != 2) {
+      return false;
+    }
+    const kernels::Shape &a = *inputs[0].shape, &b = *inputs[1].shape;
+    return a[1] == b[0] && kernels::MatmulRowsApply(a[0], a[1], b[1]);
+  }
   if (op != OpKind::kConv2d || inputs.size() < 2) return false;
   const ConvAttrs* conv = std::get_if<ConvAttrs>(&attrs);
   return conv != nullptr &&
@@ -164,6 +171,13 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
   if (in.size() > 0 && (in[0].strides != nullptr || out_strides != nullptr)) {
     TVM_FFI_ICHECK(StridedView(op, attrs, in)) << OpKindName(op) << " takes dense tiles only";
     const kernels::Shape& in_shape = *in[0].shape;
+    if (op == OpKind::kMatmul) {  // rows of a 2-D tile, `in_shape[1]` of them dense
+      const int64_t n = (*in[1].shape)[1];
+      kernels::MatmulRows(in[0].data, in[0].strides ? in[0].strides->front() : in_shape[1],
+                          in[1].data, in_shape[0], in_shape[1], n, out,
+                          out_strides ? out_strides->front() : n, false);
+      return;
+    }
     kernels::DepthwiseConvStrided(in[0].data, in_shape,
                                   in[0].strides ? Pixels(*in[0].strides) : DensePixels(in_shape),
                                   in[1].data, *in[1].shape, out, out_shape,

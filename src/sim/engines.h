@@ -22,8 +22,9 @@ struct OperandF32 {
 
 /*!
  * \brief Whether the engine running `op` can read its first input and write its output as
- * strided views with contiguous innermost elements, not only as dense tiles. Only the vector
- * engine's depthwise NHWC convolution can: it addresses every pixel through a stride anyway.
+ * strided views with contiguous innermost elements, not only as dense tiles: the vector engine's
+ * depthwise NHWC convolution (it addresses every pixel through a stride anyway) and a 2-D matmul
+ * tile whose rows the register tiles read and write one by one (kernels::MatmulRowsApply).
  */
 bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs);
 

@@ -18,13 +18,6 @@ bool SameTile(const TileRef& a, const TileRef& b) {
   return a.tier == b.tier && a.offset == b.offset && a.shape == b.shape && a.dtype == b.dtype;
 }
 
-/*! \brief A compute input read dense and in place from DRAM (or an arranged tile). */
-std::optional<DramRef> InPlace(const TransferPlan& plan, int64_t command, size_t input) {
-  const DramRef& from = plan.input_from[command][input];
-  if (!from.valid() || from.view >= 0) return std::nullopt;
-  return from;
-}
-
 /*! \brief Per command of one group (from its first): how many performed commands read the L1
  * tile it wrote. */
 std::vector<int64_t> TileReaders(const Program& program, const TransferPlan& plan, int64_t begin,
@@ -68,17 +61,19 @@ class GroupRuns {
   void Plan() {
     for (int64_t c = begin_; c < end_; ++c) {
       if (!Performed(c)) continue;
-      MergedMatmulTiles::Tile tile;
+      std::vector<MergedMatmulTiles::Step> steps;
       std::vector<int64_t> chain;
-      if (!AsChain(c, &tile, &chain)) {
+      if (!AsChain(c, &steps, &chain)) {
         Finish();
         continue;
       }
-      const int64_t macs = tile.m * tile.k * tile.n;
+      int64_t macs = 0;
+      for (const MergedMatmulTiles::Step& step : steps) macs += step.m * step.k * step.n;
       if (run_macs_ + macs > kMaxRunMacs) Finish();
       run_macs_ += macs;
-      run_.push_back(tile);
-      chains_.push_back(chain);
+      run_.insert(run_.end(), steps.begin(), steps.end());
+      commands_.insert(commands_.end(), chain.begin(), chain.end());
+      host_ = c;
       c = chain.back();  // only forwarded or folded commands lay between its members
     }
     Finish();
@@ -100,33 +95,67 @@ class GroupRuns {
     return readers_[c - begin_];
   }
 
-  bool FloatCompute(int64_t c, OpKind op) const {
+  /*! \brief Whether `c` is a float32 `op` step on two inputs, accumulating or not. */
+  bool FloatCompute(int64_t c, OpKind op, bool accumulate) const {
     if (c < 0 || program_.commands[c].is_dma()) return false;
     const ComputeCommand& compute = program_.commands[c].compute();
-    if (compute.step != ComputeStep::kOp || compute.accumulate || compute.round_to_half ||
-        program_.graph.nodes[compute.node].op != op || compute.inputs.size() != 2 ||
-        compute.output.dtype != DType::kFloat32) {
+    if (compute.step != ComputeStep::kOp || compute.accumulate != accumulate ||
+        compute.round_to_half || program_.graph.nodes[compute.node].op != op ||
+        compute.inputs.size() != 2 || compute.output.dtype != DType::kFloat32) {
       return false;
     }
     return compute.inputs[0].dtype == DType::kFloat32 && compute.inputs[1].dtype == DType::kFloat32;
   }
 
+  /*! \brief Input `input` of compute `c` read in place from DRAM (or an arranged tile), and the
+   * elements between its rows: dense, or rows seen through a view. */
+  std::optional<std::pair<DramRef, int64_t>> InPlace(int64_t c, size_t input) const {
+    const DramRef& from = plan_.input_from[c][input];
+    const Shape& shape = program_.commands[c].compute().inputs[input].shape;
+    if (!from.valid()) return std::nullopt;
+    if (from.view < 0) return std::make_pair(from, shape.empty() ? int64_t{1} : shape.back());
+    const std::vector<int64_t>& strides = plan_.remote_strides[from.view];
+    if (strides.size() != 2 || strides[1] != 1) return std::nullopt;
+    return std::make_pair(DramRef{from.tensor, from.offset}, strides[0]);
+  }
+
+  /*! \brief Matmul `c` as a step on operands in place (accumulating or not), else nullopt. */
+  std::optional<MergedMatmulTiles::Step> MatmulStep(int64_t c, bool accumulate) const {
+    if (!FloatCompute(c, OpKind::kMatmul, accumulate)) return std::nullopt;
+    const ComputeCommand& matmul = program_.commands[c].compute();
+    const Shape &a = matmul.inputs[0].shape, &b = matmul.inputs[1].shape;
+    const auto lhs = InPlace(c, 0), rhs = InPlace(c, 1);
+    if (!lhs || !rhs || a.size() != 2 || b.size() != 2 || a[1] != b[0] || rhs->second != b[1] ||
+        matmul.output.shape != Shape{a[0], b[1]} || !kernels::MatmulRowsApply(a[0], a[1], b[1])) {
+      return std::nullopt;
+    }
+    MergedMatmulTiles::Step step;
+    step.a = lhs->first;
+    step.lda = lhs->second;
+    step.b = rhs->first;
+    step.m = a[0];
+    step.k = a[1];
+    step.n = b[1];
+    step.accumulate = accumulate;
+    return step;
+  }
+
   /*! \brief Where the [m, n] result of compute `c` goes when written into DRAM (forwarded). */
-  bool ForwardedOut(int64_t c, int64_t n, MergedMatmulTiles::Tile* tile) const {
+  bool ForwardedOut(int64_t c, int64_t n, MergedMatmulTiles::Step* step) const {
     const DramRef& to = plan_.output_to[c];
-    tile->out = DramRef{to.tensor, to.offset};
+    step->out = DramRef{to.tensor, to.offset};
     if (to.view < 0) {
-      tile->out_row_stride = n;
+      step->out_row_stride = n;
       return true;
     }
     const std::vector<int64_t>& strides = plan_.remote_strides[to.view];
-    tile->out_row_stride = strides.size() == 2 && strides[1] == 1 ? strides[0] : -1;
-    return tile->out_row_stride >= 0;
+    step->out_row_stride = strides.size() == 2 && strides[1] == 1 ? strides[0] : -1;
+    return step->out_row_stride >= 0;
   }
 
   /*! \brief Whether `store` writes the tile `result` as rows into a DRAM tensor nothing else of
    * the group reads, and where. */
-  bool StoredOut(int64_t store, const TileRef& result, MergedMatmulTiles::Tile* tile) {
+  bool StoredOut(int64_t store, const TileRef& result, MergedMatmulTiles::Step* step) const {
     if (store < 0 || !program_.commands[store].is_dma()) return false;
     const DmaCommand& dma = program_.commands[store].dma();
     const std::vector<int64_t>& strides = plan_.remote_strides[store];
@@ -138,70 +167,79 @@ class GroupRuns {
     if (plan_.conflicted[program_.commands[store].group].count(DramKeyOf(program_, dma))) {
       return false;
     }
-    tile->out = DramRef{dma.view.tensor, plan_.remote_offset[store]};
-    tile->out_row_stride = strides[0];
+    step->out = DramRef{dma.view.tensor, plan_.remote_offset[store]};
+    step->out_row_stride = strides[0];
     return true;
   }
 
   /*!
    * \brief Whether a chain starts at matmul `c`: its operands in place, its [m, n] result
-   * written into DRAM, read by one store, or read by one add of an operand in place whose
-   * result goes the same ways.
+   * accumulated into by the matmuls of the rest of its reduction, if split, and then written
+   * into DRAM, read by one store, or read by one add of an operand in place whose result goes
+   * the same ways. `steps` gets the chain's matmul steps, `chain` all its commands.
    */
-  bool AsChain(int64_t c, MergedMatmulTiles::Tile* tile, std::vector<int64_t>* chain) {
-    if (!FloatCompute(c, OpKind::kMatmul)) return false;
-    const ComputeCommand& matmul = program_.commands[c].compute();
-    const Shape &a = matmul.inputs[0].shape, &b = matmul.inputs[1].shape;
-    const std::optional<DramRef> lhs = InPlace(plan_, c, 0), rhs = InPlace(plan_, c, 1);
-    if (!lhs || !rhs || a.size() != 2 || b.size() != 2 || a[1] != b[0] ||
-        matmul.output.shape != Shape{a[0], b[1]} || !kernels::MatmulRowsApply(a[0], a[1], b[1])) {
-      return false;
-    }
-    *tile = MergedMatmulTiles::Tile();
-    tile->a = *lhs;
-    tile->b = *rhs;
-    tile->m = a[0];
-    tile->k = a[1];
-    tile->n = b[1];
+  bool AsChain(int64_t c, std::vector<MergedMatmulTiles::Step>* steps,
+               std::vector<int64_t>* chain) {
+    const std::optional<MergedMatmulTiles::Step> first = MatmulStep(c, false);
+    if (!first) return false;
+    const TileRef& result = program_.commands[c].compute().output;
     *chain = {c};
-    if (plan_.output_to[c].valid()) return ForwardedOut(c, tile->n, tile);
-    if (matmul.output.tier != Tier::kL1 || Readers(c) != 1) return false;
-    const int64_t next = NextPerformed(c);
-    chain->push_back(next);
-    if (StoredOut(next, matmul.output, tile)) return true;
-    if (!FloatCompute(next, OpKind::kAdd)) return false;
+    steps->push_back(*first);
+    int64_t next = c;
+    for (;;) {
+      if (plan_.output_to[next].valid()) {
+        return ForwardedOut(next, first->n, &steps->back()) && SameRows(steps);
+      }
+      if (result.tier != Tier::kL1 || Readers(next) != 1) return false;
+      next = NextPerformed(next);
+      chain->push_back(next);
+      const std::optional<MergedMatmulTiles::Step> part = MatmulStep(next, true);
+      if (!part || !SameTile(program_.commands[next].compute().output, result)) break;
+      steps->push_back(*part);
+    }
+    MergedMatmulTiles::Step& last = steps->back();
+    if (StoredOut(next, result, &last)) return SameRows(steps);
+    if (!FloatCompute(next, OpKind::kAdd, false)) return false;
     const ComputeCommand& add = program_.commands[next].compute();
-    const int64_t product = SameTile(add.inputs[0], matmul.output) ? 0 : 1;
-    const std::optional<DramRef> addend = InPlace(plan_, next, 1 - product);
+    const int64_t product = SameTile(add.inputs[0], result) ? 0 : 1;
+    const auto addend = InPlace(next, 1 - product);
     const Shape& addend_shape = add.inputs[1 - product].shape;
-    if (plan_.input_from[next][product].valid() || !SameTile(add.inputs[product], matmul.output) ||
-        !addend || add.output.shape != matmul.output.shape) {
+    if (plan_.input_from[next][product].valid() || !SameTile(add.inputs[product], result) ||
+        !addend || plan_.input_from[next][1 - product].view >= 0 ||
+        add.output.shape != result.shape) {
       return false;
     }
-    tile->addend = *addend;
-    tile->addend_first = product == 1;
-    if (addend_shape == matmul.output.shape) {
-      tile->addend_row_stride = tile->n;
-    } else if (addend_shape != Shape{tile->n} && addend_shape != Shape{1, tile->n}) {
+    last.addend = addend->first;
+    last.addend_first = product == 1;
+    if (addend_shape == result.shape) {
+      last.addend_row_stride = last.n;
+    } else if (addend_shape != Shape{last.n} && addend_shape != Shape{1, last.n}) {
       return false;
     }
-    if (plan_.output_to[next].valid()) return ForwardedOut(next, tile->n, tile);
+    if (plan_.output_to[next].valid()) return ForwardedOut(next, last.n, &last) && SameRows(steps);
     if (add.output.tier != Tier::kL1 || Readers(next) != 1) return false;
     chain->push_back(NextPerformed(next));
-    return StoredOut(chain->back(), add.output, tile);
+    return StoredOut(chain->back(), add.output, &last) && SameRows(steps);
+  }
+
+  /*! \brief Gives every step of a chain the stored rows of its last. */
+  static bool SameRows(std::vector<MergedMatmulTiles::Step>* steps) {
+    for (MergedMatmulTiles::Step& step : *steps) {
+      step.out = steps->back().out;
+      step.out_row_stride = steps->back().out_row_stride;
+    }
+    return true;
   }
 
   void Finish() {
-    if (run_.size() >= 2) {
-      const int64_t host = chains_.back().front();
-      for (const std::vector<int64_t>& chain : chains_) {
-        for (int64_t command : chain) merged_->merged_away[command] = command != host;
-      }
-      merged_->computes[host] = static_cast<int64_t>(merged_->runs.size());
+    // One command alone gains nothing from being a run.
+    if (commands_.size() >= 2) {
+      for (int64_t command : commands_) merged_->merged_away[command] = command != host_;
+      merged_->computes[host_] = static_cast<int64_t>(merged_->runs.size());
       merged_->runs.push_back(std::move(run_));
     }
     run_.clear();
-    chains_.clear();
+    commands_.clear();
     run_macs_ = 0;
   }
 
@@ -211,8 +249,9 @@ class GroupRuns {
   const int64_t begin_, end_;
   MergedMatmulTiles* merged_;
   std::vector<int64_t> readers_;  // computed when first needed
-  std::vector<MergedMatmulTiles::Tile> run_;
-  std::vector<std::vector<int64_t>> chains_;
+  std::vector<MergedMatmulTiles::Step> run_;
+  std::vector<int64_t> commands_;
+  int64_t host_ = -1;  // the run's last matmul, a compute command: it runs the run
   int64_t run_macs_ = 0;
 };
 

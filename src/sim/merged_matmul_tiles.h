@@ -10,6 +10,8 @@
  * add, the add's only by one store into DRAM that nothing else of the group reads), a run of
  * such chains in stream order is computed by the first command of its last chain, each product
  * written into the stored rows and the bias added there, and the run's other commands do nothing.
+ * Where the compiler split a tile's reduction, its partial products (the lhs rows read in place
+ * through their stride) accumulate there in the same order.
  * Host order only: every output is the same float (the same register-tile kernel, each sum a
  * multiply-add chain in order over k, the add's operands in their order), and the cycle model
  * still counts every command (it reads the command stream).
@@ -27,10 +29,16 @@
 namespace example_npu {
 
 struct MergedMatmulTiles {
-  /*! \brief One chain: out = a x b (+ addend), each operand dense where it lies. */
-  struct Tile {
+  /*!
+   * \brief One matmul step of a chain: out (+)= a x b, then (its last step) + addend. A chain
+   * whose reduction the compiler split over steps accumulates into the same rows.
+   */
+  struct Step {
+    /*! \brief The operands in place: a's rows `lda` elements apart, b dense. */
     DramRef a, b;
+    int64_t lda = 0;
     int64_t m = 0, k = 0, n = 0;
+    bool accumulate = false;
     /*! \brief The add's other operand (invalid: no add), its row stride (0: one row for all),
      * and whether it was the add's first operand. */
     DramRef addend;
@@ -44,7 +52,8 @@ struct MergedMatmulTiles {
   std::vector<int64_t> computes;
   /*! \brief Per command: part of a run, computed by that run's action instead. */
   std::vector<bool> merged_away;
-  std::vector<std::vector<Tile>> runs;
+  /*! \brief The steps of each run, in stream order. */
+  std::vector<std::vector<Step>> runs;
 };
 
 /*! \brief The runs of `program`'s float32 matmul tiles to compute together (see the file

@@ -15,9 +15,9 @@ namespace {
 using test_util::SmallL1;
 
 /*!
- * \brief x [rows, depth] times a weight, then `epilogue`: a Linear layer as the importers give
- * it. The weight is [depth, cols], or (transposed) a [cols, depth] constant read through
- * permute_dims, as torch's Linear comes.
+ * \brief x [rows, depth] times a weight, then `epilogue` ("bias", "bias first": the add's operands
+ * swapped, or "none"): a Linear layer as the importers give it. The weight is [depth, cols], or
+ * (transposed) a [cols, depth] constant read through permute_dims, as torch's Linear comes.
  */
 std::string Linear(int64_t rows, int64_t depth, int64_t cols, bool transposed,
                    const std::string& epilogue) {
@@ -41,7 +41,7 @@ std::string Linear(int64_t rows, int64_t depth, int64_t cols, bool transposed,
   nodes += R"(
   {"op": "matmul", "name": "mm", "inputs": [0, 3], "shape": [)" +
            r + ", " + n + R"(], "dtype": "float32"})";
-  if (epilogue == "bias" || epilogue == "bias first" || epilogue == "bias relu") {
+  if (epilogue != "none") {
     const std::string inputs = epilogue == "bias first" ? "[1, 4]" : "[4, 1]";
     nodes += R"(,
   {"op": "add", "name": "y", "inputs": )" +
@@ -52,20 +52,20 @@ std::string Linear(int64_t rows, int64_t depth, int64_t cols, bool transposed,
   {"op": "nn.relu", "name": "z", "inputs": [5], "shape": [)" +
              r + ", " + n + R"(], "dtype": "float32"})";
   }
-  const int64_t head = epilogue == "none" ? 4 : epilogue == "bias relu" ? 6 : 5;
+  const int64_t head = epilogue == "none" ? 4 : 5;
   return R"({"version": 1, "symbol": "linear", "nodes": [
   )" + nodes +
          R"(], "arg_nodes": [0], "heads": [)" + std::to_string(head) + "]}";
 }
 
-int64_t MergedTiles(const Program& program, EmulatorOptions options) {
+/*! \brief The matmul steps of `program` that the emulator computes in runs. */
+int64_t MergedSteps(const Program& program, EmulatorOptions options) {
   const Emulator emulator(program, options);
-  int64_t tiles = 0;
-  for (const std::vector<MergedMatmulTiles::Tile>& run : emulator.merged_matmul_tiles().runs) {
-    EXPECT_GE(run.size(), 2u);
-    tiles += static_cast<int64_t>(run.size());
+  int64_t steps = 0;
+  for (const std::vector<MergedMatmulTiles::Step>& run : emulator.merged_matmul_tiles().runs) {
+    steps += static_cast<int64_t>(run.size());
   }
-  return tiles;
+  return steps;
 }
 
 TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
@@ -80,21 +80,68 @@ TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
           [](const Program& program, const NPUConfig& config) {
             // A 16 KB L1 splits the reduction: partial sums are no chain of their own.
             if (config.l1_sram_kb == NPUConfig().l1_sram_kb) {
-              EXPECT_GE(MergedTiles(program, EmulatorOptions{true}), 4);
+              EXPECT_GE(MergedSteps(program, EmulatorOptions{true}), 4);
             }
-            EXPECT_EQ(MergedTiles(program, EmulatorOptions{false}), 0);
+            EXPECT_EQ(MergedSteps(program, EmulatorOptions{false}), 0);
           });
     }
   }
 }
 
+TEST(MergedMatmulTilesTest, SplitReductionsAccumulateFromLhsRowsReadInPlace) {
+  // A 2,048-deep reduction is split over steps of 512: each reads a strided slice of the rows
+  // of h, which an earlier group wrote into DRAM.
+  const Graph graph = ParseGraph(R"({"version": 1, "symbol": "mlp", "nodes": [
+  {"op": "input", "name": "x", "shape": [40, 2048], "dtype": "float32"},
+  {"op": "const", "name": "b", "shape": [64], "dtype": "float32"},
+  {"op": "const", "name": "wt", "shape": [64, 2048], "dtype": "float32"},
+  {"op": "permute_dims", "name": "w", "inputs": [2], "shape": [2048, 64], "dtype": "float32",
+   "attrs": {"axes": [1, 0]}},
+  {"op": "nn.gelu", "name": "h", "inputs": [0], "shape": [40, 2048], "dtype": "float32"},
+  {"op": "matmul", "name": "mm", "inputs": [4, 3], "shape": [40, 64], "dtype": "float32"},
+  {"op": "add", "name": "y", "inputs": [5, 1], "shape": [40, 64], "dtype": "float32"}],
+  "arg_nodes": [0], "heads": [6]})");
+  test_util::ExpectTiledRunsMatchUntiled(
+      graph, {NPUConfig()}, 9, 1e-4, [](const Program& program, const NPUConfig&) {
+        const Emulator emulator(program, EmulatorOptions{true});
+        int64_t accumulating = 0, strided = 0;
+        for (const auto& run : emulator.merged_matmul_tiles().runs) {
+          for (const MergedMatmulTiles::Step& step : run) {
+            accumulating += step.accumulate;
+            strided += step.lda != step.k;
+            // The bias is added once, after a chain's last partial product.
+            EXPECT_EQ(step.addend.valid(), &step == &run.back() || !(&step + 1)->accumulate);
+          }
+        }
+        EXPECT_GE(accumulating, 12);
+        EXPECT_GE(strided, 12);
+      });
+}
+
 TEST(MergedMatmulTilesTest, TilesWhoseResultsOtherCommandsReadRunOneByOne) {
-  // The relu reads each biased tile on chip: no tile's chain ends in a store.
-  const Graph graph = ParseGraph(Linear(50, 192, 96, true, "bias relu"));
-  test_util::ExpectTiledRunsMatchUntiled(graph, {NPUConfig()}, 8, 1e-4,
-                                         [](const Program& program, const NPUConfig&) {
-                                           EXPECT_EQ(MergedTiles(program, EmulatorOptions{}), 0);
-                                         });
+  // The relu reads each biased tile on chip: no tile's chain ends in a store. The matmul steps
+  // still read h's rows in place through their stride (a 2-D matmul takes strided views).
+  const Graph graph = ParseGraph(R"({"version": 1, "symbol": "mlp", "nodes": [
+  {"op": "input", "name": "x", "shape": [40, 2048], "dtype": "float32"},
+  {"op": "const", "name": "b", "shape": [64], "dtype": "float32"},
+  {"op": "const", "name": "w", "shape": [2048, 64], "dtype": "float32"},
+  {"op": "nn.gelu", "name": "h", "inputs": [0], "shape": [40, 2048], "dtype": "float32"},
+  {"op": "matmul", "name": "mm", "inputs": [3, 2], "shape": [40, 64], "dtype": "float32"},
+  {"op": "add", "name": "y", "inputs": [1, 4], "shape": [40, 64], "dtype": "float32"},
+  {"op": "nn.relu", "name": "z", "inputs": [5], "shape": [40, 64], "dtype": "float32"}],
+  "arg_nodes": [0], "heads": [6]})");
+  test_util::ExpectTiledRunsMatchUntiled(
+      graph, {NPUConfig()}, 8, 1e-4, [](const Program& program, const NPUConfig&) {
+        const Emulator emulator(program, EmulatorOptions{true});
+        EXPECT_TRUE(emulator.merged_matmul_tiles().runs.empty());
+        int64_t views = 0;
+        for (size_t c = 0; c < program.commands.size(); ++c) {
+          if (!program.commands[c].is_dma()) {
+            views += emulator.transfers().input_from[c][0].view >= 0;
+          }
+        }
+        EXPECT_GE(views, 12);
+      });
 }
 
 }  // namespace
