@@ -7,7 +7,9 @@
  * vectors of columns across the panel.
  * Per reduction step a tile loads NV vectors of one B row and broadcasts one A element per row:
  * MR * NV multiply-adds for MR + NV loads. A column tail narrower than a vector goes through a
- * zero-padded copy of those B columns (float only; the int8 B is packed by the caller).
+ * zero-padded copy of those B columns (float only; the int8 B is packed by the caller). A float
+ * B may also lie in panels of whole vectors (DirectGemmPanels): a register tile whose two vectors
+ * lie in different panels then loads them a panel apart.
  */
 #include "kernels/direct_gemm.h"
 
@@ -170,11 +172,15 @@ struct Int8Ops {
 template <class Ops, int MR, int NV>
 constexpr int kChains = Ops::kExactSums && MR * NV < 4 ? 4 / (MR * NV) : 1;
 
-/*! \brief One register tile: C[0:MR, 0:NV * kLanes] (+)= A rows `rows` times B columns at b. */
-template <class Ops, int MR, int NV>
+/*!
+ * \brief One register tile: C[0:MR, 0:NV * kLanes] (+)= A rows `rows` times B's columns at b (rows
+ * ldb apart), vector v of them at b + v * kLanes, or with kPanels (the vectors in different panels
+ * of B) at b + v * panel_step.
+ */
+template <class Ops, int MR, int NV, bool kPanels>
 void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
-               const typename Ops::B* b, int64_t ldb, typename Ops::C* c, int64_t ldc,
-               bool accumulate) {
+               const typename Ops::B* b, int64_t ldb, int64_t panel_step, typename Ops::C* c,
+               int64_t ldc, bool accumulate) {
   using Vec = typename Ops::Vec;
   constexpr int64_t L = Ops::kLanes;
   constexpr int K = kChains<Ops, MR, NV>;
@@ -185,9 +191,10 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
     }
   }
   // Reduction step p of the chain h: acc[h] += A[:, p] * B[p, :].
+  const int64_t vector_step = kPanels ? panel_step : L;
   auto step = [&](int h, const typename Ops::A* const* ap, const typename Ops::B* bp, int64_t p) {
     typename Ops::Operand bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * L);
+    for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * vector_step);
     for (int i = 0; i < MR; ++i) {
       const typename Ops::Operand x = Ops::Broadcast(ap[i] + p);
       for (int v = 0; v < NV; ++v) acc[h][i][v] = Ops::MulAdd(acc[h][i][v], x, bv[v]);
@@ -219,23 +226,25 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
 
 template <class Ops>
 using MicroTileFn = void (*)(const typename Ops::A* const*, const DirectRows&,
-                             const typename Ops::B*, int64_t, typename Ops::C*, int64_t, bool);
+                             const typename Ops::B*, int64_t, int64_t, typename Ops::C*, int64_t,
+                             bool);
 
 /*! \brief Rows of a register tile of NV vectors of columns: kMR, or kNarrowMR when a single vector
  * of accumulators per row leaves registers (and load slots per multiply-add) for more rows. */
 template <class Ops, int NV>
 constexpr int kTileRows = NV == 1 ? Ops::kNarrowMR : Ops::kMR;
 
-/*! \brief MicroTile<Ops, rows, NV> for rows = 1 .. kTileRows (the last row block may be short). */
-template <class Ops, int NV, size_t... I>
+/*! \brief MicroTile<Ops, rows, NV, kPanels> for rows = 1 .. kTileRows (the last row block may be
+ * short). */
+template <class Ops, int NV, bool kPanels, size_t... I>
 constexpr std::array<MicroTileFn<Ops>, sizeof...(I)> MicroTiles(std::index_sequence<I...>) {
-  return {&MicroTile<Ops, static_cast<int>(I) + 1, NV>...};
+  return {&MicroTile<Ops, static_cast<int>(I) + 1, NV, kPanels>...};
 }
 
-template <class Ops, int NV>
+template <class Ops, int NV, bool kPanels = false>
 MicroTileFn<Ops> SelectTile(int rows) {
-  static constexpr auto table =
-      MicroTiles<Ops, NV>(std::make_index_sequence<static_cast<size_t>(kTileRows<Ops, NV>)>());
+  static constexpr auto table = MicroTiles<Ops, NV, kPanels>(
+      std::make_index_sequence<static_cast<size_t>(kTileRows<Ops, NV>)>());
   return table[rows - 1];
 }
 
@@ -255,11 +264,19 @@ struct DirectCall {
   const DirectRows* rows;
   const typename Ops::B* b;
   int64_t ldb;
+  /*! \brief B's columns in panels of panel_width (a multiple of kLanes), panel q at
+   * b + q * panel_stride; a dense B is one panel. */
+  int64_t panel_width, panel_stride;
   const typename Ops::B* tail_b;  // zero-padded columns [full, n), or nullptr
   int64_t full;                   // columns in whole vectors
   typename Ops::C* c;
   int64_t ldc;
   bool accumulate;
+
+  /*! \brief Where B's column j starts. */
+  const typename Ops::B* Column(int64_t j) const {
+    return b + j / panel_width * panel_stride + j % panel_width;
+  }
 };
 
 /*! \brief Rows [i0, i1) times columns [j0, j1): at most kMR rows, or kNarrowMR when the columns
@@ -278,14 +295,18 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
   const int64_t whole = std::min(j1, call.full);
   int64_t j = j0;
   for (; j + 2 * L <= whole; j += 2 * L) {
-    SelectTile<Ops, 2>(mr)(rp, rows, call.b + j, call.ldb, crow + j, call.ldc, call.accumulate);
+    const typename Ops::B* b = call.Column(j);
+    const int64_t step = call.Column(j + L) - b;
+    (step == L ? SelectTile<Ops, 2>(mr) : SelectTile<Ops, 2, true>(mr))(
+        rp, rows, b, call.ldb, step, crow + j, call.ldc, call.accumulate);
   }
   for (; j + L <= whole; j += L) {
-    SelectTile<Ops, 1>(mr)(rp, rows, call.b + j, call.ldb, crow + j, call.ldc, call.accumulate);
+    SelectTile<Ops, 1>(mr)(rp, rows, call.Column(j), call.ldb, L, crow + j, call.ldc,
+                           call.accumulate);
   }
   if (j < j1) {
     C tile[Ops::kNarrowMR * L];
-    SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, tile, L, false);
+    SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, L, tile, L, false);
     for (int i = 0; i < mr; ++i) {
       for (int64_t q = 0; q < j1 - j; ++q) {
         C& out = crow[i * call.ldc + j + q];
@@ -307,9 +328,10 @@ void RunDirect(DirectCall<Ops> call) {
   if (call.full < call.n) {
     B* padded = TailBuffer<B>(static_cast<size_t>(k * L));
     for (int64_t p = 0; p < k; ++p) {
-      const B* src = call.b + p * call.ldb;
-      std::fill(std::copy(src + call.full, src + call.n, padded + p * L), padded + (p + 1) * L,
-                B{});
+      B* row = padded + p * L;
+      for (int64_t j = call.full; j < call.n; ++j)
+        row[j - call.full] = call.Column(j)[p * call.ldb];
+      std::fill(row + (call.n - call.full), row + L, B{});
     }
     call.tail_b = padded;
   }
@@ -340,7 +362,16 @@ void RunDirect(DirectCall<Ops> call) {
 
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  RunDirect<F32Ops>({m, n, a, &rows, b, ldb, nullptr, 0, c, ldc, accumulate});
+  RunDirect<F32Ops>({m, n, a, &rows, b, ldb, n, 0, nullptr, 0, c, ldc, accumulate});
+}
+
+void DirectGemmPanels(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
+                      int64_t ldb, int64_t panel_width, int64_t panel_stride, float* c, int64_t ldc,
+                      bool accumulate) {
+  TVM_FFI_ICHECK(panel_width > 0 && panel_width % F32Ops::kLanes == 0)
+      << "B's panels are whole vectors wide";
+  RunDirect<F32Ops>(
+      {m, n, a, &rows, b, ldb, panel_width, panel_stride, nullptr, 0, c, ldc, accumulate});
 }
 
 bool HasInt8DotProduct() {
@@ -362,7 +393,8 @@ void RunInt8(int64_t m, int64_t n, const void* a, const DirectRows& rows, const 
     return;
   }
   RunDirect<Int8Ops<kSignedA>>({m, n, static_cast<const int32_t*>(a), &rows,
-                                static_cast<const int32_t*>(b), ldb, nullptr, 0, c, ldc, false});
+                                static_cast<const int32_t*>(b), ldb, n, 0, nullptr, 0, c, ldc,
+                                false});
 #else
   (void)m, (void)n, (void)a, (void)rows, (void)b, (void)ldb, (void)c, (void)ldc;
   TVM_FFI_THROW(InternalError) << "the int8 GEMM needs a build for a CPU with VNNI";

@@ -44,6 +44,16 @@ struct DirectRows {
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
+/*!
+ * \brief DirectGemm with B in panels `panel_width` columns wide (a multiple of the float vector's
+ * lanes: 16 on AVX-512, 8 on AVX2), panel q's rows at b + q * panel_stride, ldb apart: the same
+ * bits as DirectGemm on those columns laid side by side (the matrix engine's weight tiles,
+ * arranged one after another, read as one B).
+ */
+void DirectGemmPanels(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
+                      int64_t ldb, int64_t panel_width, int64_t panel_stride, float* c, int64_t ldc,
+                      bool accumulate);
+
 /*! \brief Whether DirectGemmU8S8 / DirectGemmS8U8 are available (the library was built for a CPU
  * with VNNI or AVX2). */
 bool HasInt8DotProduct();

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/direct_gemm.h"
 #include "kernels/half.h"
 #include "kernels/near_ties.h"
 #include "kernels/parallel.h"
@@ -344,9 +345,18 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
 void RunMergedMatmuls(const RunContext& ctx, const std::vector<MergedMatmulTiles::Step>& run) {
   for (const MergedMatmulTiles::Step& step : run) {
     float* out = reinterpret_cast<float*>(ctx.Dram(step.out));
-    kernels::MatmulRows(reinterpret_cast<const float*>(ctx.Dram(step.a)), step.lda,
-                        reinterpret_cast<const float*>(ctx.Dram(step.b)), step.m, step.k, step.n,
-                        out, step.out_row_stride, step.accumulate);
+    const float* a = reinterpret_cast<const float*>(ctx.Dram(step.a));
+    const float* b = reinterpret_cast<const float*>(ctx.Dram(step.b));
+    if (step.panel_width > 0) {
+      kernels::DirectRows rows;
+      rows.row_stride = step.lda;
+      rows.depth = step.k;
+      kernels::DirectGemmPanels(step.m, step.n, a, rows, b, step.panel_width, step.panel_width,
+                                step.panel_stride, out, step.out_row_stride, step.accumulate);
+    } else {
+      kernels::MatmulRows(a, step.lda, b, step.m, step.k, step.n, out, step.out_row_stride,
+                          step.accumulate);
+    }
     if (!step.addend.valid()) continue;
     const float* addend = reinterpret_cast<const float*>(ctx.Dram(step.addend));
     for (int64_t i = 0; i < step.m; ++i) {

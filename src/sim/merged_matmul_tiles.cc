@@ -231,12 +231,70 @@ class GroupRuns {
     return true;
   }
 
+  /*! \brief Elements from `from` to `to` where both lie in one buffer: one DRAM tensor, or one
+   * arena of arranged float32 tiles. */
+  std::optional<int64_t> Distance(const DramRef& from, const DramRef& to) const {
+    if (!from.valid() || !to.valid() || from.view >= 0 || to.view >= 0) return std::nullopt;
+    if (from.arranged < 0 && to.arranged < 0) {
+      if (from.tensor != to.tensor) return std::nullopt;
+      return to.offset - from.offset;
+    }
+    if (from.arranged < 0 || to.arranged < 0) return std::nullopt;
+    const ArrangedTile &x = plan_.arranged[from.arranged], &y = plan_.arranged[to.arranged];
+    const int64_t bytes = y.arena_offset - x.arena_offset;
+    if (x.constant != y.constant || bytes % static_cast<int64_t>(sizeof(float)) != 0) {
+      return std::nullopt;
+    }
+    return bytes / static_cast<int64_t>(sizeof(float));
+  }
+
+  /*! \brief Whether `next` is the next tile of `group` along the output columns: the same lhs
+   * rows, its weight tile the next panel, its result and bias the next columns. */
+  bool NextPanel(const MergedMatmulTiles::Step& group, const MergedMatmulTiles::Step& next) const {
+    const int64_t width = group.panel_width > 0 ? group.panel_width : group.n;
+    const int64_t index = group.n / width;
+    if (next.n != width || width % 16 != 0 || next.m != group.m || next.k != group.k ||
+        next.lda != group.lda || next.accumulate != group.accumulate ||
+        Distance(group.a, next.a) != 0 || next.out_row_stride != group.out_row_stride ||
+        Distance(group.out, next.out) != index * width ||
+        next.addend.valid() != group.addend.valid()) {
+      return false;
+    }
+    if (group.addend.valid() && (group.addend_row_stride != 0 || next.addend_row_stride != 0 ||
+                                 next.addend_first != group.addend_first ||
+                                 Distance(group.addend, next.addend) != index * width)) {
+      return false;
+    }
+    const std::optional<int64_t> stride = Distance(group.b, next.b);
+    return stride && *stride % index == 0 &&
+           (group.panel_width == 0 || *stride / index == group.panel_stride);
+  }
+
+  /*! \brief The run's steps with each series of adjacent tiles (NextPanel) as one step over
+   * their panels: wider register tiles, each output's sum as before. */
+  std::vector<MergedMatmulTiles::Step> Panels(const std::vector<MergedMatmulTiles::Step>& steps) {
+    std::vector<MergedMatmulTiles::Step> merged;
+    for (const MergedMatmulTiles::Step& step : steps) {
+      if (merged.empty() || !NextPanel(merged.back(), step)) {
+        merged.push_back(step);
+        continue;
+      }
+      MergedMatmulTiles::Step& group = merged.back();
+      if (group.panel_width == 0) {
+        group.panel_width = group.n;
+        group.panel_stride = *Distance(group.b, step.b);
+      }
+      group.n += step.n;
+    }
+    return merged;
+  }
+
   void Finish() {
     // One command alone gains nothing from being a run.
     if (commands_.size() >= 2) {
       for (int64_t command : commands_) merged_->merged_away[command] = command != host_;
       merged_->computes[host_] = static_cast<int64_t>(merged_->runs.size());
-      merged_->runs.push_back(std::move(run_));
+      merged_->runs.push_back(Panels(run_));
     }
     run_.clear();
     commands_.clear();

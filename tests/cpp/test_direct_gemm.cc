@@ -145,6 +145,38 @@ TEST(DirectGemmTest, FloatOneVectorWideColumns) {
   }
 }
 
+/*! \brief B in panels (matrix-engine weight tiles arranged one after another, with a gap) gives
+ * the bits of the same columns side by side, accumulating or not, with a partial last panel. */
+TEST(DirectGemmTest, FloatPanelsMatchTheDenseColumnsBitForBit) {
+  std::mt19937 rng(14);
+  for (int64_t width : {16, 32}) {
+    for (int64_t m : {1, 5, 16, 29}) {
+      for (int64_t n : {16, 48, 40}) {
+        const int64_t k = 97, gap = 5, panels = (n + width - 1) / width;
+        const int64_t stride = k * width + gap;
+        const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
+        std::vector<float> paneled(panels * stride, std::numeric_limits<float>::quiet_NaN());
+        for (int64_t p = 0; p < k; ++p) {
+          for (int64_t j = 0; j < n; ++j) {
+            paneled[j / width * stride + p * width + j % width] = b[p * n + j];
+          }
+        }
+        DirectRows rows;
+        rows.row_stride = k;
+        rows.depth = k;
+        for (bool accumulate : {false, true}) {
+          std::vector<float> dense = RandomVector(m * n, &rng), split = dense;
+          DirectGemm(m, n, a.data(), rows, b.data(), n, dense.data(), n, accumulate);
+          DirectGemmPanels(m, n, a.data(), rows, paneled.data(), width, width, stride, split.data(),
+                           n, accumulate);
+          EXPECT_EQ(split, dense) << "width " << width << " m" << m << " n" << n
+                                  << (accumulate ? " accumulating" : "");
+        }
+      }
+    }
+  }
+}
+
 /*! \brief Both int8 orientations: A unsigned x B signed, or A signed x B unsigned. */
 template <typename AType, typename BType>
 void CheckInt8Gemm(std::mt19937* rng) {
