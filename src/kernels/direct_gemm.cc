@@ -368,7 +368,8 @@ void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, co
 void DirectGemmPanels(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                       int64_t ldb, int64_t panel_width, int64_t panel_stride, float* c, int64_t ldc,
                       bool accumulate) {
-  TVM_FFI_ICHECK(panel_width > 0 && panel_width % F32Ops::kLanes == 0)
+  static_assert(kPanelColumns % F32Ops::kLanes == 0, "panels of whole vectors");
+  TVM_FFI_ICHECK(panel_width > 0 && panel_width % kPanelColumns == 0)
       << "B's panels are whole vectors wide";
   RunDirect<F32Ops>(
       {m, n, a, &rows, b, ldb, panel_width, panel_stride, nullptr, 0, c, ldc, accumulate});

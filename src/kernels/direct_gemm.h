@@ -44,9 +44,13 @@ struct DirectRows {
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
+/*! \brief Panel widths of DirectGemmPanels are multiples of this: whole float vectors on every
+ * build (16 lanes on AVX-512, 8 on AVX2). */
+constexpr int64_t kPanelColumns = 16;
+
 /*!
- * \brief DirectGemm with B in panels `panel_width` columns wide (a multiple of the float vector's
- * lanes: 16 on AVX-512, 8 on AVX2), panel q's rows at b + q * panel_stride, ldb apart: the same
+ * \brief DirectGemm with B in panels `panel_width` columns wide (a multiple of kPanelColumns),
+ * panel q's rows at b + q * panel_stride, ldb apart: the same
  * bits as DirectGemm on those columns laid side by side (the matrix engine's weight tiles,
  * arranged one after another, read as one B).
  */

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/direct_gemm.h"
 #include "kernels/kernels.h"
 
 namespace example_npu {
@@ -74,7 +75,7 @@ class GroupRuns {
       run_.insert(run_.end(), steps.begin(), steps.end());
       commands_.insert(commands_.end(), chain.begin(), chain.end());
       host_ = c;
-      c = chain.back();  // only forwarded or folded commands lay between its members
+      c = chain.back();  // only forwarded or folded commands lie between its members
     }
     Finish();
   }
@@ -253,8 +254,8 @@ class GroupRuns {
   bool NextPanel(const MergedMatmulTiles::Step& group, const MergedMatmulTiles::Step& next) const {
     const int64_t width = group.panel_width > 0 ? group.panel_width : group.n;
     const int64_t index = group.n / width;
-    if (next.n != width || width % 16 != 0 || next.m != group.m || next.k != group.k ||
-        next.lda != group.lda || next.accumulate != group.accumulate ||
+    if (next.n != width || width % kernels::kPanelColumns != 0 || next.m != group.m ||
+        next.k != group.k || next.lda != group.lda || next.accumulate != group.accumulate ||
         Distance(group.a, next.a) != 0 || next.out_row_stride != group.out_row_stride ||
         Distance(group.out, next.out) != index * width ||
         next.addend.valid() != group.addend.valid()) {
