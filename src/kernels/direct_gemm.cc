@@ -273,9 +273,9 @@ struct DirectCall {
   int64_t ldc;
   bool accumulate;
 
-  /*! \brief Where B's column j starts. */
+  /*! \brief Where B's column j starts (a dense B, the common case, without a division). */
   const typename Ops::B* Column(int64_t j) const {
-    return b + j / panel_width * panel_stride + j % panel_width;
+    return panel_width >= n ? b + j : b + j / panel_width * panel_stride + j % panel_width;
   }
 };
 
