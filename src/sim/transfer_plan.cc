@@ -82,10 +82,7 @@ void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
   plan->arranged_of.assign(count, -1);
   plan->arranged_at_group.resize(program.groups.size());
   std::map<std::vector<int64_t>, int64_t> const_index;
-  for (int64_t begin = 0, end = 0; begin < count; begin = end) {
-    const int64_t group = program.commands[begin].group;
-    for (end = begin; end < count && program.commands[end].group == group; ++end) {
-    }
+  ForEachGroup(program, [&](int64_t begin, int64_t end) {
     auto eligible = [&](int64_t i, TensorPlacement::Kind kind) {
       const Command& command = program.commands[i];
       return command.is_dma() && !command.dma().store && !command.dma().gather &&
@@ -110,7 +107,7 @@ void PlanArrangedTiles(const Program& program, TransferPlan* plan) {
       }
     }
     plan->run_arena_bytes = std::max(plan->run_arena_bytes, group_bytes);
-  }
+  });
 }
 
 /*! \brief One use of an L1 tile's contents: a compute input, an accumulation or a store. */
