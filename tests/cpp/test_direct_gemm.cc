@@ -151,7 +151,7 @@ TEST(DirectGemmTest, FloatPanelsMatchTheDenseColumnsBitForBit) {
   std::mt19937 rng(14);
   for (int64_t width : {16, 32}) {
     for (int64_t m : {1, 5, 16, 29}) {
-      for (int64_t n : {16, 48, 40}) {
+      for (int64_t n : {16, 48, 40, 80, 72}) {
         const int64_t k = 97, gap = 5, panels = (n + width - 1) / width;
         const int64_t stride = k * width + gap;
         const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
