@@ -9,10 +9,6 @@
 namespace example_npu {
 namespace {
 
-bool SameTile(const TileRef& a, const TileRef& b) {
-  return a.tier == b.tier && a.offset == b.offset && a.shape == b.shape;
-}
-
 /*!
  * \brief Whether requantization step `requantize` can be computed inside the op step before it:
  * it requantizes that step's whole result in place, which nothing else reads (the compiler gives
@@ -56,22 +52,6 @@ kernels::SumsType SumsTypeOf(DType dtype) {
   return dtype == DType::kInt8    ? kernels::SumsType::kInt8
          : dtype == DType::kUInt8 ? kernels::SumsType::kUInt8
                                   : kernels::SumsType::kInt16;
-}
-
-/*!
- * \brief Elements between consecutive pixels (rows of the innermost, dense dim) of store
- * `command`'s box in its DRAM tensor, when every pixel of the tile lies at one stride: 0 if not.
- */
-int64_t PixelStrideInDram(const TransferPlan& plan, const DmaCommand& dma, int64_t command) {
-  const std::vector<int64_t>& strides = plan.remote_strides[command];  // in tile order
-  std::vector<int64_t> extent;
-  for (int64_t axis : dma.box.tile_order) extent.push_back(dma.box.extent[axis]);
-  const size_t rank = extent.size();
-  if (rank < 2 || strides.size() != rank || strides[rank - 1] != 1) return 0;
-  for (size_t d = 0; d + 2 < rank; ++d) {
-    if (extent[d] > 1 && strides[d] != strides[d + 1] * extent[d + 1]) return 0;
-  }
-  return strides[rank - 2];
 }
 
 /*!

@@ -15,10 +15,6 @@ namespace {
 // microseconds of per-command work saved); a layer keeps several runs for the emulator's threads.
 constexpr int64_t kMaxRunMacs = int64_t{1} << 22;
 
-bool SameTile(const TileRef& a, const TileRef& b) {
-  return a.tier == b.tier && a.offset == b.offset && a.shape == b.shape && a.dtype == b.dtype;
-}
-
 /*! \brief Per command of one group (from its first): how many performed commands read the L1
  * tile it wrote. */
 std::vector<int64_t> TileReaders(const Program& program, const TransferPlan& plan, int64_t begin,
@@ -149,9 +145,8 @@ class GroupRuns {
       step->out_row_stride = n;
       return true;
     }
-    const std::vector<int64_t>& strides = plan_.remote_strides[to.view];
-    step->out_row_stride = strides.size() == 2 && strides[1] == 1 ? strides[0] : -1;
-    return step->out_row_stride >= 0;
+    step->out_row_stride = PixelStrideInDram(plan_, program_.commands[to.view].dma(), to.view);
+    return step->out_row_stride > 0;
   }
 
   /*! \brief Whether `store` writes the tile `result` as rows into a DRAM tensor nothing else of
@@ -159,17 +154,18 @@ class GroupRuns {
   bool StoredOut(int64_t store, const TileRef& result, MergedMatmulTiles::Step* step) const {
     if (store < 0 || !program_.commands[store].is_dma()) return false;
     const DmaCommand& dma = program_.commands[store].dma();
-    const std::vector<int64_t>& strides = plan_.remote_strides[store];
+    const int64_t row_stride = PixelStrideInDram(plan_, dma, store);
     if (!dma.store || dma.gather || dma.remote_tier != Tier::kDram || !SameTile(dma.tile, result) ||
+        dma.tile.dtype != result.dtype ||
         program_.graph.nodes[dma.view.tensor].dtype != DType::kFloat32 ||
-        !plan_.copies[store].unchanged() || strides.size() != 2 || strides[1] != 1) {
+        !plan_.copies[store].unchanged() || row_stride <= 0) {
       return false;
     }
     if (plan_.conflicted[program_.commands[store].group].count(DramKeyOf(program_, dma))) {
       return false;
     }
     step->out = DramRef{dma.view.tensor, plan_.remote_offset[store]};
-    step->out_row_stride = strides[0];
+    step->out_row_stride = row_stride;
     return true;
   }
 

@@ -245,6 +245,22 @@ std::set<DramKey> DramConflicts(const Program& program, int64_t begin, int64_t e
   return conflicted;
 }
 
+bool SameTile(const TileRef& a, const TileRef& b) {
+  return a.tier == b.tier && a.offset == b.offset && a.shape == b.shape;
+}
+
+int64_t PixelStrideInDram(const TransferPlan& plan, const DmaCommand& dma, int64_t command) {
+  const std::vector<int64_t>& strides = plan.remote_strides[command];  // in tile order
+  std::vector<int64_t> extent;
+  for (int64_t axis : dma.box.tile_order) extent.push_back(dma.box.extent[axis]);
+  const size_t rank = extent.size();
+  if (rank < 2 || strides.size() != rank || strides[rank - 1] != 1) return 0;
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    if (extent[d] > 1 && strides[d] != strides[d + 1] * extent[d + 1]) return 0;
+  }
+  return strides[rank - 2];
+}
+
 DramKey DramKeyOf(const Program& program, const DmaCommand& dma) {
   const TensorPlacement& placement = program.placements[dma.view.tensor];
   return DramKey{static_cast<int>(placement.kind), placement.index};

@@ -74,6 +74,9 @@ void ForEachGroup(const Program& program, Fn fn) {
   }
 }
 
+/*! \brief Whether two tile references name the same on-chip buffer (tier, offset and shape). */
+bool SameTile(const TileRef& a, const TileRef& b);
+
 /*! \brief The DRAM storage a DMA reads or writes: placement kind and index. */
 using DramKey = std::pair<int, int64_t>;
 DramKey DramKeyOf(const Program& program, const DmaCommand& dma);
@@ -114,6 +117,12 @@ struct TransferPlan {
  * reads or overlappingly writes the one it writes), so moving the access in time is invisible.
  */
 TransferPlan PlanTransfers(const Program& program, bool forward);
+
+/*!
+ * \brief Elements between consecutive pixels (rows of the innermost, dense dim) of store
+ * `command`'s box in its DRAM tensor, when every pixel of the tile lies at one stride: 0 if not.
+ */
+int64_t PixelStrideInDram(const TransferPlan& plan, const DmaCommand& dma, int64_t command);
 
 /*!
  * \brief Plans store `command` again as reading a tile of `tile_type` instead of the type the
