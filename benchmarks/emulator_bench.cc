@@ -159,10 +159,14 @@ int Main(int argc, char** argv) {
   std::printf("  %ld column tiles computed as %ld calls\n", members,
               static_cast<long>(merged.merges.size()));
   const MergedMatmulTiles& matmuls = executor.emulator().merged_matmul_tiles();
-  long steps = 0;
-  for (const std::vector<MergedMatmulTiles::Step>& run : matmuls.runs) steps += run.size();
-  std::printf("  %ld float32 matmul steps computed as %ld runs\n", steps,
-              static_cast<long>(matmuls.runs.size()));
+  long merged_commands = std::count(matmuls.merged_away.begin(), matmuls.merged_away.end(), true);
+  long chains = 0, steps = 0;
+  for (const MergedMatmulTiles::Chains& group : matmuls.at_group_start) {
+    chains += group.size();
+    for (const std::vector<MergedMatmulTiles::Step>& chain : group) steps += chain.size();
+  }
+  std::printf("  %ld commands of float32 matmul tiles computed as %ld chains of %ld GEMMs\n",
+              merged_commands, chains, steps);
   size_t deps = 0;
   for (const Command& command : executor.program().commands) deps += command.deps.size();
   std::printf(

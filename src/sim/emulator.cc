@@ -340,10 +340,11 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
   WithActivation(last.inputs[0].dtype, activation, run);
 }
 
-/*! \brief A run of float32 matmul tiles (MergedMatmulTiles): each product written (or added)
- * into its stored rows, then its addend added there in the add's operand order. */
-void RunMergedMatmuls(const RunContext& ctx, const std::vector<MergedMatmulTiles::Step>& run) {
-  for (const MergedMatmulTiles::Step& step : run) {
+/*! \brief One chain of float32 matmul steps (MergedMatmulTiles): each product written (or
+ * added) into its stored rows, then its addend added there in the add's operand order. */
+void RunMergedMatmulChain(const RunContext& ctx,
+                          const std::vector<MergedMatmulTiles::Step>& chain) {
+  for (const MergedMatmulTiles::Step& step : chain) {
     float* out = reinterpret_cast<float*>(ctx.Dram(step.out));
     const float* a = reinterpret_cast<const float*>(ctx.Dram(step.a));
     const float* b = reinterpret_cast<const float*>(ctx.Dram(step.b));
@@ -369,6 +370,15 @@ void RunMergedMatmuls(const RunContext& ctx, const std::vector<MergedMatmulTiles
       }
     }
   }
+}
+
+/*! \brief The chains a group computes when it starts: one alone splits its rows over the
+ * threads (the GEMM does), several are shared out whole. */
+void RunMergedMatmuls(const RunContext& ctx, const MergedMatmulTiles::Chains& chains) {
+  const int64_t count = static_cast<int64_t>(chains.size());
+  kernels::ParallelFor(count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) RunMergedMatmulChain(ctx, chains[c]);
+  });
 }
 
 /*! \brief Where quantized step `command` reads its inputs (dense tiles, or DRAM in place). */
@@ -615,9 +625,7 @@ void Emulator::Run(const DramBindings& dram) const {
         matmuls_.merged_away[i]) {
       return;
     }
-    if (const int64_t run = matmuls_.computes[i]; run >= 0) {
-      RunMergedMatmuls(ctx, matmuls_.runs[run]);
-    } else if (program_.commands[i].is_dma()) {
+    if (program_.commands[i].is_dma()) {
       RunDma(ctx, i);
     } else {
       RunCompute(ctx, i);
@@ -637,6 +645,7 @@ void Emulator::Run(const DramBindings& dram) const {
                          memories->arranged.at(tile.arena_offset));
       }
     });
+    RunMergedMatmuls(ctx, matmuls_.at_group_start[program_.commands[group.begin].group]);
     RunGroup(dataflow_, group, execute);
   }
   Release(std::move(memories));

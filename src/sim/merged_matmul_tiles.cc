@@ -11,10 +11,6 @@
 namespace example_npu {
 namespace {
 
-// Up to this many multiply-adds a run is one action (about a millisecond of host work, against
-// microseconds of per-command work saved); a layer keeps several runs for the emulator's threads.
-constexpr int64_t kMaxRunMacs = int64_t{1} << 22;
-
 /*! \brief Per command of one group (from its first): how many performed commands read the L1
  * tile it wrote. */
 std::vector<int64_t> TileReaders(const Program& program, const TransferPlan& plan, int64_t begin,
@@ -48,32 +44,41 @@ std::vector<int64_t> TileReaders(const Program& program, const TransferPlan& pla
   return readers;
 }
 
-/*! \brief Finds the chains of one group (see the file comment) and forms them into runs. */
-class GroupRuns {
+/*! \brief Finds the chains of one group (see the file comment) and merges them. */
+class GroupChains {
  public:
-  GroupRuns(const Program& program, const TransferPlan& plan, const FusedRequantization& fused,
-            int64_t begin, int64_t end, MergedMatmulTiles* merged)
+  GroupChains(const Program& program, const TransferPlan& plan, const FusedRequantization& fused,
+              int64_t begin, int64_t end, MergedMatmulTiles* merged)
       : program_(program), plan_(plan), fused_(fused), begin_(begin), end_(end), merged_(merged) {}
 
   void Plan() {
+    // Chains stacked over the rows, by where the rows below the last chain of each are stored.
+    MergedMatmulTiles::Chains stacks;
+    std::map<std::pair<int64_t, int64_t>, size_t> stack_above;
     for (int64_t c = begin_; c < end_; ++c) {
       if (!Performed(c)) continue;
       std::vector<MergedMatmulTiles::Step> steps;
       std::vector<int64_t> chain;
-      if (!AsChain(c, &steps, &chain)) {
-        Finish();
-        continue;
-      }
-      int64_t macs = 0;
-      for (const MergedMatmulTiles::Step& step : steps) macs += step.m * step.k * step.n;
-      if (run_macs_ + macs > kMaxRunMacs) Finish();
-      run_macs_ += macs;
-      run_.insert(run_.end(), steps.begin(), steps.end());
-      commands_.insert(commands_.end(), chain.begin(), chain.end());
-      host_ = c;
+      if (!AsChain(c, &steps, &chain)) continue;
+      for (int64_t command : chain) merged_->merged_away[command] = true;
       c = chain.back();  // only forwarded or folded commands lie between its members
+      const DramRef& out = steps.front().out;
+      const auto above = stack_above.find({out.tensor, out.offset});
+      size_t stack = stacks.size();
+      if (above != stack_above.end() && Stack(&stacks[above->second], steps)) {
+        stack = above->second;
+        stack_above.erase(above);
+      } else {
+        stacks.push_back(std::move(steps));
+      }
+      const MergedMatmulTiles::Step& top = stacks[stack].front();
+      stack_above[{top.out.tensor, top.out.offset + top.m * top.out_row_stride}] = stack;
     }
-    Finish();
+    // Stacks of the same rows, in the order their first tiles came, side by side.
+    MergedMatmulTiles::Chains& merged = merged_->at_group_start[program_.commands[begin_].group];
+    for (std::vector<MergedMatmulTiles::Step>& stack : stacks) {
+      if (merged.empty() || !Beside(&merged.back(), stack)) merged.push_back(std::move(stack));
+    }
   }
 
  private:
@@ -267,35 +272,49 @@ class GroupRuns {
            (group.panel_width == 0 || *stride / index == group.panel_stride);
   }
 
-  /*! \brief The run's steps with each series of adjacent tiles (NextPanel) as one step over
-   * their panels: wider register tiles, each output's sum as before. */
-  std::vector<MergedMatmulTiles::Step> Panels(const std::vector<MergedMatmulTiles::Step>& steps) {
-    std::vector<MergedMatmulTiles::Step> merged;
-    for (const MergedMatmulTiles::Step& step : steps) {
-      if (merged.empty() || !NextPanel(merged.back(), step)) {
-        merged.push_back(step);
-        continue;
-      }
-      MergedMatmulTiles::Step& group = merged.back();
-      if (group.panel_width == 0) {
-        group.panel_width = group.n;
-        group.panel_stride = *Distance(group.b, step.b);
-      }
-      group.n += step.n;
+  /*! \brief Widens `left` by `right` (the next columns of the same rows, step by step, each
+   * weight tile the next panel of one B) where it is that. */
+  bool Beside(std::vector<MergedMatmulTiles::Step>* left,
+              const std::vector<MergedMatmulTiles::Step>& right) const {
+    if (left->size() != right.size()) return false;
+    for (size_t s = 0; s < right.size(); ++s) {
+      if (!NextPanel((*left)[s], right[s])) return false;
     }
-    return merged;
+    for (size_t s = 0; s < right.size(); ++s) {
+      MergedMatmulTiles::Step& step = (*left)[s];
+      if (step.panel_width == 0) {
+        step.panel_width = step.n;
+        step.panel_stride = *Distance(step.b, right[s].b);
+      }
+      step.n += right[s].n;
+    }
+    return true;
   }
 
-  void Finish() {
-    // One command alone gains nothing from being a run.
-    if (commands_.size() >= 2) {
-      for (int64_t command : commands_) merged_->merged_away[command] = command != host_;
-      merged_->computes[host_] = static_cast<int64_t>(merged_->runs.size());
-      merged_->runs.push_back(Panels(run_));
+  /*! \brief Whether `below` is `upper`'s next rows: the same weight tiles, accumulation and
+   * columns, its lhs rows, result rows and addend rows (a bias row: the same one) right below. */
+  bool Below(const MergedMatmulTiles::Step& upper, const MergedMatmulTiles::Step& below) const {
+    return below.n == upper.n && below.k == upper.k && below.lda == upper.lda &&
+           below.accumulate == upper.accumulate && Distance(upper.b, below.b) == 0 &&
+           Distance(upper.a, below.a) == upper.m * upper.lda &&
+           below.out_row_stride == upper.out_row_stride &&
+           Distance(upper.out, below.out) == upper.m * upper.out_row_stride &&
+           below.addend.valid() == upper.addend.valid() &&
+           (!upper.addend.valid() ||
+            (below.addend_first == upper.addend_first &&
+             below.addend_row_stride == upper.addend_row_stride &&
+             Distance(upper.addend, below.addend) == upper.m * upper.addend_row_stride));
+  }
+
+  /*! \brief Extends `stack` by `chain` (its next rows, step by step) where it is that. */
+  bool Stack(std::vector<MergedMatmulTiles::Step>* stack,
+             const std::vector<MergedMatmulTiles::Step>& chain) const {
+    if (stack->size() != chain.size()) return false;
+    for (size_t s = 0; s < chain.size(); ++s) {
+      if (!Below((*stack)[s], chain[s])) return false;
     }
-    run_.clear();
-    commands_.clear();
-    run_macs_ = 0;
+    for (size_t s = 0; s < chain.size(); ++s) (*stack)[s].m += chain[s].m;
+    return true;
   }
 
   const Program& program_;
@@ -304,10 +323,6 @@ class GroupRuns {
   const int64_t begin_, end_;
   MergedMatmulTiles* merged_;
   std::vector<int64_t> readers_;  // computed when first needed
-  std::vector<MergedMatmulTiles::Step> run_;
-  std::vector<int64_t> commands_;
-  int64_t host_ = -1;  // the run's last matmul, a compute command: it runs the run
-  int64_t run_macs_ = 0;
 };
 
 }  // namespace
@@ -315,9 +330,10 @@ class GroupRuns {
 MergedMatmulTiles PlanMergedMatmulTiles(const Program& program, const TransferPlan& plan,
                                         const FusedRequantization& fused) {
   const int64_t count = static_cast<int64_t>(program.commands.size());
-  MergedMatmulTiles merged{std::vector<int64_t>(count, -1), std::vector<bool>(count), {}};
+  MergedMatmulTiles merged{std::vector<bool>(count),
+                           std::vector<MergedMatmulTiles::Chains>(program.groups.size())};
   ForEachGroup(program, [&](int64_t begin, int64_t end) {
-    GroupRuns(program, plan, fused, begin, end, &merged).Plan();
+    GroupChains(program, plan, fused, begin, end, &merged).Plan();
   });
   return merged;
 }

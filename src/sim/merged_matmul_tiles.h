@@ -1,20 +1,24 @@
 /*!
  * \file sim/merged_matmul_tiles.h
- * \brief Which float32 matmul tiles the emulator computes together, straight into DRAM, as one
- * host action (planned once per program, after the transfer plan).
+ * \brief Which float32 matmul tiles the emulator computes as a few large GEMMs straight into
+ * DRAM, before the rest of their group runs (planned once per program, after the transfer plan).
  *
  * A transformer's linear layer compiles to thousands of output tiles of 16 x 16 (ViT-B/16: 1,872
  * for one QKV projection), each a matmul step on operands read in place, a bias add and a store.
  * Per tile the host then spends about as long reading the three command records and dispatching
- * them as multiplying. Where a tile's chain is exactly that (the matmul's result read only by the
- * add, the add's only by one store into DRAM that nothing else of the group reads), a run of
- * such chains in stream order is computed by the first command of its last chain, each product
- * written into the stored rows and the bias added there, and the run's other commands do nothing.
- * Where the compiler split a tile's reduction, its partial products (the lhs rows read in place
- * through their stride) accumulate there in the same order.
+ * them as multiplying, and tile by tile the layer's weights stream from memory once per row
+ * block. Where a tile's chain is exactly that (the matmul's result read only by the add, the
+ * add's only by one store into DRAM that nothing else of the group reads), the chain commutes
+ * with every other command of its group: its operands are DRAM the group does not write (or
+ * tiles arranged when the group starts) and nothing of the group touches its output. So the
+ * group's chains are computed when the group starts, stacked where they are the same columns of
+ * the next rows and laid side by side where they are the next columns of the same rows (the
+ * weight tiles as panels of one B), and their commands then do nothing. Where the compiler split
+ * a tile's reduction, its partial products (the lhs rows read in place through their stride)
+ * accumulate into the stored rows in the same order.
  * Host order only: every output is the same float (the same register-tile kernel, each sum a
- * multiply-add chain in order over k, the add's operands in their order), and the cycle model
- * still counts every command (it reads the command stream).
+ * multiply-add chain in order over k, the partial products and the add's operands in their
+ * order), and the cycle model still counts every command (it reads the command stream).
  */
 #ifndef EXAMPLE_NPU_SIM_MERGED_MATMUL_TILES_H_
 #define EXAMPLE_NPU_SIM_MERGED_MATMUL_TILES_H_
@@ -51,16 +55,16 @@ struct MergedMatmulTiles {
     DramRef out;
     int64_t out_row_stride = 0;
   };
-  /*! \brief Per command: the index in `runs` of the run it computes, or -1. */
-  std::vector<int64_t> computes;
-  /*! \brief Per command: part of a run, computed by that run's action instead. */
+  /*! \brief Chains of steps with disjoint outputs: each chain's steps run in order. */
+  using Chains = std::vector<std::vector<Step>>;
+  /*! \brief Per command: part of a chain its group computes when it starts (does nothing). */
   std::vector<bool> merged_away;
-  /*! \brief The steps of each run, in stream order. */
-  std::vector<std::vector<Step>> runs;
+  /*! \brief Per group (Command::group): the chains computed when it starts, merged. */
+  std::vector<Chains> at_group_start;
 };
 
-/*! \brief The runs of `program`'s float32 matmul tiles to compute together (see the file
- * comment); commands already folded into a fused requantization are passed over. */
+/*! \brief The chains of `program`'s float32 matmul tiles its groups compute when they start (see
+ * the file comment); commands already folded into a fused requantization are passed over. */
 MergedMatmulTiles PlanMergedMatmulTiles(const Program& program, const TransferPlan& plan,
                                         const FusedRequantization& fused);
 

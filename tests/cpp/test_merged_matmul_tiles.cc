@@ -58,19 +58,13 @@ std::string Linear(int64_t rows, int64_t depth, int64_t cols, bool transposed,
          R"(], "arg_nodes": [0], "heads": [)" + std::to_string(head) + "]}";
 }
 
-/*! \brief How many matrix-engine tiles of `program` the emulator computes in runs (a step over
- * several weight panels counts each), and in *panels those in such steps. */
-int64_t MergedTiles(const Program& program, EmulatorOptions options, int64_t* panels = nullptr) {
-  const Emulator emulator(program, options);
-  int64_t tiles = 0;
-  for (const std::vector<MergedMatmulTiles::Step>& run : emulator.merged_matmul_tiles().runs) {
-    for (const MergedMatmulTiles::Step& step : run) {
-      const int64_t count = step.panel_width > 0 ? step.n / step.panel_width : 1;
-      tiles += count;
-      if (panels != nullptr && count > 1) *panels += count;
-    }
+/*! \brief Every chain of merged matmul steps `emulator` computes at a group's start. */
+std::vector<std::vector<MergedMatmulTiles::Step>> MergedChains(const Emulator& emulator) {
+  std::vector<std::vector<MergedMatmulTiles::Step>> chains;
+  for (const MergedMatmulTiles::Chains& group : emulator.merged_matmul_tiles().at_group_start) {
+    chains.insert(chains.end(), group.begin(), group.end());
   }
-  return tiles;
+  return chains;
 }
 
 TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
@@ -85,12 +79,18 @@ TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
           [](const Program& program, const NPUConfig& config) {
             // A 16 KB L1 splits the reduction: partial sums are no chain of their own.
             if (config.l1_sram_kb == NPUConfig().l1_sram_kb) {
-              // Adjacent tiles of the same rows read their weight tiles as panels of one B.
-              int64_t panels = 0;
-              EXPECT_GE(MergedTiles(program, EmulatorOptions{true}, &panels), 4);
-              EXPECT_GE(panels, 4);
+              // The tiles stack over the rows and sit side by side over the columns, their
+              // weight tiles read as panels of one B: one GEMM for the layer.
+              const auto chains = MergedChains(Emulator(program, EmulatorOptions{true}));
+              ASSERT_EQ(chains.size(), 1u);
+              ASSERT_EQ(chains[0].size(), 1u);
+              const MergedMatmulTiles::Step& step = chains[0][0];
+              EXPECT_EQ(step.m, 50);
+              EXPECT_EQ(step.n, 96);
+              EXPECT_GT(step.panel_width, 0);
+              EXPECT_LT(step.panel_width, 96);
             }
-            EXPECT_EQ(MergedTiles(program, EmulatorOptions{false}), 0);
+            EXPECT_TRUE(MergedChains(Emulator(program, EmulatorOptions{false})).empty());
           });
     }
   }
@@ -111,18 +111,21 @@ TEST(MergedMatmulTilesTest, SplitReductionsAccumulateFromLhsRowsReadInPlace) {
   "arg_nodes": [0], "heads": [6]})");
   test_util::ExpectTiledRunsMatchUntiled(
       graph, {NPUConfig()}, 9, 1e-4, [](const Program& program, const NPUConfig&) {
-        const Emulator emulator(program, EmulatorOptions{true});
-        int64_t accumulating = 0, strided = 0;
-        for (const auto& run : emulator.merged_matmul_tiles().runs) {
-          for (const MergedMatmulTiles::Step& step : run) {
-            accumulating += step.accumulate;
-            strided += step.lda != step.k;
-            // The bias is added once, after a chain's last partial product.
-            EXPECT_EQ(step.addend.valid(), &step == &run.back() || !(&step + 1)->accumulate);
-          }
+        // Every tile's partial products, stacked and side by side: one chain of the reduction's
+        // steps over all rows and columns, the bias added once, after the last.
+        const auto chains = MergedChains(Emulator(program, EmulatorOptions{true}));
+        ASSERT_EQ(chains.size(), 1u);
+        ASSERT_GE(chains[0].size(), 4u);
+        int64_t depth = 0;
+        for (const MergedMatmulTiles::Step& step : chains[0]) {
+          EXPECT_EQ(step.m, 40);
+          EXPECT_EQ(step.n, 64);
+          EXPECT_EQ(step.lda, 2048);
+          EXPECT_EQ(step.accumulate, &step != &chains[0].front());
+          EXPECT_EQ(step.addend.valid(), &step == &chains[0].back());
+          depth += step.k;
         }
-        EXPECT_GE(accumulating, 12);
-        EXPECT_GE(strided, 12);
+        EXPECT_EQ(depth, 2048);
       });
 }
 
@@ -141,7 +144,7 @@ TEST(MergedMatmulTilesTest, TilesWhoseResultsOtherCommandsReadRunOneByOne) {
   test_util::ExpectTiledRunsMatchUntiled(
       graph, {NPUConfig()}, 8, 1e-4, [](const Program& program, const NPUConfig&) {
         const Emulator emulator(program, EmulatorOptions{true});
-        EXPECT_TRUE(emulator.merged_matmul_tiles().runs.empty());
+        EXPECT_TRUE(MergedChains(emulator).empty());
         int64_t views = 0;
         for (size_t c = 0; c < program.commands.size(); ++c) {
           if (!program.commands[c].is_dma()) {
