@@ -40,13 +40,14 @@ void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Sh
 bool MatmulRowsApply(int64_t m, int64_t k, int64_t n);
 
 /*!
- * \brief out[i, 0:n] (+)= lhs[i, 0:k] x rhs for i < m, row i of lhs at lhs + i * lda and of out
- * at out + i * ldo (rhs dense): the bits Matmul computes for the dense product wherever
- * MatmulRowsApply(m, k, n), a tile read from and written into wider matrices. With `accumulate`
- * each output is its old value plus that product, as adding a partial product's tile.
+ * \brief out[i, 0:n] (+)= lhs[i, 0:k] x rhs for i < m, row i of lhs at lhs + i * lda, of rhs at
+ * rhs + i * ldb and of out at out + i * ldo: the bits Matmul computes for the dense product
+ * wherever MatmulRowsApply(m, k, n), a tile read from and written into wider matrices. With
+ * `accumulate` each output is its old value plus that product, as adding a partial product's
+ * tile.
  */
-void MatmulRows(const float* lhs, int64_t lda, const float* rhs, int64_t m, int64_t k, int64_t n,
-                float* out, int64_t ldo, bool accumulate);
+void MatmulRows(const float* lhs, int64_t lda, const float* rhs, int64_t ldb, int64_t m, int64_t k,
+                int64_t n, float* out, int64_t ldo, bool accumulate);
 
 /*! \brief Feature-map layouts of convolution and pooling. */
 enum class DataLayout { kNCHW, kNHWC };

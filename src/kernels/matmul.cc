@@ -55,7 +55,7 @@ void MatrixProduct(const float* a, const float* b, float* c, int64_t m, int64_t 
     return;
   }
   if (MatmulRowsApply(m, k, n)) {
-    MatmulRows(a, k, b, m, k, n, c, n, false);
+    MatmulRows(a, k, b, n, m, k, n, c, n, false);
     return;
   }
   GemmProblem g{m, n, k, PackRowMajorA(a, k), PackRowMajorB(b, n), c, n};
@@ -120,12 +120,12 @@ bool MatmulRowsApply(int64_t m, int64_t k, int64_t n) {
   return m > 1 && n > 1 && (m + n) * k <= kInPlaceFloats;
 }
 
-void MatmulRows(const float* lhs, int64_t lda, const float* rhs, int64_t m, int64_t k, int64_t n,
-                float* out, int64_t ldo, bool accumulate) {
+void MatmulRows(const float* lhs, int64_t lda, const float* rhs, int64_t ldb, int64_t m, int64_t k,
+                int64_t n, float* out, int64_t ldo, bool accumulate) {
   DirectRows rows;
   rows.row_stride = lda;
   rows.depth = k;
-  DirectGemm(m, n, lhs, rows, rhs, n, out, ldo, accumulate);
+  DirectGemm(m, n, lhs, rows, rhs, ldb, out, ldo, accumulate);
 }
 
 void Matmul(const float* lhs, const Shape& lhs_shape, const float* rhs, const Shape& rhs_shape,

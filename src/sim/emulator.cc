@@ -352,11 +352,11 @@ void RunMergedMatmulChain(const RunContext& ctx,
       kernels::DirectRows rows;
       rows.row_stride = step.lda;
       rows.depth = step.k;
-      kernels::DirectGemmPanels(step.m, step.n, a, rows, b, step.panel_width, step.panel_width,
+      kernels::DirectGemmPanels(step.m, step.n, a, rows, b, step.ldb, step.panel_width,
                                 step.panel_stride, out, step.out_row_stride, step.accumulate);
     } else {
-      kernels::MatmulRows(a, step.lda, b, step.m, step.k, step.n, out, step.out_row_stride,
-                          step.accumulate);
+      kernels::MatmulRows(a, step.lda, b, step.ldb, step.m, step.k, step.n, out,
+                          step.out_row_stride, step.accumulate);
     }
     if (!step.addend.valid()) continue;
     const float* addend = reinterpret_cast<const float*>(ctx.Dram(step.addend));

@@ -149,15 +149,28 @@ void RunTopk(const TopkAttrs& topk, const std::vector<OperandF32>& in, float* ou
   }
 }
 
+/*! \brief The elements between a matrix operand's rows: its second-to-last stride, or `width`
+ * (dense). */
+int64_t RowStride(const std::vector<int64_t>* strides, int64_t width) {
+  return strides != nullptr ? (*strides)[strides->size() - 2] : width;
+}
+
 }  // namespace
+
+std::optional<MatrixDims> SingleMatrixProduct(const kernels::Shape& a, const kernels::Shape& b) {
+  const size_t rank = a.size();
+  if (rank < 2 || b.size() != rank || a[rank - 1] != b[rank - 2]) return std::nullopt;
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    if (a[d] != 1 || b[d] != 1) return std::nullopt;
+  }
+  return MatrixDims{a[rank - 2], a[rank - 1], b[rank - 1]};
+}
 
 bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs) {
   if (op == OpKind::kMatmul) {
-    if (inputs.size() != 2 || inputs[0].shape->size() != 2 || inputs[1].shape->size() != 2) {
-      return false;
-    }
-    const kernels::Shape &a = *inputs[0].shape, &b = *inputs[1].shape;
-    return a[1] == b[0] && kernels::MatmulRowsApply(a[0], a[1], b[1]);
+    if (inputs.size() != 2) return false;
+    const std::optional<MatrixDims> dims = SingleMatrixProduct(*inputs[0].shape, *inputs[1].shape);
+    return dims && kernels::MatmulRowsApply(dims->m, dims->k, dims->n);
   }
   if (op != OpKind::kConv2d || inputs.size() < 2) return false;
   const ConvAttrs* conv = std::get_if<ConvAttrs>(&attrs);
@@ -168,16 +181,20 @@ bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>&
 void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, float* out,
            const kernels::Shape& out_shape, const std::vector<int64_t>* out_strides) {
   const int64_t size = kernels::NumElements(out_shape);
-  if (in.size() > 0 && (in[0].strides != nullptr || out_strides != nullptr)) {
+  const bool views = std::any_of(
+      in.begin(), in.end(), [](const OperandF32& operand) { return operand.strides != nullptr; });
+  if (views || out_strides != nullptr) {
     TVM_FFI_ICHECK(StridedView(op, attrs, in)) << OpKindName(op) << " takes dense tiles only";
     const kernels::Shape& in_shape = *in[0].shape;
-    if (op == OpKind::kMatmul) {  // rows of a 2-D tile, `in_shape[1]` of them dense
-      const int64_t n = (*in[1].shape)[1];
-      kernels::MatmulRows(in[0].data, in[0].strides ? in[0].strides->front() : in_shape[1],
-                          in[1].data, in_shape[0], in_shape[1], n, out,
-                          out_strides ? out_strides->front() : n, false);
+    if (op == OpKind::kMatmul) {  // rows of each matrix, each row's elements dense
+      const MatrixDims dims = *SingleMatrixProduct(in_shape, *in[1].shape);
+      kernels::MatmulRows(in[0].data, RowStride(in[0].strides, dims.k), in[1].data,
+                          RowStride(in[1].strides, dims.n), dims.m, dims.k, dims.n, out,
+                          RowStride(out_strides, dims.n), false);
       return;
     }
+    TVM_FFI_ICHECK(in.size() < 2 || in[1].strides == nullptr)
+        << OpKindName(op) << " reads a dense second input";
     kernels::DepthwiseConvStrided(in[0].data, in_shape,
                                   in[0].strides ? Pixels(*in[0].strides) : DensePixels(in_shape),
                                   in[1].data, *in[1].shape, out, out_shape,

@@ -5,6 +5,7 @@
 #ifndef EXAMPLE_NPU_SIM_ENGINES_H_
 #define EXAMPLE_NPU_SIM_ENGINES_H_
 
+#include <optional>
 #include <vector>
 
 #include "graph/op.h"
@@ -20,13 +21,29 @@ struct OperandF32 {
   const std::vector<int64_t>* strides = nullptr;
 };
 
+/*! \brief A matmul tile as one [m, k] x [k, n] product. */
+struct MatrixDims {
+  int64_t m, k, n;
+};
+
+/*! \brief The product a matmul of operands of shapes `a` and `b` computes where it is a single
+ * matrix product (rank 2, or leading dims of 1 on both), else nullopt. */
+std::optional<MatrixDims> SingleMatrixProduct(const kernels::Shape& a, const kernels::Shape& b);
+
 /*!
  * \brief Whether the engine running `op` can read its first input and write its output as
  * strided views with contiguous innermost elements, not only as dense tiles: the vector engine's
- * depthwise NHWC convolution (it addresses every pixel through a stride anyway) and a 2-D matmul
- * tile whose rows the register tiles read and write one by one (kernels::MatmulRowsApply).
+ * depthwise NHWC convolution (it addresses every pixel through a stride anyway) and a matmul
+ * tile that is a single matrix product whose rows the register tiles read and write one by one
+ * (kernels::MatmulRowsApply), which reads its second input's rows through a stride too.
  */
 bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs);
+
+/*! \brief Which input of an op where StridedView holds may be a view: the first, and a matmul's
+ * second. */
+inline bool ViewableInput(OpKind op, size_t input) {
+  return input == 0 || (op == OpKind::kMatmul && input == 1);
+}
 
 /*!
  * \brief Computes `op` with `attrs` on `inputs` into `out` (shape `out_shape`), dispatching to the

@@ -7,6 +7,7 @@
 
 #include "kernels/direct_gemm.h"
 #include "kernels/kernels.h"
+#include "sim/engines.h"
 
 namespace example_npu {
 namespace {
@@ -117,8 +118,9 @@ class GroupChains {
     if (!from.valid()) return std::nullopt;
     if (from.view < 0) return std::make_pair(from, shape.empty() ? int64_t{1} : shape.back());
     const std::vector<int64_t>& strides = plan_.remote_strides[from.view];
-    if (strides.size() != 2 || strides[1] != 1) return std::nullopt;
-    return std::make_pair(DramRef{from.tensor, from.offset}, strides[0]);
+    const size_t rank = strides.size();
+    if (rank < 2 || strides[rank - 1] != 1) return std::nullopt;
+    return std::make_pair(DramRef{from.tensor, from.offset}, strides[rank - 2]);
   }
 
   /*! \brief Matmul `c` as a step on operands in place (accumulating or not), else nullopt. */
@@ -126,18 +128,20 @@ class GroupChains {
     if (!FloatCompute(c, OpKind::kMatmul, accumulate)) return std::nullopt;
     const ComputeCommand& matmul = program_.commands[c].compute();
     const Shape &a = matmul.inputs[0].shape, &b = matmul.inputs[1].shape;
+    const std::optional<MatrixDims> dims = SingleMatrixProduct(a, b);
+    if (!dims || !kernels::MatmulRowsApply(dims->m, dims->k, dims->n)) return std::nullopt;
+    Shape product = a;
+    product.back() = dims->n;
     const auto lhs = InPlace(c, 0), rhs = InPlace(c, 1);
-    if (!lhs || !rhs || a.size() != 2 || b.size() != 2 || a[1] != b[0] || rhs->second != b[1] ||
-        matmul.output.shape != Shape{a[0], b[1]} || !kernels::MatmulRowsApply(a[0], a[1], b[1])) {
-      return std::nullopt;
-    }
+    if (!lhs || !rhs || matmul.output.shape != product) return std::nullopt;
     MergedMatmulTiles::Step step;
     step.a = lhs->first;
     step.lda = lhs->second;
     step.b = rhs->first;
-    step.m = a[0];
-    step.k = a[1];
-    step.n = b[1];
+    step.ldb = rhs->second;
+    step.m = dims->m;
+    step.k = dims->k;
+    step.n = dims->n;
     step.accumulate = accumulate;
     return step;
   }
@@ -251,38 +255,43 @@ class GroupChains {
   }
 
   /*! \brief Whether `next` is the next tile of `group` along the output columns: the same lhs
-   * rows, its weight tile the next panel, its result and bias the next columns. */
-  bool NextPanel(const MergedMatmulTiles::Step& group, const MergedMatmulTiles::Step& next) const {
-    const int64_t width = group.panel_width > 0 ? group.panel_width : group.n;
-    const int64_t index = group.n / width;
-    if (next.n != width || width % kernels::kPanelColumns != 0 || next.m != group.m ||
-        next.k != group.k || next.lda != group.lda || next.accumulate != group.accumulate ||
-        Distance(group.a, next.a) != 0 || next.out_row_stride != group.out_row_stride ||
-        Distance(group.out, next.out) != index * width ||
+   * rows, its result and bias the next columns, and its weight tile the next columns of the
+   * same matrix or (dense weight tiles) the next panel. */
+  bool NextColumns(const MergedMatmulTiles::Step& group,
+                   const MergedMatmulTiles::Step& next) const {
+    if (next.m != group.m || next.k != group.k || next.lda != group.lda ||
+        next.accumulate != group.accumulate || Distance(group.a, next.a) != 0 ||
+        next.out_row_stride != group.out_row_stride || Distance(group.out, next.out) != group.n ||
         next.addend.valid() != group.addend.valid()) {
       return false;
     }
     if (group.addend.valid() && (group.addend_row_stride != 0 || next.addend_row_stride != 0 ||
                                  next.addend_first != group.addend_first ||
-                                 Distance(group.addend, next.addend) != index * width)) {
+                                 Distance(group.addend, next.addend) != group.n)) {
       return false;
     }
     const std::optional<int64_t> stride = Distance(group.b, next.b);
-    return stride && *stride % index == 0 &&
+    if (!stride) return false;
+    if (group.panel_width == 0 && next.ldb == group.ldb && *stride == group.n) return true;
+    // Panels: whole vectors wide, each weight tile dense, one stride apart.
+    const int64_t width = group.panel_width > 0 ? group.panel_width : group.n;
+    const int64_t index = group.n / width;
+    return next.n == width && width % kernels::kPanelColumns == 0 && group.n % width == 0 &&
+           group.ldb == width && next.ldb == width && *stride % index == 0 &&
            (group.panel_width == 0 || *stride / index == group.panel_stride);
   }
 
-  /*! \brief Widens `left` by `right` (the next columns of the same rows, step by step, each
-   * weight tile the next panel of one B) where it is that. */
+  /*! \brief Widens `left` by `right` (the next columns of the same rows, step by step) where it
+   * is that. */
   bool Beside(std::vector<MergedMatmulTiles::Step>* left,
               const std::vector<MergedMatmulTiles::Step>& right) const {
     if (left->size() != right.size()) return false;
     for (size_t s = 0; s < right.size(); ++s) {
-      if (!NextPanel((*left)[s], right[s])) return false;
+      if (!NextColumns((*left)[s], right[s])) return false;
     }
     for (size_t s = 0; s < right.size(); ++s) {
       MergedMatmulTiles::Step& step = (*left)[s];
-      if (step.panel_width == 0) {
+      if (step.panel_width == 0 && Distance(step.b, right[s].b) != step.n) {
         step.panel_width = step.n;
         step.panel_stride = *Distance(step.b, right[s].b);
       }
@@ -295,8 +304,8 @@ class GroupChains {
    * columns, its lhs rows, result rows and addend rows (a bias row: the same one) right below. */
   bool Below(const MergedMatmulTiles::Step& upper, const MergedMatmulTiles::Step& below) const {
     return below.n == upper.n && below.k == upper.k && below.lda == upper.lda &&
-           below.accumulate == upper.accumulate && Distance(upper.b, below.b) == 0 &&
-           Distance(upper.a, below.a) == upper.m * upper.lda &&
+           below.ldb == upper.ldb && below.accumulate == upper.accumulate &&
+           Distance(upper.b, below.b) == 0 && Distance(upper.a, below.a) == upper.m * upper.lda &&
            below.out_row_stride == upper.out_row_stride &&
            Distance(upper.out, below.out) == upper.m * upper.out_row_stride &&
            below.addend.valid() == upper.addend.valid() &&

@@ -38,11 +38,11 @@ struct MergedMatmulTiles {
    * whose reduction the compiler split over steps accumulates into the same rows.
    */
   struct Step {
-    /*! \brief The operands in place: a's rows `lda` elements apart; b dense, or (panel_width
-     * > 0: adjacent tiles' steps as one) in panels of that many columns, panel_stride elements
-     * apart (the weight tiles as the transfer plan arranged them). */
+    /*! \brief The operands in place: a's rows `lda` elements apart, b's `ldb` apart; b one
+     * matrix, or (panel_width > 0: adjacent tiles' steps as one) in panels of that many columns,
+     * panel_stride elements apart (the dense weight tiles as the transfer plan arranged them). */
     DramRef a, b;
-    int64_t lda = 0;
+    int64_t lda = 0, ldb = 0;
     int64_t m = 0, k = 0, n = 0;
     int64_t panel_width = 0, panel_stride = 0;
     bool accumulate = false;

@@ -176,12 +176,15 @@ class GroupForwarder {
     return float_view ? Forward::kStrided : Forward::kNo;
   }
 
-  /*! \brief Whether compute `command` can take input 0 and its output as strided views. */
-  bool TakesViews(int64_t command) const {
+  /*! \brief Whether compute `command` can take its output and input `input` (-1: none) as
+   * strided views. */
+  bool TakesViews(int64_t command, int64_t input = -1) const {
     const ComputeCommand& compute = program_.commands[command].compute();
     std::vector<OperandF32> operands;
     for (const TileRef& tile : compute.inputs) operands.push_back(OperandF32{nullptr, &tile.shape});
-    return StridedView(program_.graph.nodes[compute.node].op, compute.attrs, operands);
+    const OpKind op = program_.graph.nodes[compute.node].op;
+    return StridedView(op, compute.attrs, operands) &&
+           (input < 0 || ViewableInput(op, static_cast<size_t>(input)));
   }
 
   void ForwardLoad(int64_t load, const std::vector<TileUse>& uses) {
@@ -190,7 +193,7 @@ class GroupForwarder {
     if (how == Forward::kNo) return;
     for (const TileUse& use : uses) {
       if (use.input < 0) return;  // a store or an accumulation needs the tile itself
-      if (how == Forward::kStrided && (use.input != 0 || !TakesViews(use.command))) return;
+      if (how == Forward::kStrided && !TakesViews(use.command, use.input)) return;
     }
     const int64_t view = how == Forward::kStrided ? load : -1;
     for (const TileUse& use : uses) {

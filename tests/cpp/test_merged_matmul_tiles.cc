@@ -155,5 +155,38 @@ TEST(MergedMatmulTilesTest, TilesWhoseResultsOtherCommandsReadRunOneByOne) {
       });
 }
 
+TEST(MergedMatmulTilesTest, AttentionHeadsReadTheirOperandsThroughStrides) {
+  // q k^T per head: each tile a single product of a [1, 70, 64] slice of q and a [1, 64, n]
+  // column slice of k^T (rows 70 apart), its result rows written 70 apart; then p v, v's column
+  // slices read likewise.
+  const Graph graph = ParseGraph(R"({"version": 1, "symbol": "attention", "nodes": [
+  {"op": "input", "name": "q", "shape": [4, 70, 64], "dtype": "float32"},
+  {"op": "input", "name": "kt", "shape": [4, 64, 70], "dtype": "float32"},
+  {"op": "input", "name": "v", "shape": [4, 70, 64], "dtype": "float32"},
+  {"op": "matmul", "name": "s", "inputs": [0, 1], "shape": [4, 70, 70], "dtype": "float32"},
+  {"op": "nn.softmax", "name": "p", "inputs": [3], "shape": [4, 70, 70], "dtype": "float32",
+   "attrs": {"axis": -1}},
+  {"op": "matmul", "name": "o", "inputs": [4, 2], "shape": [4, 70, 64], "dtype": "float32"}],
+  "arg_nodes": [0, 1, 2], "heads": [5]})");
+  test_util::ExpectTiledRunsMatchUntiled(
+      graph, {NPUConfig(), SmallL1()}, 11, 1e-4,
+      [](const Program& program, const NPUConfig& config) {
+        if (config.l1_sram_kb != NPUConfig().l1_sram_kb) return;
+        // Each head's tiles of each product: one chain over all its rows and columns, its
+        // operands' and result's rows read and written through their strides.
+        const auto chains = MergedChains(Emulator(program, EmulatorOptions{true}));
+        int64_t scores = 0, outputs = 0;
+        for (const auto& chain : chains) {
+          ASSERT_EQ(chain.size(), 1u);
+          const MergedMatmulTiles::Step& step = chain[0];
+          EXPECT_EQ(step.m, 70);
+          scores += step.k == 64 && step.n == 70 && step.ldb == 70 && step.out_row_stride == 70;
+          outputs += step.k == 70 && step.n == 64 && step.ldb == 64 && step.out_row_stride == 64;
+        }
+        EXPECT_EQ(scores, 4);
+        EXPECT_EQ(outputs, 4);
+      });
+}
+
 }  // namespace
 }  // namespace example_npu
