@@ -166,30 +166,65 @@ void LogSoftmax(const float* input, const Shape& shape, int64_t axis, float* out
               });
 }
 
+namespace {
+
+/*!
+ * \brief Layer norm of kRows rows of `row` elements at once: each row's sums are the same
+ * float additions in the same order as one row alone, but kRows independent chains of them
+ * keep the adder busy where one chain waits on each addition's latency.
+ */
+template <int kRows>
+void LayerNormRows(const float* input, int64_t row, const float* gamma, const float* beta,
+                   float epsilon, bool center, bool scale, float* out) {
+  const float count = static_cast<float>(row);
+  float mean[kRows], var_sum[kRows];
+  for (int r = 0; r < kRows; ++r) mean[r] = var_sum[r] = 0.0f;
+  for (int64_t i = 0; i < row; ++i) {
+    for (int r = 0; r < kRows; ++r) mean[r] += input[r * row + i];
+  }
+  for (int r = 0; r < kRows; ++r) mean[r] /= count;
+  for (int64_t i = 0; i < row; ++i) {
+    for (int r = 0; r < kRows; ++r) {
+      const float centered = input[r * row + i] - mean[r];
+      var_sum[r] += centered * centered;
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    const float* x = input + r * row;
+    float* y = out + r * row;
+    const float inv_std = 1.0f / std::sqrt(var_sum[r] / count + epsilon);
+    for (int64_t i = 0; i < row; ++i) {
+      float value = (x[i] - mean[r]) * inv_std;
+      if (scale) value *= gamma[i];
+      if (center) value += beta[i];
+      y[i] = value;
+    }
+  }
+}
+
+}  // namespace
+
 void LayerNorm(const float* input, const Shape& shape, int64_t first_axis, const float* gamma,
                const float* beta, float epsilon, bool center, bool scale, float* out) {
   TVM_FFI_ICHECK(first_axis >= 0 && first_axis < static_cast<int64_t>(shape.size()))
       << "LayerNorm: first axis " << first_axis << " out of range";
+  constexpr int64_t kRowsAtOnce = 8;
   int64_t row = 1;
   for (size_t d = first_axis; d < shape.size(); ++d) row *= shape[d];
   const int64_t rows = row == 0 ? 0 : NumElements(shape) / row;
-  const float count = static_cast<float>(row);
-  ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(row, 1)),
+  const int64_t blocks = (rows + kRowsAtOnce - 1) / kRowsAtOnce;
+  ParallelFor(blocks, std::max<int64_t>(1, 4096 / std::max<int64_t>(row * kRowsAtOnce, 1)),
               [&](int64_t begin, int64_t end) {
-                for (int64_t r = begin; r < end; ++r) {
-                  const float* x = input + r * row;
-                  float* y = out + r * row;
-                  float sum = 0.0f;
-                  for (int64_t i = 0; i < row; ++i) sum += x[i];
-                  const float mean = sum / count;
-                  float var_sum = 0.0f;
-                  for (int64_t i = 0; i < row; ++i) var_sum += (x[i] - mean) * (x[i] - mean);
-                  const float inv_std = 1.0f / std::sqrt(var_sum / count + epsilon);
-                  for (int64_t i = 0; i < row; ++i) {
-                    float value = (x[i] - mean) * inv_std;
-                    if (scale) value *= gamma[i];
-                    if (center) value += beta[i];
-                    y[i] = value;
+                for (int64_t r = begin * kRowsAtOnce; r < std::min(rows, end * kRowsAtOnce);) {
+                  const int64_t offset = r * row;
+                  if (r + kRowsAtOnce <= rows) {
+                    LayerNormRows<kRowsAtOnce>(input + offset, row, gamma, beta, epsilon, center,
+                                               scale, out + offset);
+                    r += kRowsAtOnce;
+                  } else {
+                    LayerNormRows<1>(input + offset, row, gamma, beta, epsilon, center, scale,
+                                     out + offset);
+                    ++r;
                   }
                 }
               });

@@ -98,6 +98,39 @@ TEST(LayerNormTest, TrailingDimsWithAndWithoutAffine) {
   }
 }
 
+/*! \brief Layer norm in float32 as TVM's build orders it: one row at a time, each sum a chain of
+ * additions over the row in order, no contraction (this file builds with -ffp-contract=off). */
+std::vector<float> SequentialLayerNorm(const std::vector<float>& in, int64_t row,
+                                       const std::vector<float>& gamma,
+                                       const std::vector<float>& beta, float epsilon) {
+  std::vector<float> out(in.size());
+  const float count = static_cast<float>(row);
+  for (size_t r = 0; r < in.size() / row; ++r) {
+    const float* x = in.data() + r * row;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < row; ++i) sum += x[i];
+    const float mean = sum / count;
+    float var_sum = 0.0f;
+    for (int64_t i = 0; i < row; ++i) var_sum += (x[i] - mean) * (x[i] - mean);
+    const float inv_std = 1.0f / std::sqrt(var_sum / count + epsilon);
+    for (int64_t i = 0; i < row; ++i)
+      out[r * row + i] = (x[i] - mean) * inv_std * gamma[i] + beta[i];
+  }
+  return out;
+}
+
+TEST(LayerNormTest, RowsNormalisedTogetherKeepEachRowsBits) {
+  // 8 rows at a time, and the 5 left over one by one: the bits of one row alone.
+  std::mt19937 rng(12);
+  const int64_t rows = 21, row = 203;
+  const std::vector<float> in = RandomVector(rows * row, &rng, -30.0f, 30.0f);
+  const std::vector<float> gamma = RandomVector(row, &rng, 0.5f, 1.5f);
+  const std::vector<float> beta = RandomVector(row, &rng);
+  std::vector<float> out(in.size());
+  LayerNorm(in.data(), {rows, row}, 1, gamma.data(), beta.data(), 1e-5f, true, true, out.data());
+  EXPECT_EQ(out, SequentialLayerNorm(in, row, gamma, beta, 1e-5f));
+}
+
 TEST(BinaryTest, MaximumAndMinimumFollowTvmNanRules) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
@@ -256,8 +289,8 @@ TEST(SoftmaxTest, NanBecomesZeroOnlyWhenAsked) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Shape shape = {4, 3};
   // An all -inf row, a row with NaN, a row with +inf (inf - inf), a plain row.
-  const std::vector<float> in = {-inf, -inf, -inf, 1.0f, nan, 0.0f,
-                                 inf, 0.0f, 1.0f, 0.5f, -1.0f, 2.0f};
+  const std::vector<float> in = {-inf, -inf, -inf, 1.0f, nan,   0.0f,
+                                 inf,  0.0f, 1.0f, 0.5f, -1.0f, 2.0f};
   std::vector<float> plain(12), guarded(12);
   Softmax(in.data(), shape, 1, plain.data());
   Softmax(in.data(), shape, 1, guarded.data(), /*zero_masked_rows=*/false, /*zero_nan=*/true);
