@@ -338,22 +338,44 @@ void RunDirect(DirectCall<Ops> call) {
   // A panel of B of about 256 KiB stays in the core's cache while every row block passes it.
   const int64_t panel =
       std::max<int64_t>(2 * L, (int64_t{1} << 16) / std::max<int64_t>(k, 1) / (2 * L) * (2 * L));
+  const int64_t panels = (call.n + panel - 1) / panel;
+  // Row blocks of near-equal height (64 rows: 11, 11, 11, 11, 10, 10 rather than 12 x 5 + 4),
+  // so no block runs a short, latency-bound register tile; taller ones when a panel is one
+  // vector wide (a 16 x 16 matrix-engine tile is one 16-row block, not two of 8 rows).
+  auto block_rows_of = [&](int64_t j0, int64_t j1) -> int64_t {
+    return std::min(call.full, j1) - j0 >= 2 * L ? Ops::kMR : Ops::kNarrowMR;
+  };
+  auto row_blocks_of = [&](int64_t j0, int64_t j1) {
+    return (call.m + block_rows_of(j0, j1) - 1) / block_rows_of(j0, j1);
+  };
+  auto run_block = [&](int64_t j0, int64_t j1, int64_t row_blocks, int64_t blk) {
+    int64_t i0 = 0, i1 = 0;
+    ChunkBounds(call.m, row_blocks, blk, &i0, &i1);
+    RowBlock<Ops>(call, i0, i1, j0, j1);
+  };
+  // Many panels (a layer's weights, a few rows of activations): each thread takes whole panels,
+  // so every panel of B comes from memory once, into one core's cache.
+  if (panels >= 4 * MaxThreads()) {
+    ParallelFor(
+        panels, 1,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t q = begin; q < end; ++q) {
+            const int64_t j0 = q * panel, j1 = std::min(call.n, j0 + panel);
+            const int64_t row_blocks = row_blocks_of(j0, j1);
+            for (int64_t blk = 0; blk < row_blocks; ++blk) run_block(j0, j1, row_blocks, blk);
+          }
+        },
+        static_cast<int>(std::min<int64_t>(panels, 64)));
+    return;
+  }
   for (int64_t j0 = 0; j0 < call.n; j0 += panel) {
     const int64_t j1 = std::min(call.n, j0 + panel);
-    // Row blocks of near-equal height (64 rows: 11, 11, 11, 11, 10, 10 rather than 12 x 5 + 4),
-    // so no block runs a short, latency-bound register tile; taller ones when the panel is one
-    // vector wide (a 16 x 16 matrix-engine tile is one 16-row block, not two of 8 rows).
-    const int64_t block_rows = std::min(call.full, j1) - j0 >= 2 * L ? Ops::kMR : Ops::kNarrowMR;
-    const int64_t row_blocks = (call.m + block_rows - 1) / block_rows;
+    const int64_t row_blocks = row_blocks_of(j0, j1);
     // Below this many multiply-adds per thread a hand-off costs more than it saves.
-    const int64_t block_macs = std::max<int64_t>(1, block_rows * k * (j1 - j0));
+    const int64_t block_macs = std::max<int64_t>(1, block_rows_of(j0, j1) * k * (j1 - j0));
     ParallelFor(row_blocks, std::max<int64_t>(1, (int64_t{1} << 18) / block_macs),
                 [&](int64_t begin, int64_t end) {
-                  for (int64_t blk = begin; blk < end; ++blk) {
-                    int64_t i0 = 0, i1 = 0;
-                    ChunkBounds(call.m, row_blocks, blk, &i0, &i1);
-                    RowBlock<Ops>(call, i0, i1, j0, j1);
-                  }
+                  for (int64_t blk = begin; blk < end; ++blk) run_block(j0, j1, row_blocks, blk);
                 });
   }
 }

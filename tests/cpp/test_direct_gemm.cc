@@ -177,6 +177,26 @@ TEST(DirectGemmTest, FloatPanelsMatchTheDenseColumnsBitForBit) {
   }
 }
 
+TEST(DirectGemmTest, FloatManyPanelsSharedOutAsWholePanelsKeepTheBits) {
+  // k = 768 makes panels of 64 columns: 1,100 columns are 18 of them, which the threads take
+  // whole; each panel alone (one call per panel, its columns a slice of B) is the reference.
+  std::mt19937 rng(15);
+  const int64_t m = 37, k = 768, n = 1100, panel = 64;
+  const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
+  DirectRows rows;
+  rows.row_stride = k;
+  rows.depth = k;
+  for (bool accumulate : {false, true}) {
+    std::vector<float> whole = RandomVector(m * n, &rng), by_panel = whole;
+    DirectGemm(m, n, a.data(), rows, b.data(), n, whole.data(), n, accumulate);
+    for (int64_t j0 = 0; j0 < n; j0 += panel) {
+      DirectGemm(m, std::min(panel, n - j0), a.data(), rows, b.data() + j0, n, by_panel.data() + j0,
+                 n, accumulate);
+    }
+    EXPECT_EQ(whole, by_panel) << (accumulate ? "accumulating" : "");
+  }
+}
+
 /*! \brief Both int8 orientations: A unsigned x B signed, or A signed x B unsigned. */
 template <typename AType, typename BType>
 void CheckInt8Gemm(std::mt19937* rng) {
