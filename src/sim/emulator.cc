@@ -358,15 +358,28 @@ void RunMergedMatmulChain(const RunContext& ctx,
       kernels::MatmulRows(a, step.lda, b, step.ldb, step.m, step.k, step.n, out,
                           step.out_row_stride, step.accumulate);
     }
-    if (!step.addend.valid()) continue;
-    const float* addend = reinterpret_cast<const float*>(ctx.Dram(step.addend));
-    for (int64_t i = 0; i < step.m; ++i) {
-      float* row = out + i * step.out_row_stride;
-      const float* add = addend + i * step.addend_row_stride;
-      if (step.addend_first) {
-        for (int64_t j = 0; j < step.n; ++j) row[j] = add[j] + row[j];
-      } else {
-        for (int64_t j = 0; j < step.n; ++j) row[j] = row[j] + add[j];
+    if (step.addend.valid()) {
+      const float* addend = reinterpret_cast<const float*>(ctx.Dram(step.addend));
+      for (int64_t i = 0; i < step.m; ++i) {
+        float* row = out + i * step.out_row_stride;
+        const float* add = addend + i * step.addend_row_stride;
+        if (step.addend_first) {
+          for (int64_t j = 0; j < step.n; ++j) row[j] = add[j] + row[j];
+        } else {
+          for (int64_t j = 0; j < step.n; ++j) row[j] = row[j] + add[j];
+        }
+      }
+    }
+    if (step.activation >= 0) {
+      // The tile's own op on each row (through a row of scratch: kernels never alias).
+      const ComputeCommand& activation = ctx.program.commands[step.activation].compute();
+      const OpKind op = ctx.program.graph.nodes[activation.node].op;
+      const kernels::Shape row_shape{step.n};
+      std::vector<float> scratch(step.n);
+      for (int64_t i = 0; i < step.m; ++i) {
+        float* row = out + i * step.out_row_stride;
+        RunOp(op, activation.attrs, {OperandF32{row, &row_shape}}, scratch.data(), row_shape);
+        std::copy(scratch.begin(), scratch.end(), row);
       }
     }
   }

@@ -222,10 +222,43 @@ class GroupChains {
     } else if (addend_shape != Shape{last.n} && addend_shape != Shape{1, last.n}) {
       return false;
     }
-    if (plan_.output_to[next].valid()) return ForwardedOut(next, last.n, &last) && SameRows(steps);
-    if (add.output.tier != Tier::kL1 || Readers(next) != 1) return false;
-    chain->push_back(NextPerformed(next));
-    return StoredOut(chain->back(), add.output, &last) && SameRows(steps);
+    // The sum is stored, or first goes through an activation on chip.
+    int64_t producer = next;
+    TileRef produced = add.output;
+    if (!plan_.output_to[producer].valid()) {
+      if (produced.tier != Tier::kL1 || Readers(producer) != 1) return false;
+      const int64_t following = NextPerformed(producer);
+      if (Activation(following, produced)) {
+        chain->push_back(following);
+        last.activation = following;
+        producer = following;
+        produced = program_.commands[following].compute().output;
+      }
+    }
+    if (plan_.output_to[producer].valid()) {
+      return ForwardedOut(producer, last.n, &last) && SameRows(steps);
+    }
+    if (produced.tier != Tier::kL1 || Readers(producer) != 1) return false;
+    chain->push_back(NextPerformed(producer));
+    return StoredOut(chain->back(), produced, &last) && SameRows(steps);
+  }
+
+  /*! \brief Whether `c` is a float32 relu or clip of exactly the on-chip tile `tile`. */
+  bool Activation(int64_t c, const TileRef& tile) const {
+    if (c < 0 || program_.commands[c].is_dma()) return false;
+    const ComputeCommand& compute = program_.commands[c].compute();
+    const OpKind op = program_.graph.nodes[compute.node].op;
+    return (op == OpKind::kRelu || op == OpKind::kClip) && compute.step == ComputeStep::kOp &&
+           !compute.accumulate && !compute.round_to_half && compute.inputs.size() == 1 &&
+           !plan_.input_from[c][0].valid() && SameTile(compute.inputs[0], tile) &&
+           compute.inputs[0].dtype == DType::kFloat32 && compute.output.dtype == DType::kFloat32 &&
+           compute.output.shape == tile.shape;
+  }
+
+  /*! \brief Whether the activations of `a` and `b` (commands, or -1) are the same op. */
+  bool SameActivation(int64_t a, int64_t b) const {
+    if (a < 0 || b < 0) return a == b;
+    return program_.commands[a].compute().node == program_.commands[b].compute().node;
   }
 
   /*! \brief Gives every step of a chain the stored rows of its last. */
@@ -262,7 +295,8 @@ class GroupChains {
     if (next.m != group.m || next.k != group.k || next.lda != group.lda ||
         next.accumulate != group.accumulate || Distance(group.a, next.a) != 0 ||
         next.out_row_stride != group.out_row_stride || Distance(group.out, next.out) != group.n ||
-        next.addend.valid() != group.addend.valid()) {
+        next.addend.valid() != group.addend.valid() ||
+        !SameActivation(group.activation, next.activation)) {
       return false;
     }
     if (group.addend.valid() && (group.addend_row_stride != 0 || next.addend_row_stride != 0 ||
@@ -309,6 +343,7 @@ class GroupChains {
            below.out_row_stride == upper.out_row_stride &&
            Distance(upper.out, below.out) == upper.m * upper.out_row_stride &&
            below.addend.valid() == upper.addend.valid() &&
+           SameActivation(upper.activation, below.activation) &&
            (!upper.addend.valid() ||
             (below.addend_first == upper.addend_first &&
              below.addend_row_stride == upper.addend_row_stride &&

@@ -51,6 +51,9 @@ struct MergedMatmulTiles {
     DramRef addend;
     int64_t addend_row_stride = 0;
     bool addend_first = false;
+    /*! \brief A relu or clip (the command that computes it on one tile) applied to the rows
+     * after the add, or -1. */
+    int64_t activation = -1;
     /*! \brief The stored rows: the first output element and the elements between rows. */
     DramRef out;
     int64_t out_row_stride = 0;

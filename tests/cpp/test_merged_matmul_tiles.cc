@@ -16,8 +16,9 @@ using test_util::SmallL1;
 
 /*!
  * \brief x [rows, depth] times a weight, then `epilogue` ("bias", "bias first": the add's operands
- * swapped, or "none"): a Linear layer as the importers give it. The weight is [depth, cols], or
- * (transposed) a [cols, depth] constant read through permute_dims, as torch's Linear comes.
+ * swapped, "bias relu", "bias clip", or "none"): a Linear layer as the importers give it. The
+ * weight is [depth, cols], or (transposed) a [cols, depth] constant read through permute_dims, as
+ * torch's Linear comes.
  */
 std::string Linear(int64_t rows, int64_t depth, int64_t cols, bool transposed,
                    const std::string& epilogue) {
@@ -47,12 +48,17 @@ std::string Linear(int64_t rows, int64_t depth, int64_t cols, bool transposed,
   {"op": "add", "name": "y", "inputs": )" +
              inputs + R"(, "shape": [)" + r + ", " + n + R"(], "dtype": "float32"})";
   }
+  const bool activation = epilogue == "bias relu" || epilogue == "bias clip";
   if (epilogue == "bias relu") {
     nodes += R"(,
   {"op": "nn.relu", "name": "z", "inputs": [5], "shape": [)" +
              r + ", " + n + R"(], "dtype": "float32"})";
+  } else if (epilogue == "bias clip") {
+    nodes += R"(,
+  {"op": "clip", "name": "z", "inputs": [5], "shape": [)" +
+             r + ", " + n + R"(], "dtype": "float32", "attrs": {"min": -1.5, "max": 2}})";
   }
-  const int64_t head = epilogue == "none" ? 4 : 5;
+  const int64_t head = epilogue == "none" ? 4 : activation ? 6 : 5;
   return R"({"version": 1, "symbol": "linear", "nodes": [
   )" + nodes +
          R"(], "arg_nodes": [0], "heads": [)" + std::to_string(head) + "]}";
@@ -69,14 +75,14 @@ std::vector<std::vector<MergedMatmulTiles::Step>> MergedChains(const Emulator& e
 
 TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
   for (bool transposed : {false, true}) {
-    for (const std::string epilogue : {"bias", "bias first", "none"}) {
+    for (const std::string epilogue : {"bias", "bias first", "none", "bias relu", "bias clip"}) {
       SCOPED_TRACE(epilogue + (transposed ? ", transposed weight" : ""));
       const Graph graph = ParseGraph(Linear(50, 192, 96, transposed, epilogue));
       // Forwarding off moves every byte through L1 tile by tile, as the NPU does: the reference
       // for the bits (the helper compares both, and both with the untiled evaluation).
       test_util::ExpectTiledRunsMatchUntiled(
           graph, {NPUConfig(), SmallL1()}, 7, 1e-4,
-          [](const Program& program, const NPUConfig& config) {
+          [&epilogue](const Program& program, const NPUConfig& config) {
             // A 16 KB L1 splits the reduction: partial sums are no chain of their own.
             if (config.l1_sram_kb == NPUConfig().l1_sram_kb) {
               // The tiles stack over the rows and sit side by side over the columns, their
@@ -89,6 +95,7 @@ TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
               EXPECT_EQ(step.n, 96);
               EXPECT_GT(step.panel_width, 0);
               EXPECT_LT(step.panel_width, 96);
+              EXPECT_EQ(step.activation >= 0, epilogue == "bias relu" || epilogue == "bias clip");
             }
             EXPECT_TRUE(MergedChains(Emulator(program, EmulatorOptions{false})).empty());
           });
@@ -130,8 +137,9 @@ TEST(MergedMatmulTilesTest, SplitReductionsAccumulateFromLhsRowsReadInPlace) {
 }
 
 TEST(MergedMatmulTilesTest, TilesWhoseResultsOtherCommandsReadRunOneByOne) {
-  // The relu reads each biased tile on chip: no tile's chain ends in a store. The matmul steps
-  // still read h's rows in place through their stride (a 2-D matmul takes strided views).
+  // The sigmoid (no epilogue a chain takes) reads each biased tile on chip: no tile's chain ends
+  // in a store. The matmul steps still read h's rows in place through their stride (a 2-D matmul
+  // takes strided views).
   const Graph graph = ParseGraph(R"({"version": 1, "symbol": "mlp", "nodes": [
   {"op": "input", "name": "x", "shape": [40, 2048], "dtype": "float32"},
   {"op": "const", "name": "b", "shape": [64], "dtype": "float32"},
@@ -139,7 +147,7 @@ TEST(MergedMatmulTilesTest, TilesWhoseResultsOtherCommandsReadRunOneByOne) {
   {"op": "nn.gelu", "name": "h", "inputs": [0], "shape": [40, 2048], "dtype": "float32"},
   {"op": "matmul", "name": "mm", "inputs": [3, 2], "shape": [40, 64], "dtype": "float32"},
   {"op": "add", "name": "y", "inputs": [1, 4], "shape": [40, 64], "dtype": "float32"},
-  {"op": "nn.relu", "name": "z", "inputs": [5], "shape": [40, 64], "dtype": "float32"}],
+  {"op": "sigmoid", "name": "z", "inputs": [5], "shape": [40, 64], "dtype": "float32"}],
   "arg_nodes": [0], "heads": [6]})");
   test_util::ExpectTiledRunsMatchUntiled(
       graph, {NPUConfig()}, 8, 1e-4, [](const Program& program, const NPUConfig&) {
