@@ -570,13 +570,18 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
                                      options.forward_dma)),
       merged_(PlanMergedColumnTiles(program, transfers_, fused_)),
       matmuls_(PlanMergedMatmulTiles(program, transfers_, fused_)) {
+  performed_.resize(program.commands.size());
+  for (size_t i = 0; i < program.commands.size(); ++i) {
+    performed_[i] = !transfers_.skipped[i] && !fused_.folded[i] && !merged_.merged_away[i] &&
+                    !matmuls_.merged_away[i];
+  }
   // A group left with one computing command (its column tiles merged into one call, the rest
-  // fused or forwarded) gains nothing from a second thread but the hand-off: it runs in order.
+  // fused, forwarded or computed when it starts) gains nothing from a second thread but the
+  // hand-off: it runs in order.
   for (GroupSchedule& group : dataflow_.groups) {
     int64_t computing = 0;
     for (int64_t i = group.begin; i < group.end && computing < 2; ++i) {
-      computing += !program.commands[i].is_dma() && !fused_.folded[i] && !merged_.merged_away[i] &&
-                   !matmuls_.merged_away[i];
+      computing += !program.commands[i].is_dma() && performed_[i];
     }
     group.concurrent &= computing >= 2;
   }
@@ -634,10 +639,7 @@ void Emulator::Run(const DramBindings& dram) const {
   const RunContext ctx{program_,         transfers_,       dram,   memories.get(),
                        ConstArena(dram), &packed_weights_, fused_, merged_};
   auto execute = [&](int64_t i) {
-    if (transfers_.skipped[i] || fused_.folded[i] || merged_.merged_away[i] ||
-        matmuls_.merged_away[i]) {
-      return;
-    }
+    if (!performed_[i]) return;
     if (program_.commands[i].is_dma()) {
       RunDma(ctx, i);
     } else {

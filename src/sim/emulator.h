@@ -87,6 +87,8 @@ class Emulator {
   FusedRequantization fused_;
   MergedColumnTiles merged_;
   MergedMatmulTiles matmuls_;
+  /*! \brief Per command: whether a run performs it (not forwarded, folded or merged away). */
+  std::vector<bool> performed_;
   int64_t l1_bytes_ = 0;
   int64_t l2_bytes_ = 0;
   // Memories of finished runs: reusing them saves allocating and zeroing SRAM on every call.
