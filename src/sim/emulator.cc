@@ -385,8 +385,8 @@ void RunMergedMatmulChain(const RunContext& ctx,
   }
 }
 
-/*! \brief The chains a group computes when it starts: one alone splits its rows over the
- * threads (the GEMM does), several are shared out whole. */
+/*! \brief The chains a group computes when it starts: several are shared out whole among the
+ * threads, one alone shares its GEMM's rows or column panels (kernels::DirectGemm). */
 void RunMergedMatmuls(const RunContext& ctx, const MergedMatmulTiles::Chains& chains) {
   const int64_t count = static_cast<int64_t>(chains.size());
   kernels::ParallelFor(count, 1, [&](int64_t begin, int64_t end) {

@@ -294,14 +294,8 @@ class GroupChains {
                    const MergedMatmulTiles::Step& next) const {
     if (next.m != group.m || next.k != group.k || next.lda != group.lda ||
         next.accumulate != group.accumulate || Distance(group.a, next.a) != 0 ||
-        next.out_row_stride != group.out_row_stride || Distance(group.out, next.out) != group.n ||
-        next.addend.valid() != group.addend.valid() ||
-        !SameActivation(group.activation, next.activation)) {
-      return false;
-    }
-    if (group.addend.valid() && (group.addend_row_stride != 0 || next.addend_row_stride != 0 ||
-                                 next.addend_first != group.addend_first ||
-                                 Distance(group.addend, next.addend) != group.n)) {
+        (group.addend.valid() && group.addend_row_stride != 0) ||
+        !SameEpilogue(group, next, group.n, group.n)) {
       return false;
     }
     const std::optional<int64_t> stride = Distance(group.b, next.b);
@@ -340,14 +334,21 @@ class GroupChains {
     return below.n == upper.n && below.k == upper.k && below.lda == upper.lda &&
            below.ldb == upper.ldb && below.accumulate == upper.accumulate &&
            Distance(upper.b, below.b) == 0 && Distance(upper.a, below.a) == upper.m * upper.lda &&
-           below.out_row_stride == upper.out_row_stride &&
-           Distance(upper.out, below.out) == upper.m * upper.out_row_stride &&
-           below.addend.valid() == upper.addend.valid() &&
-           SameActivation(upper.activation, below.activation) &&
-           (!upper.addend.valid() ||
-            (below.addend_first == upper.addend_first &&
-             below.addend_row_stride == upper.addend_row_stride &&
-             Distance(upper.addend, below.addend) == upper.m * upper.addend_row_stride));
+           SameEpilogue(upper, below, upper.m * upper.out_row_stride,
+                        upper.m * upper.addend_row_stride);
+  }
+
+  /*! \brief Whether `next` stores and ends like `first` (the same row strides, addend form and
+   * activation), its result `out_distance` and its addend `addend_distance` elements on. */
+  bool SameEpilogue(const MergedMatmulTiles::Step& first, const MergedMatmulTiles::Step& next,
+                    int64_t out_distance, int64_t addend_distance) const {
+    return next.out_row_stride == first.out_row_stride &&
+           Distance(first.out, next.out) == out_distance &&
+           next.addend.valid() == first.addend.valid() &&
+           SameActivation(first.activation, next.activation) &&
+           (!first.addend.valid() || (next.addend_first == first.addend_first &&
+                                      next.addend_row_stride == first.addend_row_stride &&
+                                      Distance(first.addend, next.addend) == addend_distance));
   }
 
   /*! \brief Extends `stack` by `chain` (its next rows, step by step) where it is that. */
