@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cache_line_vector.h"
 #include "kernels/direct_gemm.h"
 #include "kernels/quantized_depthwise.h"
 #include "kernels/requantize_sums.h"
@@ -24,8 +25,8 @@ namespace {
 
 /*! \brief Grow-only per-thread scratch of 32-bit words (int8 operands are packed four to one). */
 int32_t* Scratch(int which, size_t words) {
-  thread_local std::vector<int32_t> buffers[4];
-  std::vector<int32_t>& buffer = buffers[which];
+  thread_local CacheLineVector<int32_t> buffers[4];
+  CacheLineVector<int32_t>& buffer = buffers[which];
   if (buffer.size() < words) buffer.resize(words);
   return buffer.data();
 }

@@ -16,12 +16,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cache_line_vector.h"
+
 namespace example_npu {
 namespace kernels {
 
 /*! \brief int8 weights as DirectGemmU8S8 / DirectGemmS8U8 read them, and their column sums. */
 struct PackedWeights {
-  std::vector<int32_t> b;
+  CacheLineVector<int32_t> b;
   std::vector<int32_t> column_sums;
 };
 

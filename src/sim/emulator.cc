@@ -21,15 +21,15 @@
 namespace example_npu {
 namespace {
 
-/*! \brief A tier's byte buffer, 8-byte aligned so float tiles can be addressed in place. */
+/*! \brief A tier's byte buffer, on a cache line so tiles are addressed in place. */
 class TierBuffer {
  public:
-  explicit TierBuffer(int64_t bytes) : words_((bytes + 7) / 8) {}
-  uint8_t* at(int64_t offset) { return reinterpret_cast<uint8_t*>(words_.data()) + offset; }
-  int64_t size() const { return static_cast<int64_t>(words_.size()) * 8; }
+  explicit TierBuffer(int64_t bytes) : bytes_(static_cast<size_t>(bytes)) {}
+  uint8_t* at(int64_t offset) { return bytes_.data() + offset; }
+  int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
 
  private:
-  std::vector<uint64_t> words_;
+  kernels::CacheLineVector<uint8_t> bytes_;
 };
 
 }  // namespace
@@ -617,11 +617,11 @@ void Emulator::Release(std::unique_ptr<Memories> memories) const {
 const uint8_t* Emulator::ConstArena(const DramBindings& dram) const {
   std::lock_guard<std::mutex> lock(arena_mu_);
   if (arena_sources_ == dram.constants && arena_version_ == dram.constants_version) {
-    return reinterpret_cast<const uint8_t*>(arena_.data());
+    return arena_.data();
   }
   packed_weights_.Clear();  // packed from the constants bound before
-  arena_.assign((transfers_.const_arena_bytes + 7) / 8, 0);
-  uint8_t* arena = reinterpret_cast<uint8_t*>(arena_.data());
+  arena_.assign(static_cast<size_t>(transfers_.const_arena_bytes), 0);
+  uint8_t* arena = arena_.data();
   for (const ArrangedTile& tile : transfers_.arranged) {
     if (!tile.constant) continue;
     const uint8_t* constant =

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/command_stream.h"
+#include "kernels/cache_line_vector.h"
 #include "kernels/weight_pack_cache.h"
 #include "sim/dataflow.h"
 #include "sim/fused_requantization.h"
@@ -97,7 +98,7 @@ class Emulator {
   mutable std::mutex arena_mu_;
   mutable std::vector<const void*> arena_sources_;  // the constants the arena was built from
   mutable int64_t arena_version_ = 0;
-  mutable std::vector<uint64_t> arena_;  // 8-byte aligned storage
+  mutable kernels::CacheLineVector<uint8_t> arena_;
   // Constant int8 weights packed for the dot-product unit, cleared with the arena's constants.
   mutable kernels::WeightPackCache packed_weights_;
 };

@@ -31,6 +31,8 @@ TEST(WeightPackCacheTest, PacksOnceAndFindsItAgain) {
   EXPECT_EQ(first, again);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(again->b[0], 7);
+  // The dot-product kernels load the packed words 64 bytes at a time.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again->b.data()) % kCacheLineBytes, 0u);
 }
 
 TEST(WeightPackCacheTest, ClearForgetsWhatThisThreadLookedUp) {
