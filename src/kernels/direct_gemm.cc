@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -53,6 +55,12 @@ struct F32Ops {
   static EXAMPLE_NPU_INLINE void Store(float* c, Vec v, bool accumulate) {
     _mm512_storeu_ps(c, accumulate ? _mm512_add_ps(_mm512_loadu_ps(c), v) : v);
   }
+  static EXAMPLE_NPU_INLINE void StoreAdding(float* c, Vec v, bool accumulate, const float* addend,
+                                             bool addend_first) {
+    const Vec sum = accumulate ? _mm512_add_ps(_mm512_loadu_ps(c), v) : v;
+    const Vec add = _mm512_loadu_ps(addend);
+    _mm512_storeu_ps(c, addend_first ? _mm512_add_ps(add, sum) : _mm512_add_ps(sum, add));
+  }
 #else
   using Vec = simd::V8;
   using Operand = Vec;
@@ -65,6 +73,11 @@ struct F32Ops {
   static EXAMPLE_NPU_INLINE Vec MulAdd(Vec acc, Vec a, Vec b) { return acc + a * b; }
   static EXAMPLE_NPU_INLINE void Store(float* c, Vec v, bool accumulate) {
     simd::Store(c, accumulate ? simd::Load(c) + v : v);
+  }
+  static EXAMPLE_NPU_INLINE void StoreAdding(float* c, Vec v, bool accumulate, const float* addend,
+                                             bool addend_first) {
+    const Vec sum = accumulate ? simd::Load(c) + v : v;
+    simd::Store(c, addend_first ? simd::Load(addend) + sum : sum + simd::Load(addend));
   }
 #endif
 };
@@ -180,7 +193,7 @@ constexpr int kChains = Ops::kExactSums && MR * NV < 4 ? 4 / (MR * NV) : 1;
 template <class Ops, int MR, int NV, bool kPanels>
 void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
                const typename Ops::B* b, int64_t ldb, int64_t panel_step, typename Ops::C* c,
-               int64_t ldc, bool accumulate) {
+               int64_t ldc, bool accumulate, const DirectAddend* addend) {
   using Vec = typename Ops::Vec;
   constexpr int64_t L = Ops::kLanes;
   constexpr int K = kChains<Ops, MR, NV>;
@@ -219,6 +232,17 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
       }
     }
   }
+  if constexpr (std::is_same_v<typename Ops::C, float>) {
+    if (addend != nullptr) {
+      for (int i = 0; i < MR; ++i) {
+        for (int v = 0; v < NV; ++v) {
+          Ops::StoreAdding(c + i * ldc + v * L, acc[0][i][v], accumulate,
+                           addend->data + i * addend->row_stride + v * L, addend->first);
+        }
+      }
+      return;
+    }
+  }
   for (int i = 0; i < MR; ++i) {
     for (int v = 0; v < NV; ++v) Ops::Store(c + i * ldc + v * L, acc[0][i][v], accumulate);
   }
@@ -227,7 +251,7 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
 template <class Ops>
 using MicroTileFn = void (*)(const typename Ops::A* const*, const DirectRows&,
                              const typename Ops::B*, int64_t, int64_t, typename Ops::C*, int64_t,
-                             bool);
+                             bool, const DirectAddend*);
 
 /*! \brief Rows of a register tile of NV vectors of columns: kMR, or kNarrowMR when a single vector
  * of accumulators per row leaves registers (and load slots per multiply-add) for more rows. */
@@ -272,6 +296,14 @@ struct DirectCall {
   typename Ops::C* c;
   int64_t ldc;
   bool accumulate;
+  const DirectAddend* addend;  // float32 only, or nullptr
+
+  /*! \brief The addend from output row i and column j on, or nullptr. */
+  std::optional<DirectAddend> AddendAt(int64_t i, int64_t j) const {
+    if (addend == nullptr || addend->data == nullptr) return std::nullopt;
+    return DirectAddend{addend->data + i * addend->row_stride + j, addend->row_stride,
+                        addend->first};
+  }
 
   /*! \brief Where B's column j starts (a dense B, the common case, without a division). */
   const typename Ops::B* Column(int64_t j) const {
@@ -297,20 +329,30 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
   for (; j + 2 * L <= whole; j += 2 * L) {
     const typename Ops::B* b = call.Column(j);
     const int64_t step = call.Column(j + L) - b;
+    const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
     (step == L ? SelectTile<Ops, 2>(mr) : SelectTile<Ops, 2, true>(mr))(
-        rp, rows, b, call.ldb, step, crow + j, call.ldc, call.accumulate);
+        rp, rows, b, call.ldb, step, crow + j, call.ldc, call.accumulate,
+        addend ? &*addend : nullptr);
   }
   for (; j + L <= whole; j += L) {
+    const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
     SelectTile<Ops, 1>(mr)(rp, rows, call.Column(j), call.ldb, L, crow + j, call.ldc,
-                           call.accumulate);
+                           call.accumulate, addend ? &*addend : nullptr);
   }
   if (j < j1) {
     C tile[Ops::kNarrowMR * L];
-    SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, L, tile, L, false);
+    SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, L, tile, L, false, nullptr);
+    const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
     for (int i = 0; i < mr; ++i) {
       for (int64_t q = 0; q < j1 - j; ++q) {
         C& out = crow[i * call.ldc + j + q];
         out = (call.accumulate ? out : C{}) + tile[i * L + q];
+        if constexpr (std::is_same_v<C, float>) {
+          if (addend) {
+            const float add = addend->data[i * addend->row_stride + q];
+            out = addend->first ? add + out : out + add;
+          }
+        }
       }
     }
   }
@@ -346,7 +388,8 @@ void RunDirect(DirectCall<Ops> call) {
     return std::min(call.full, j1) - j0 >= 2 * L ? Ops::kMR : Ops::kNarrowMR;
   };
   auto row_blocks_of = [&](int64_t j0, int64_t j1) {
-    return (call.m + block_rows_of(j0, j1) - 1) / block_rows_of(j0, j1);
+    const int64_t block_rows = block_rows_of(j0, j1);
+    return (call.m + block_rows - 1) / block_rows;
   };
   auto run_block = [&](int64_t j0, int64_t j1, int64_t row_blocks, int64_t blk) {
     int64_t i0 = 0, i1 = 0;
@@ -383,18 +426,18 @@ void RunDirect(DirectCall<Ops> call) {
 }  // namespace
 
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
-                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  RunDirect<F32Ops>({m, n, a, &rows, b, ldb, n, 0, nullptr, 0, c, ldc, accumulate});
+                int64_t ldb, float* c, int64_t ldc, bool accumulate, const DirectAddend& addend) {
+  RunDirect<F32Ops>({m, n, a, &rows, b, ldb, n, 0, nullptr, 0, c, ldc, accumulate, &addend});
 }
 
 void DirectGemmPanels(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                       int64_t ldb, int64_t panel_width, int64_t panel_stride, float* c, int64_t ldc,
-                      bool accumulate) {
+                      bool accumulate, const DirectAddend& addend) {
   static_assert(kPanelColumns % F32Ops::kLanes == 0, "panels of whole vectors");
   TVM_FFI_ICHECK(panel_width > 0 && panel_width % kPanelColumns == 0)
       << "B's panels are whole vectors wide";
   RunDirect<F32Ops>(
-      {m, n, a, &rows, b, ldb, panel_width, panel_stride, nullptr, 0, c, ldc, accumulate});
+      {m, n, a, &rows, b, ldb, panel_width, panel_stride, nullptr, 0, c, ldc, accumulate, &addend});
 }
 
 bool HasInt8DotProduct() {
@@ -417,7 +460,7 @@ void RunInt8(int64_t m, int64_t n, const void* a, const DirectRows& rows, const 
   }
   RunDirect<Int8Ops<kSignedA>>({m, n, static_cast<const int32_t*>(a), &rows,
                                 static_cast<const int32_t*>(b), ldb, n, 0, nullptr, 0, c, ldc,
-                                false});
+                                false, nullptr});
 #else
   (void)m, (void)n, (void)a, (void)rows, (void)b, (void)ldb, (void)c, (void)ldc;
   TVM_FFI_THROW(InternalError) << "the int8 GEMM needs a build for a CPU with VNNI";

@@ -35,14 +35,24 @@ struct DirectRows {
   int64_t depth = 0;
 };
 
+/*! \brief A float32 matrix added to the product as it is stored (a layer's bias or a residual):
+ * C[i, j] = (C[i, j] + AB[i, j] or AB[i, j]) + data[i * row_stride + j], the two operands of that
+ * last add in that order, or (first) the other way round, as the separate add would take them. */
+struct DirectAddend {
+  const float* data = nullptr;  // nullptr: none
+  int64_t row_stride = 0;       // 0: one row (a bias) for every row of C
+  bool first = false;
+};
+
 /*!
- * \brief C[m, n] (+)= A * B in float32: B is row-major [segments * depth, n] with row stride
- * ldb, C row-major with row stride ldc. Each output is a sum in order over the reduction, so
- * the result matches a naive dot product to float rounding. Splits rows over the thread pool
+ * \brief C[m, n] (+)= A * B in float32 (+ addend): B is row-major [segments * depth, n] with row
+ * stride ldb, C row-major with row stride ldc. Each output is a sum in order over the reduction,
+ * so the result matches a naive dot product to float rounding. Splits rows over the thread pool
  * when called outside it and the work is large enough.
  */
 void DirectGemm(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
-                int64_t ldb, float* c, int64_t ldc, bool accumulate);
+                int64_t ldb, float* c, int64_t ldc, bool accumulate,
+                const DirectAddend& addend = DirectAddend{});
 
 /*! \brief Panel widths of DirectGemmPanels are multiples of this: whole float vectors on every
  * build (16 lanes on AVX-512, 8 on AVX2). */
@@ -56,7 +66,7 @@ constexpr int64_t kPanelColumns = 16;
  */
 void DirectGemmPanels(int64_t m, int64_t n, const float* a, const DirectRows& rows, const float* b,
                       int64_t ldb, int64_t panel_width, int64_t panel_stride, float* c, int64_t ldc,
-                      bool accumulate);
+                      bool accumulate, const DirectAddend& addend = DirectAddend{});
 
 /*! \brief Whether DirectGemmU8S8 / DirectGemmS8U8 are available (the library was built for a CPU
  * with VNNI or AVX2). */

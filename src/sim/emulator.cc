@@ -341,34 +341,28 @@ void RunMergedColumns(const RunContext& ctx, const MergedColumnTiles::Merge& mer
 }
 
 /*! \brief One chain of float32 matmul steps (MergedMatmulTiles): each product written (or
- * added) into its stored rows, then its addend added there in the add's operand order. */
+ * added) into its stored rows, its addend added as they are stored (in the add's operand order). */
 void RunMergedMatmulChain(const RunContext& ctx,
                           const std::vector<MergedMatmulTiles::Step>& chain) {
   for (const MergedMatmulTiles::Step& step : chain) {
     float* out = reinterpret_cast<float*>(ctx.Dram(step.out));
     const float* a = reinterpret_cast<const float*>(ctx.Dram(step.a));
     const float* b = reinterpret_cast<const float*>(ctx.Dram(step.b));
-    if (step.panel_width > 0) {
-      kernels::DirectRows rows;
-      rows.row_stride = step.lda;
-      rows.depth = step.k;
-      kernels::DirectGemmPanels(step.m, step.n, a, rows, b, step.ldb, step.panel_width,
-                                step.panel_stride, out, step.out_row_stride, step.accumulate);
-    } else {
-      kernels::MatmulRows(a, step.lda, b, step.ldb, step.m, step.k, step.n, out,
-                          step.out_row_stride, step.accumulate);
-    }
+    kernels::DirectRows rows;
+    rows.row_stride = step.lda;
+    rows.depth = step.k;
+    kernels::DirectAddend addend;
     if (step.addend.valid()) {
-      const float* addend = reinterpret_cast<const float*>(ctx.Dram(step.addend));
-      for (int64_t i = 0; i < step.m; ++i) {
-        float* row = out + i * step.out_row_stride;
-        const float* add = addend + i * step.addend_row_stride;
-        if (step.addend_first) {
-          for (int64_t j = 0; j < step.n; ++j) row[j] = add[j] + row[j];
-        } else {
-          for (int64_t j = 0; j < step.n; ++j) row[j] = row[j] + add[j];
-        }
-      }
+      addend = {reinterpret_cast<const float*>(ctx.Dram(step.addend)), step.addend_row_stride,
+                step.addend_first};
+    }
+    if (step.panel_width > 0) {
+      kernels::DirectGemmPanels(step.m, step.n, a, rows, b, step.ldb, step.panel_width,
+                                step.panel_stride, out, step.out_row_stride, step.accumulate,
+                                addend);
+    } else {
+      kernels::DirectGemm(step.m, step.n, a, rows, b, step.ldb, out, step.out_row_stride,
+                          step.accumulate, addend);
     }
     if (step.activation >= 0) {
       // The tile's own op on each row (through a row of scratch: kernels never alias).

@@ -60,6 +60,14 @@ DirectRows RowsOf(const Layout& l, bool uniform = false) {
   return rows;
 }
 
+/*! \brief A plain row-major A with k columns (the form a matmul passes). */
+DirectRows PlainRows(int64_t k) {
+  DirectRows rows;
+  rows.row_stride = k;
+  rows.depth = k;
+  return rows;
+}
+
 TEST(DirectGemmTest, FloatMatchesNaiveSumAcrossTileEdges) {
   std::mt19937 rng(11);
   for (int64_t m : {1, 5, 12, 13, 25, 64}) {
@@ -108,9 +116,7 @@ TEST(DirectGemmTest, FloatUniformRowStride) {
       for (int64_t p = 0; p < k; ++p) expected[i * n + j] += double{a[i * k + p]} * b[p * n + j];
     }
   }
-  DirectRows rows;
-  rows.row_stride = k;
-  rows.depth = k;
+  const DirectRows rows = PlainRows(k);
   DirectGemm(m, n, a.data(), rows, b.data(), n, c.data(), n, false);
   ExpectAllClose(c, expected, "uniform rows");
 }
@@ -132,9 +138,7 @@ TEST(DirectGemmTest, FloatOneVectorWideColumns) {
             }
           }
         }
-        DirectRows rows;
-        rows.row_stride = k;
-        rows.depth = k;
+        const DirectRows rows = PlainRows(k);
         DirectGemm(m, n, a.data(), rows, b.data(), n, c.data(), n, false);
         ExpectAllClose(
             c, expected,
@@ -161,9 +165,7 @@ TEST(DirectGemmTest, FloatPanelsMatchTheDenseColumnsBitForBit) {
             paneled[j / width * stride + p * width + j % width] = b[p * n + j];
           }
         }
-        DirectRows rows;
-        rows.row_stride = k;
-        rows.depth = k;
+        const DirectRows rows = PlainRows(k);
         for (bool accumulate : {false, true}) {
           std::vector<float> dense = RandomVector(m * n, &rng), split = dense;
           DirectGemm(m, n, a.data(), rows, b.data(), n, dense.data(), n, accumulate);
@@ -183,9 +185,7 @@ TEST(DirectGemmTest, FloatManyPanelsSharedOutAsWholePanelsKeepTheBits) {
   std::mt19937 rng(15);
   const int64_t m = 37, k = 768, n = 1100, panel = 64;
   const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
-  DirectRows rows;
-  rows.row_stride = k;
-  rows.depth = k;
+  const DirectRows rows = PlainRows(k);
   for (bool accumulate : {false, true}) {
     std::vector<float> whole = RandomVector(m * n, &rng), by_panel = whole;
     DirectGemm(m, n, a.data(), rows, b.data(), n, whole.data(), n, accumulate);
@@ -194,6 +194,51 @@ TEST(DirectGemmTest, FloatManyPanelsSharedOutAsWholePanelsKeepTheBits) {
                  n, accumulate);
     }
     EXPECT_EQ(whole, by_panel) << (accumulate ? "accumulating" : "");
+  }
+}
+
+TEST(DirectGemmTest, FloatAddendAsStoredMatchesTheAddAfterwardsBitForBit) {
+  // A bias row or a whole matrix, either operand order, after writing or accumulating, dense or
+  // in panels, with column tails narrower than a vector: the same floats as the product stored
+  // first and the add applied to it afterwards.
+  std::mt19937 rng(16);
+  const int64_t k = 53, width = 16;
+  for (int64_t m : {3, 29}) {
+    for (int64_t n : {16, 37, 80}) {
+      const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
+      const int64_t panels = (n + width - 1) / width, stride = k * width;
+      std::vector<float> paneled(panels * stride, 0.0f);
+      for (int64_t p = 0; p < k; ++p) {
+        for (int64_t j = 0; j < n; ++j)
+          paneled[j / width * stride + p * width + j % width] = b[p * n + j];
+      }
+      const DirectRows rows = PlainRows(k);
+      for (int64_t addend_stride : {int64_t{0}, n + 3}) {
+        const std::vector<float> add = RandomVector(m * (n + 3), &rng);
+        for (bool first : {false, true}) {
+          for (bool accumulate : {false, true}) {
+            std::vector<float> expected = RandomVector(m * n, &rng);
+            std::vector<float> fused = expected, fused_panels = expected;
+            DirectGemm(m, n, a.data(), rows, b.data(), n, expected.data(), n, accumulate);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                float& out = expected[i * n + j];
+                const float x = add[i * addend_stride + j];
+                out = first ? x + out : out + x;
+              }
+            }
+            const DirectAddend addend{add.data(), addend_stride, first};
+            DirectGemm(m, n, a.data(), rows, b.data(), n, fused.data(), n, accumulate, addend);
+            DirectGemmPanels(m, n, a.data(), rows, paneled.data(), width, width, stride,
+                             fused_panels.data(), n, accumulate, addend);
+            EXPECT_EQ(fused_panels, expected) << "panels m" << m << " n" << n;
+            EXPECT_EQ(fused, expected)
+                << "m" << m << " n" << n << " stride " << addend_stride << (first ? " first" : "")
+                << (accumulate ? " accumulating" : "");
+          }
+        }
+      }
+    }
   }
 }
 
