@@ -193,7 +193,8 @@ void ConvDirectNHWC(const float* input, const float* weight, float* out, const C
   const int64_t wp = SaturatingAdd(SaturatingAdd(g.in_w, p.padding[1]), p.padding[3]);
   int64_t* offsets = ConvScratch<int64_t>(1, static_cast<size_t>(pixels + taps));
   const float* src = input;
-  if (padded && !PaddedCopyFits(hp, wp, g.in_h, g.in_w, pixels, taps)) {
+  const bool gathered = padded && !PaddedCopyFits(hp, wp, g.in_h, g.in_w, pixels, taps);
+  if (gathered) {
     float* buffer = ConvScratch<float>(0, static_cast<size_t>(pixels * taps * c));
     GatherIm2col(input, g, p, buffer, offsets);
     src = buffer;
@@ -223,6 +224,20 @@ void ConvDirectNHWC(const float* input, const float* weight, float* out, const C
   rows.segment_offsets = offsets + pixels;
   rows.segments = taps;
   rows.depth = g.group_in;
+  // With one group, the taps along a kernel row lie next to each other (dilation 1: the next
+  // tap is the next pixel's channels) and gathered rows are whole runs, so a kernel row, or a
+  // whole gathered row, is one segment: the same products in the same order, in fewer, longer
+  // runs (a 16 x 16 patch embedding of 3 channels: 16 runs of 48 instead of 256 of 3).
+  if (p.groups == 1 && gathered) {
+    rows.segments = 1;
+    rows.depth = taps * c;
+  } else if (p.groups == 1 && p.dilation[1] == 1) {
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      offsets[pixels + kh] = offsets[pixels + kh * g.kernel_w];
+    }
+    rows.segments = g.kernel_h;
+    rows.depth = g.kernel_w * c;
+  }
   for (int64_t grp = 0; grp < p.groups; ++grp) {
     DirectGemm(pixels, g.group_out, src + grp * g.group_in, rows, weight + grp * g.group_out,
                g.out_channels, out + grp * g.group_out, g.out_channels, false);

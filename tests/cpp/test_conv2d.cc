@@ -177,6 +177,52 @@ TEST(Conv2dTest, NaNAndInfinityAsTvmIncludingPaddingTimesInfiniteWeights) {
   }
 }
 
+TEST(Conv2dTest, NhwcSumsEachOutputInTapOrderBitForBit) {
+  // The NHWC kernel reads a kernel row's taps (or a gathered row) as one run: the products must
+  // still be summed one multiply-add at a time in (kh, kw, ci) order, as per tap. Checked bit for
+  // bit against that chain of fused multiply-adds (the kernel's arithmetic on CPUs with FMA, as
+  // every AVX2 and AVX-512 one has): unpadded, padded through the copy, padded through the
+  // gathered rows, and dilated.
+  std::mt19937 rng(25);
+  const ConvCase cases[] = {
+      {1, 3, 32, 32, 20, 16, 16, {16, 16}, {0, 0, 0, 0}, {1, 1}, 1},
+      {1, 5, 9, 8, 17, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {1, 4, 2, 2, 16, 3, 3, {1, 1}, {40, 40, 40, 40}, {1, 1}, 1},
+      {1, 6, 9, 9, 16, 3, 2, {1, 2}, {1, 0, 2, 1}, {2, 1}, 1},
+      {1, 6, 9, 9, 16, 2, 3, {1, 1}, {0, 0, 0, 0}, {1, 2}, 1},
+  };
+  for (const ConvCase& c : cases) {
+    const Shape in_shape = DataShape(c.n, c.c_in, c.h, c.w, DataLayout::kNHWC);
+    const Shape w_shape = WeightShape(c, KernelLayout::kHWIO);
+    const Shape out_shape = DataShape(c.n, c.c_out, c.OutH(), c.OutW(), DataLayout::kNHWC);
+    const std::vector<float> in = RandomVector(NumElements(in_shape), &rng);
+    const std::vector<float> wt = RandomVector(NumElements(w_shape), &rng);
+    std::vector<float> out(NumElements(out_shape));
+    Conv2d(in.data(), in_shape, wt.data(), w_shape, out.data(), out_shape,
+           c.Params(DataLayout::kNHWC, KernelLayout::kHWIO));
+    for (int64_t oh = 0; oh < c.OutH(); ++oh) {
+      for (int64_t ow = 0; ow < c.OutW(); ++ow) {
+        for (int64_t o = 0; o < c.c_out; ++o) {
+          float acc = 0.0f;
+          for (int64_t ky = 0; ky < c.kh; ++ky) {
+            for (int64_t kx = 0; kx < c.kw; ++kx) {
+              const int64_t y = oh * c.strides[0] - c.padding[0] + ky * c.dilation[0];
+              const int64_t x = ow * c.strides[1] - c.padding[1] + kx * c.dilation[1];
+              const bool inside = y >= 0 && y < c.h && x >= 0 && x < c.w;
+              for (int64_t i = 0; i < c.c_in; ++i) {
+                const float v = inside ? in[DataIndex(in_shape, DataLayout::kNHWC, 0, i, y, x)] : 0;
+                acc = std::fma(v, wt[WeightIndex(w_shape, KernelLayout::kHWIO, o, i, ky, kx)], acc);
+              }
+            }
+          }
+          ASSERT_EQ(out[DataIndex(out_shape, DataLayout::kNHWC, 0, o, oh, ow)], acc)
+              << c.ToString() << " at " << oh << "," << ow << "," << o;
+        }
+      }
+    }
+  }
+}
+
 TEST(Conv2dTest, AttributesAtTheirLimitsAllocateOnlyTheWork) {
   // Padding, strides and dilation are valid up to 2^31 each. The padded copy of a 1-pixel input
   // padded by 2^31 on both sides was sized h_p * w_p * c (wrapping to 0: a wild write), or was
