@@ -411,6 +411,12 @@ void ConvU8S8(const T* input, int64_t zero_point, const int8_t* weight, const Su
   rows.segment_offsets = offsets.data() + pixels;
   rows.segments = taps;
   rows.depth = c4 / 4;
+  if (p.dilation[1] == 1) {
+    // A kernel row's taps are the next pixels' channels in the padded buffer: one run each.
+    for (int64_t ky = 0; ky < s.kh; ++ky) offsets[pixels + ky] = offsets[pixels + ky * s.kw];
+    rows.segments = s.kh;
+    rows.depth = s.kw * c4 / 4;
+  }
   const int64_t unsigned_zero_point = kUnsignedOffset<T> + zero_point;
   const uint8_t pad = static_cast<uint8_t>(unsigned_zero_point);
   // One group's pixels already lie c4 bytes apart (no channel padding, one group): a row's
