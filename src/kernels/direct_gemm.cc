@@ -298,7 +298,7 @@ struct DirectCall {
   bool accumulate;
   const DirectAddend* addend;  // float32 only, or nullptr
 
-  /*! \brief The addend from output row i and column j on, or nullptr. */
+  /*! \brief The addend from output row i and column j on; none without an addend. */
   std::optional<DirectAddend> AddendAt(int64_t i, int64_t j) const {
     if (addend == nullptr || addend->data == nullptr) return std::nullopt;
     return DirectAddend{addend->data + i * addend->row_stride + j, addend->row_stride,
@@ -378,8 +378,15 @@ void RunDirect(DirectCall<Ops> call) {
     call.tail_b = padded;
   }
   // A panel of B of about 256 KiB stays in the core's cache while every row block passes it.
-  const int64_t panel =
+  int64_t panel =
       std::max<int64_t>(2 * L, (int64_t{1} << 16) / std::max<int64_t>(k, 1) / (2 * L) * (2 * L));
+  // With several threads, narrower panels when that gives each thread whole panels: a split of
+  // the rows instead leaves every thread reading all of B and one of them a block more.
+  const int64_t wanted_panels = 4 * int64_t{MaxThreads()};
+  if (wanted_panels > 4 && (call.n + panel - 1) / panel < wanted_panels) {
+    const int64_t narrow = (call.n / wanted_panels) / (2 * L) * (2 * L);
+    if (narrow >= 2 * L) panel = narrow;
+  }
   const int64_t panels = (call.n + panel - 1) / panel;
   // Row blocks of near-equal height (64 rows: 11, 11, 11, 11, 10, 10 rather than 12 x 5 + 4),
   // so no block runs a short, latency-bound register tile; taller ones when a panel is one

@@ -179,21 +179,25 @@ TEST(DirectGemmTest, FloatPanelsMatchTheDenseColumnsBitForBit) {
   }
 }
 
-TEST(DirectGemmTest, FloatManyPanelsSharedOutAsWholePanelsKeepTheBits) {
+TEST(DirectGemmTest, FloatPanelsSharedOutAsWholePanelsKeepTheBits) {
   // k = 768 makes panels of 64 columns: 1,100 columns are 18 of them, which the threads take
-  // whole; each panel alone (one call per panel, its columns a slice of B) is the reference.
+  // whole. k = 256 makes 3 panels of 256 of 768 columns, which several threads narrow to 96 to
+  // take whole. Column slices of 32 (one call per slice, its columns a slice of B) are the
+  // reference: a column's sum runs over k in the same order whatever the panels.
   std::mt19937 rng(15);
-  const int64_t m = 37, k = 768, n = 1100, panel = 64;
-  const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
-  const DirectRows rows = PlainRows(k);
-  for (bool accumulate : {false, true}) {
-    std::vector<float> whole = RandomVector(m * n, &rng), by_panel = whole;
-    DirectGemm(m, n, a.data(), rows, b.data(), n, whole.data(), n, accumulate);
-    for (int64_t j0 = 0; j0 < n; j0 += panel) {
-      DirectGemm(m, std::min(panel, n - j0), a.data(), rows, b.data() + j0, n, by_panel.data() + j0,
-                 n, accumulate);
+  const int64_t m = 37, slice = 32;
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{768, 1100}, {256, 768}}) {
+    const std::vector<float> a = RandomVector(m * k, &rng), b = RandomVector(k * n, &rng);
+    const DirectRows rows = PlainRows(k);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> whole = RandomVector(m * n, &rng), by_slice = whole;
+      DirectGemm(m, n, a.data(), rows, b.data(), n, whole.data(), n, accumulate);
+      for (int64_t j0 = 0; j0 < n; j0 += slice) {
+        DirectGemm(m, std::min(slice, n - j0), a.data(), rows, b.data() + j0, n,
+                   by_slice.data() + j0, n, accumulate);
+      }
+      EXPECT_EQ(whole, by_slice) << "k " << k << " n " << n << (accumulate ? " accumulating" : "");
     }
-    EXPECT_EQ(whole, by_panel) << (accumulate ? "accumulating" : "");
   }
 }
 
