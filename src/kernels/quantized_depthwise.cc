@@ -279,8 +279,12 @@ class DepthwiseRows {
 
   /*! \brief Output rows [begin, end) of (image, output row). */
   void Run(int64_t begin, int64_t end) const {
-    std::vector<const T*> tap_in(s_.kh * s_.kw);
-    std::vector<const int32_t*> tap_w(s_.kh * s_.kw);
+    // Per thread and kept: a run's heap allocations cost more than a small layer's arithmetic
+    // once the process's heap is fragmented.
+    thread_local std::vector<const T*> tap_in;
+    thread_local std::vector<const int32_t*> tap_w;
+    tap_in.resize(static_cast<size_t>(s_.kh * s_.kw));
+    tap_w.resize(static_cast<size_t>(s_.kh * s_.kw));
     const int64_t sw = p_.strides[1], dw = p_.dilation[1];
     // Output columns whose kernel_w taps all fall inside the input row.
     const int64_t interior_begin = std::min(s_.ow, (p_.padding[1] + sw - 1) / sw);
@@ -356,8 +360,9 @@ void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t
   const DepthwiseShape s{in_shape[0],     in_shape[1],     in_shape[2],  in_shape[3],
                          weight_shape[0], weight_shape[1], out_shape[1], out_shape[2]};
   // The weights widened once to int32, tap-major with the channels contiguous (HWIO [kh, kw, 1,
-  // C] as it lies).
-  std::vector<int32_t> weight32(weight, weight + s.kh * s.kw * s.channels);
+  // C] as it lies), into this thread's buffer (the workers only read it while it waits).
+  thread_local std::vector<int32_t> weight32;
+  weight32.assign(weight, weight + s.kh * s.kw * s.channels);
   auto run = [&](const T* data, const DepthwiseShape& shape, const Conv2dParams& params) {
     const DepthwiseRows<T> rows(data, zero_point, weight32.data(), to, shape, params, portable);
     const int64_t row_work = std::max<int64_t>(s.ow * s.channels * s.kh * s.kw, 1);
