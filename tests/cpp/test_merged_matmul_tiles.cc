@@ -75,14 +75,18 @@ std::vector<std::vector<MergedMatmulTiles::Step>> MergedChains(const Emulator& e
 
 TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
   for (bool transposed : {false, true}) {
-    for (const std::string epilogue : {"bias", "bias first", "none", "bias relu", "bias clip"}) {
+    for (const std::string epilogue :
+         {"bias", "bias first", "none", "bias relu", "bias clip", "bias relu, 1400 rows"}) {
       SCOPED_TRACE(epilogue + (transposed ? ", transposed weight" : ""));
-      const Graph graph = ParseGraph(Linear(50, 192, 96, transposed, epilogue));
+      // 1,400 rows: the activation's rows are shared out among the threads.
+      const int64_t rows = epilogue == "bias relu, 1400 rows" ? 1400 : 50;
+      const Graph graph =
+          ParseGraph(Linear(rows, 192, 96, transposed, epilogue.substr(0, epilogue.find(','))));
       // Forwarding off moves every byte through L1 tile by tile, as the NPU does: the reference
       // for the bits (the helper compares both, and both with the untiled evaluation).
       test_util::ExpectTiledRunsMatchUntiled(
           graph, {NPUConfig(), SmallL1()}, 7, 1e-4,
-          [&epilogue](const Program& program, const NPUConfig& config) {
+          [&epilogue, rows](const Program& program, const NPUConfig& config) {
             // A 16 KB L1 splits the reduction: partial sums are no chain of their own.
             if (config.l1_sram_kb == NPUConfig().l1_sram_kb) {
               // The tiles stack over the rows and sit side by side over the columns, their
@@ -91,11 +95,12 @@ TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
               ASSERT_EQ(chains.size(), 1u);
               ASSERT_EQ(chains[0].size(), 1u);
               const MergedMatmulTiles::Step& step = chains[0][0];
-              EXPECT_EQ(step.m, 50);
+              EXPECT_EQ(step.m, rows);
               EXPECT_EQ(step.n, 96);
               EXPECT_GT(step.panel_width, 0);
               EXPECT_LT(step.panel_width, 96);
-              EXPECT_EQ(step.activation >= 0, epilogue == "bias relu" || epilogue == "bias clip");
+              EXPECT_EQ(step.activation >= 0,
+                        epilogue != "bias" && epilogue != "bias first" && epilogue != "none");
             }
             EXPECT_TRUE(MergedChains(Emulator(program, EmulatorOptions{false})).empty());
           });
