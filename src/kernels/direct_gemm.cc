@@ -190,7 +190,7 @@ constexpr int kChains = Ops::kExactSums && MR * NV < 4 ? 4 / (MR * NV) : 1;
  * ldb apart), vector v of them at b + v * kLanes, or with kPanels (the vectors in different panels
  * of B) at b + v * panel_step.
  */
-template <class Ops, int MR, int NV, bool kPanels>
+template <class Ops, int MR, int NV, bool kPanels, bool kUniformRows = false>
 void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
                const typename Ops::B* b, int64_t ldb, int64_t panel_step, typename Ops::C* c,
                int64_t ldc, bool accumulate, const DirectAddend* addend) {
@@ -203,27 +203,43 @@ void MicroTile(const typename Ops::A* const* rows, const DirectRows& shape,
       for (int v = 0; v < NV; ++v) acc[h][i][v] = Ops::Zero();
     }
   }
-  // Reduction step p of the chain h: acc[h] += A[:, p] * B[p, :].
+  // Reduction step p of the chain h: acc[h] += A[:, p] * B[p, :], row i of A at row(i) + p.
   const int64_t vector_step = kPanels ? panel_step : L;
-  auto step = [&](int h, const typename Ops::A* const* ap, const typename Ops::B* bp, int64_t p) {
+  auto step = [&](int h, const auto& row, const typename Ops::B* bp, int64_t p) {
     typename Ops::Operand bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = Ops::Load(bp + v * vector_step);
     for (int i = 0; i < MR; ++i) {
-      const typename Ops::Operand x = Ops::Broadcast(ap[i] + p);
+      const typename Ops::Operand x = Ops::Broadcast(row(i) + p);
       for (int v = 0; v < NV; ++v) acc[h][i][v] = Ops::MulAdd(acc[h][i][v], x, bv[v]);
     }
   };
-  for (int64_t s = 0; s < shape.segments; ++s) {
-    const int64_t segment = shape.segment_offsets ? shape.segment_offsets[s] : 0;
-    const typename Ops::A* ap[MR];
-    for (int i = 0; i < MR; ++i) ap[i] = rows[i] + segment;
-    const typename Ops::B* bp = b + s * shape.depth * ldb;
+  auto segment_steps = [&](const auto& row, const typename Ops::B* bp) {
     int64_t p = 0;
     for (; p + K <= shape.depth; p += K) {
-      for (int h = 0; h < K; ++h) step(h, ap, bp + h * ldb, p + h);
+      for (int h = 0; h < K; ++h) step(h, row, bp + h * ldb, p + h);
       bp += K * ldb;
     }
-    for (; p < shape.depth; ++p, bp += ldb) step(0, ap, bp, p);
+    for (; p < shape.depth; ++p, bp += ldb) step(0, row, bp, p);
+  };
+  for (int64_t s = 0; s < shape.segments; ++s) {
+    const int64_t segment = shape.segment_offsets ? shape.segment_offsets[s] : 0;
+    const typename Ops::B* bp = b + s * shape.depth * ldb;
+    if constexpr (kUniformRows) {
+      // Rows equally far apart: one base pointer per four rows and the three distances from it,
+      // where a pointer per row would not fit in the integer registers and be reloaded from the
+      // stack at every step (a load slot per multiply-add already goes to the broadcasts).
+      static_assert(MR >= 2, "a spacing needs two rows");
+      constexpr int kGroups = (MR + 3) / 4;
+      const int64_t rs = rows[1] - rows[0];
+      const typename Ops::A* base[kGroups];
+      for (int g = 0; g < kGroups; ++g) base[g] = rows[4 * g] + segment;
+      const int64_t offset[4] = {0, rs, 2 * rs, 3 * rs};
+      segment_steps([&](int i) { return base[i / 4] + offset[i % 4]; }, bp);
+    } else {
+      const typename Ops::A* ap[MR];
+      for (int i = 0; i < MR; ++i) ap[i] = rows[i] + segment;
+      segment_steps([&](int i) { return ap[i]; }, bp);
+    }
   }
   if constexpr (K > 1) {
     for (int h = 1; h < K; ++h) {
@@ -265,10 +281,16 @@ constexpr std::array<MicroTileFn<Ops>, sizeof...(I)> MicroTiles(std::index_seque
   return {&MicroTile<Ops, static_cast<int>(I) + 1, NV, kPanels>...};
 }
 
+/*! \brief The register tile for `rows` rows; a full-height block whose rows lie equally far
+ * apart (a matrix, a convolution's pixels along an output row) addresses them from a few base
+ * pointers. */
 template <class Ops, int NV, bool kPanels = false>
-MicroTileFn<Ops> SelectTile(int rows) {
+MicroTileFn<Ops> SelectTile(int rows, bool equally_spaced) {
   static constexpr auto table = MicroTiles<Ops, NV, kPanels>(
       std::make_index_sequence<static_cast<size_t>(kTileRows<Ops, NV>)>());
+  if (equally_spaced && rows == kTileRows<Ops, NV>) {
+    return &MicroTile<Ops, kTileRows<Ops, NV>, NV, kPanels, true>;
+  }
   return table[rows - 1];
 }
 
@@ -323,6 +345,10 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
   for (int i = 0; i < mr; ++i) {
     rp[i] = call.a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
   }
+  bool equally_spaced = mr > 1;
+  for (int i = 2; i < mr && equally_spaced; ++i) {
+    equally_spaced = rp[i] - rp[i - 1] == rp[1] - rp[0];
+  }
   C* crow = call.c + i0 * call.ldc;
   const int64_t whole = std::min(j1, call.full);
   int64_t j = j0;
@@ -330,18 +356,20 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
     const typename Ops::B* b = call.Column(j);
     const int64_t step = call.Column(j + L) - b;
     const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
-    (step == L ? SelectTile<Ops, 2>(mr) : SelectTile<Ops, 2, true>(mr))(
-        rp, rows, b, call.ldb, step, crow + j, call.ldc, call.accumulate,
-        addend ? &*addend : nullptr);
+    (step == L ? SelectTile<Ops, 2>(mr, equally_spaced)
+               : SelectTile<Ops, 2, true>(mr, equally_spaced))(rp, rows, b, call.ldb, step,
+                                                               crow + j, call.ldc, call.accumulate,
+                                                               addend ? &*addend : nullptr);
   }
+  const MicroTileFn<Ops> narrow = SelectTile<Ops, 1>(mr, equally_spaced);
   for (; j + L <= whole; j += L) {
     const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
-    SelectTile<Ops, 1>(mr)(rp, rows, call.Column(j), call.ldb, L, crow + j, call.ldc,
-                           call.accumulate, addend ? &*addend : nullptr);
+    narrow(rp, rows, call.Column(j), call.ldb, L, crow + j, call.ldc, call.accumulate,
+           addend ? &*addend : nullptr);
   }
   if (j < j1) {
     C tile[Ops::kNarrowMR * L];
-    SelectTile<Ops, 1>(mr)(rp, rows, call.tail_b, L, L, tile, L, false, nullptr);
+    narrow(rp, rows, call.tail_b, L, L, tile, L, false, nullptr);
     const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
     for (int i = 0; i < mr; ++i) {
       for (int64_t q = 0; q < j1 - j; ++q) {

@@ -149,6 +149,52 @@ TEST(DirectGemmTest, FloatOneVectorWideColumns) {
   }
 }
 
+/*! \brief One-vector columns over full row blocks read equally spaced rows through a few base
+ * pointers: the same logical rows scattered (a pointer each), equally spaced through the offset
+ * table (a convolution's pixels) and a uniform stride give the same bits, blocks that cross a
+ * change of spacing included. */
+TEST(DirectGemmTest, FloatEquallySpacedRowsKeepTheBitsOfScatteredOnes) {
+  std::mt19937 rng(16);
+  for (int64_t segments : {1, 3}) {
+    for (int64_t m : {16, 32, 45}) {
+      for (int64_t n : {16, 31}) {
+        const int64_t depth = 37;
+        Layout scattered = MakeLayout(m, segments, depth, &rng);
+        Layout spaced = scattered;
+        MakeUniform(&spaced);
+        // A second spacing from row 20 on (a block of 16 that crosses it is not equally spaced).
+        Layout stepped = spaced;
+        for (int64_t r = 20; r < m; ++r) stepped.row_offsets[r] += 5;
+        stepped.size = spaced.size + 5;
+        const std::vector<float> logical = RandomVector(m * segments * depth, &rng);
+        const std::vector<float> b = RandomVector(segments * depth * n, &rng);
+        auto place = [&](const Layout& l) {
+          std::vector<float> a(l.size + 8, std::numeric_limits<float>::quiet_NaN());
+          for (int64_t r = 0; r < m; ++r) {
+            for (int64_t s = 0; s < segments; ++s) {
+              std::copy_n(logical.begin() + (r * segments + s) * depth, depth,
+                          a.begin() + l.row_offsets[r] + l.segment_offsets[s]);
+            }
+          }
+          return a;
+        };
+        auto run = [&](const Layout& l, bool uniform) {
+          const std::vector<float> a = place(l);
+          std::vector<float> c(m * n);
+          DirectGemm(m, n, a.data(), RowsOf(l, uniform), b.data(), n, c.data(), n, false);
+          return c;
+        };
+        const std::vector<float> reference = run(scattered, false);
+        const std::string where = "m" + std::to_string(m) + " n" + std::to_string(n) +
+                                  " segments " + std::to_string(segments);
+        EXPECT_EQ(run(spaced, false), reference) << where << ", equally spaced offsets";
+        EXPECT_EQ(run(spaced, true), reference) << where << ", uniform stride";
+        EXPECT_EQ(run(stepped, false), reference) << where << ", two spacings";
+      }
+    }
+  }
+}
+
 /*! \brief B in panels (matrix-engine weight tiles arranged one after another, with a gap) gives
  * the bits of the same columns side by side, accumulating or not, with a partial last panel. */
 TEST(DirectGemmTest, FloatPanelsMatchTheDenseColumnsBitForBit) {
