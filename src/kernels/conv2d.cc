@@ -200,12 +200,17 @@ void ConvDirectNHWC(const float* input, const float* weight, float* out, const C
     src = buffer;
   } else {
     if (padded) {
+      // Zeros written only where the padding is (the rows above and below, each row's ends).
       float* buffer = ConvScratch<float>(0, static_cast<size_t>(hp * wp * c));
-      std::fill(buffer, buffer + hp * wp * c, 0.0f);
+      const int64_t row = wp * c, left = p.padding[1] * c, right = p.padding[3] * c;
+      std::fill_n(buffer, p.padding[0] * row, 0.0f);
       for (int64_t h = 0; h < g.in_h; ++h) {
-        std::copy(input + h * g.in_w * c, input + (h + 1) * g.in_w * c,
-                  buffer + ((h + p.padding[0]) * wp + p.padding[1]) * c);
+        float* dst = buffer + (h + p.padding[0]) * row;
+        std::fill_n(dst, left, 0.0f);
+        std::copy_n(input + h * g.in_w * c, g.in_w * c, dst + left);
+        std::fill_n(dst + left + g.in_w * c, right, 0.0f);
       }
+      std::fill_n(buffer + (p.padding[0] + g.in_h) * row, p.padding[2] * row, 0.0f);
       src = buffer;
     }
     for (int64_t oh = 0; oh < g.out_h; ++oh) {
