@@ -279,8 +279,7 @@ class DepthwiseRows {
 
   /*! \brief Output rows [begin, end) of (image, output row). */
   void Run(int64_t begin, int64_t end) const {
-    // Per thread and kept: a run's heap allocations cost more than a small layer's arithmetic
-    // once the process's heap is fragmented.
+    // Per thread and kept between calls: no heap allocation per row range.
     thread_local std::vector<const T*> tap_in;
     thread_local std::vector<const int32_t*> tap_w;
     tap_in.resize(static_cast<size_t>(s_.kh * s_.kw));
