@@ -345,8 +345,9 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
   for (int i = 0; i < mr; ++i) {
     rp[i] = call.a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
   }
+  // A matrix's rows are equally spaced; a convolution's gathered rows are along an output row.
   bool equally_spaced = mr > 1;
-  for (int i = 2; i < mr && equally_spaced; ++i) {
+  for (int i = 2; rows.row_offsets != nullptr && i < mr && equally_spaced; ++i) {
     equally_spaced = rp[i] - rp[i - 1] == rp[1] - rp[0];
   }
   C* crow = call.c + i0 * call.ldc;
@@ -411,7 +412,7 @@ void RunDirect(DirectCall<Ops> call) {
   // With several threads, narrower panels when that gives each thread whole panels: a split of
   // the rows instead leaves every thread reading all of B and one of them a block more.
   const int64_t wanted_panels = 4 * int64_t{MaxThreads()};
-  if (wanted_panels > 4 && (call.n + panel - 1) / panel < wanted_panels) {
+  if (MaxThreads() > 1 && (call.n + panel - 1) / panel < wanted_panels) {
     const int64_t narrow = (call.n / wanted_panels) / (2 * L) * (2 * L);
     if (narrow >= 2 * L) panel = narrow;
   }

@@ -372,11 +372,12 @@ void RunMergedMatmulChain(const RunContext& ctx,
       // Rows shared out like the GEMM's (a hand-off only for 64 Ki elements or more).
       const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(step.n, 1));
       kernels::ParallelFor(step.m, grain, [&](int64_t begin, int64_t end) {
-        std::vector<float> scratch(step.n);
+        thread_local std::vector<float> scratch;
+        if (scratch.size() < static_cast<size_t>(step.n)) scratch.resize(step.n);
         for (int64_t i = begin; i < end; ++i) {
           float* row = out + i * step.out_row_stride;
           RunOp(op, activation.attrs, {OperandF32{row, &row_shape}}, scratch.data(), row_shape);
-          std::copy(scratch.begin(), scratch.end(), row);
+          std::copy_n(scratch.data(), step.n, row);
         }
       });
     }

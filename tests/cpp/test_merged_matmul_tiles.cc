@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/compiler.h"
@@ -75,18 +76,19 @@ std::vector<std::vector<MergedMatmulTiles::Step>> MergedChains(const Emulator& e
 
 TEST(MergedMatmulTilesTest, LinearLayerTilesRunTogetherWithTheSameBits) {
   for (bool transposed : {false, true}) {
-    for (const std::string epilogue :
-         {"bias", "bias first", "none", "bias relu", "bias clip", "bias relu, 1400 rows"}) {
-      SCOPED_TRACE(epilogue + (transposed ? ", transposed weight" : ""));
-      // 1,400 rows: the activation's rows are shared out among the threads.
-      const int64_t rows = epilogue == "bias relu, 1400 rows" ? 1400 : 50;
-      const Graph graph =
-          ParseGraph(Linear(rows, 192, 96, transposed, epilogue.substr(0, epilogue.find(','))));
+    // 1,400 rows: the activation's rows are shared out among the threads.
+    const std::vector<std::pair<std::string, int64_t>> cases = {
+        {"bias", 50},      {"bias first", 50}, {"none", 50},
+        {"bias relu", 50}, {"bias clip", 50},  {"bias relu", 1400}};
+    for (const auto& [epilogue, rows] : cases) {
+      SCOPED_TRACE(epilogue + ", " + std::to_string(rows) + " rows" +
+                   (transposed ? ", transposed weight" : ""));
+      const Graph graph = ParseGraph(Linear(rows, 192, 96, transposed, epilogue));
       // Forwarding off moves every byte through L1 tile by tile, as the NPU does: the reference
       // for the bits (the helper compares both, and both with the untiled evaluation).
       test_util::ExpectTiledRunsMatchUntiled(
           graph, {NPUConfig(), SmallL1()}, 7, 1e-4,
-          [&epilogue, rows](const Program& program, const NPUConfig& config) {
+          [&epilogue = epilogue, rows = rows](const Program& program, const NPUConfig& config) {
             // A 16 KB L1 splits the reduction: partial sums are no chain of their own.
             if (config.l1_sram_kb == NPUConfig().l1_sram_kb) {
               // The tiles stack over the rows and sit side by side over the columns, their
