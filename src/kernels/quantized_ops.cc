@@ -42,18 +42,21 @@ struct Float32BinaryOp {
   }
 };
 
-/*! \brief TFLite's MUL: the integer product rescaled by MultiplyByQuantizedMultiplier. */
+/*! \brief TFLite's MUL: the integer product rescaled by MultiplyByQuantizedMultiplier. The
+ * multiplier is checked once (CheckTfliteMultipliers) for the inline, in-range multiply, which
+ * lets the row loops vectorise. */
 struct TfliteMultiplyOp {
   const QuantizedBinaryParams& p;
   float operator()(float a, float b) const {
     const int64_t product =
         (static_cast<int64_t>(a) - p.lhs_zero_point) * (static_cast<int64_t>(b) - p.rhs_zero_point);
-    return static_cast<float>(Clamp(tflite::MultiplyByQuantizedMultiplier(product, p.lhs), p.out));
+    return static_cast<float>(
+        Clamp(tflite::MultiplyByQuantizedMultiplierInRange(product, p.lhs.m0, p.lhs.shift), p.out));
   }
 };
 
 /*! \brief TFLite's ADD: both inputs 20 bits up, each rescaled, the sum rescaled (all rounded).
- * The multipliers are checked once (CheckTfliteAdd) for the inline, in-range multiply. */
+ * The multipliers are checked once (CheckTfliteMultipliers) for the inline, in-range multiply. */
 struct TfliteAddOp {
   const QuantizedBinaryParams& p;
   float operator()(float a, float b) const {
@@ -68,10 +71,14 @@ struct TfliteAddOp {
   }
 };
 
-void CheckTfliteAdd(const QuantizedBinaryParams& p) {
-  for (const FixedPointMultiplier* m : {&p.lhs, &p.rhs, &p.output}) {
-    TVM_FFI_ICHECK(tflite::InMultiplierRange(m->m0, m->shift))
-        << "multiplier " << m->m0 << " * 2^-" << m->shift << " is outside TFLite's range";
+/*! \brief The multipliers TFLite's ADD (three) or MUL (one) rescales with are in range. */
+void CheckTfliteMultipliers(const QuantizedBinaryParams& p) {
+  const FixedPointMultiplier* multipliers[] = {&p.lhs, &p.rhs, &p.output};
+  const int used = p.kind == QuantizedBinaryKind::kAdd ? 3 : 1;
+  for (int i = 0; i < used; ++i) {
+    const FixedPointMultiplier& m = *multipliers[i];
+    TVM_FFI_ICHECK(tflite::InMultiplierRange(m.m0, m.shift))
+        << "multiplier " << m.m0 << " * 2^-" << m.shift << " is outside TFLite's range";
   }
 }
 
@@ -259,11 +266,11 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
     }
     return;
   }
+  CheckTfliteMultipliers(p);
   if (p.kind == QuantizedBinaryKind::kMultiply) {
     BinaryAll(TfliteMultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
     return;
   }
-  CheckTfliteAdd(p);
   if (lhs_shape == out_shape && rhs_shape == out_shape && TfliteAddFitsInt32Lanes(p)) {
     // The residual adds of CNNs.
     const int64_t size = NumElements(out_shape);

@@ -201,7 +201,8 @@ void RunDma(const RunContext& ctx, int64_t command) {
  * int32 / int64 (astype's inputs) rounded to nearest even, as LLVM's sitofp in TVM's build.
  */
 void Widen(const uint8_t* base, DType dtype, int64_t size, std::vector<float>* out) {
-  out->resize(size);
+  // Grown, never shrunk: a buffer kept between tiles is neither reallocated nor zero-filled.
+  if (out->size() < static_cast<size_t>(size)) out->resize(static_cast<size_t>(size));
   switch (dtype) {
     case DType::kFloat16:
       kernels::HalfToFloat(reinterpret_cast<const uint16_t*>(base), out->data(), size);
@@ -501,8 +502,9 @@ void RunCompute(const RunContext& ctx, int64_t command) {
     RunQuantizedStep(node, compute, zero_point, tiles, output, packs, &to);
     return;
   }
-  std::vector<std::vector<float>> widened;  // only for float16 / integer tiles
-  // Per-thread and reused: a tile's compute allocates nothing on the common paths.
+  // Per-thread and reused: a tile's compute allocates nothing on the common paths (widened: the
+  // float16 / integer tiles as float32, one buffer per operand).
+  thread_local std::vector<std::vector<float>> widened;
   thread_local std::vector<OperandF32> inputs;
   inputs.clear();
   bool aliased = false;
@@ -517,7 +519,7 @@ void RunCompute(const RunContext& ctx, int64_t command) {
                (tile.dtype == DType::kInt64 && node.op != OpKind::kCast)) {
       inputs.push_back(OperandF32{reinterpret_cast<const float*>(base), &tile.shape});
     } else {
-      widened.resize(compute.inputs.size());
+      if (widened.size() < compute.inputs.size()) widened.resize(compute.inputs.size());
       Widen(base, tile.dtype, kernels::NumElements(tile.shape), &widened[i]);
       inputs.push_back(OperandF32{widened[i].data(), &tile.shape});
     }

@@ -366,6 +366,41 @@ TEST(TfliteArithmeticTest, QnnOpsInTfliteRoundingFollowTheKernels) {
   }
 }
 
+TEST(TfliteArithmeticTest, MultiplyOfEqualAndBroadcastShapesFollowsTheKernel) {
+  // The rows of equal shapes, of a per-channel scale ([1, 6, 7, 37] x [1, 1, 1, 37], a
+  // squeeze-excite) and of a scalar, against the naive double rounding of the offset product,
+  // over random scales (multipliers below and above 1) and zero points.
+  std::mt19937 rng(21);
+  std::uniform_int_distribution<int> value(-128, 127);
+  std::uniform_real_distribution<float> scale(0.001f, 0.3f);
+  const Shape shape = {1, 6, 7, 37}, channels = {1, 1, 1, 37}, scalar = {1};
+  const int64_t size = NumElements(shape);
+  std::vector<float> a(size), b(size), y(size);
+  for (int trial = 0; trial < 40; ++trial) {
+    for (int64_t i = 0; i < size; ++i) {
+      a[i] = static_cast<float>(value(rng));
+      b[i] = static_cast<float>(value(rng));
+    }
+    const float sa = scale(rng), sb = scale(rng), so = trial % 4 == 0 ? 0.0005f : scale(rng);
+    const int64_t za = value(rng), zb = value(rng);
+    const QuantizedOutput out{value(rng), -128 + trial, 127};
+    const QuantizedBinaryParams mul = MakeQuantizedBinaryParams(
+        QuantizedBinaryKind::kMultiply, sa, za, sb, zb, so, out, Rounding::kTflite);
+    for (const Shape& rhs_shape : {shape, channels, scalar}) {
+      QuantizedBinary(a.data(), shape, b.data(), rhs_shape, y.data(), shape, mul);
+      const int64_t rhs_size = NumElements(rhs_shape);
+      for (int64_t i = 0; i < size; ++i) {
+        const int64_t product =
+            (static_cast<int64_t>(a[i]) - za) * (static_cast<int64_t>(b[i % rhs_size]) - zb);
+        const float expected = static_cast<float>(std::clamp<int64_t>(
+            NaiveMultiply(product, mul.lhs) + out.zero_point, out.min, out.max));
+        ASSERT_EQ(y[i], expected) << "trial " << trial << ", rhs of " << rhs_size
+                                  << " elements, element " << i;
+      }
+    }
+  }
+}
+
 TEST(TfliteArithmeticTest, AddOfEqualShapesAndBroadcastAddFollowTheKernel) {
   // Equal shapes take the vector row (sixteen int32 lanes, a masked tail), others the element-wise
   // op: both against the naive double rounding, over random scales and zero points.
