@@ -11,6 +11,7 @@
 #include <cmath>
 #include <tuple>
 
+
 #include "kernels/broadcast.h"
 #include "kernels/parallel.h"
 #include "kernels/qdq_float32.h"
@@ -42,16 +43,29 @@ struct Float32BinaryOp {
   }
 };
 
-/*! \brief TFLite's MUL: the integer product rescaled by MultiplyByQuantizedMultiplier. The
- * multiplier is checked once (CheckTfliteMultipliers) for the inline, in-range multiply, which
- * lets the row loops vectorise. */
+/*! \brief TFLite's MUL: the integer product rescaled by MultiplyByQuantizedMultiplier, on int32
+ * values as TFLite computes it (the operands are 8- or 16-bit integers less their zero points;
+ * the rescale reads the product's low 32 bits either way). The multiplier is checked once
+ * (CheckTfliteMultipliers), so the row loops vectorise on sixteen int32 lanes. */
 struct TfliteMultiplyOp {
-  const QuantizedBinaryParams& p;
+  int32_t lhs_zero_point, rhs_zero_point, m0, left_shift, right_shift, zero_point, min, max;
+
+  explicit TfliteMultiplyOp(const QuantizedBinaryParams& p)
+      : lhs_zero_point(static_cast<int32_t>(p.lhs_zero_point)),
+        rhs_zero_point(static_cast<int32_t>(p.rhs_zero_point)),
+        m0(static_cast<int32_t>(p.lhs.m0)),
+        left_shift(static_cast<int32_t>(p.lhs.shift < 31 ? 31 - p.lhs.shift : 0)),
+        right_shift(static_cast<int32_t>(p.lhs.shift > 31 ? p.lhs.shift - 31 : 0)),
+        zero_point(static_cast<int32_t>(p.out.zero_point)),
+        min(static_cast<int32_t>(p.out.min)),
+        max(static_cast<int32_t>(p.out.max)) {}
+
   float operator()(float a, float b) const {
-    const int64_t product =
-        (static_cast<int64_t>(a) - p.lhs_zero_point) * (static_cast<int64_t>(b) - p.rhs_zero_point);
-    return static_cast<float>(
-        Clamp(tflite::MultiplyByQuantizedMultiplierInRange(product, p.lhs.m0, p.lhs.shift), p.out));
+    const uint32_t product = static_cast<uint32_t>(static_cast<int32_t>(a) - lhs_zero_point) *
+                             static_cast<uint32_t>(static_cast<int32_t>(b) - rhs_zero_point);
+    const int32_t scaled =
+        tflite::DoubleRounding(static_cast<int32_t>(product), left_shift, m0, right_shift);
+    return static_cast<float>(std::clamp(zero_point + scaled, min, max));
   }
 };
 
@@ -75,11 +89,7 @@ struct TfliteAddOp {
 void CheckTfliteMultipliers(const QuantizedBinaryParams& p) {
   const FixedPointMultiplier* multipliers[] = {&p.lhs, &p.rhs, &p.output};
   const int used = p.kind == QuantizedBinaryKind::kAdd ? 3 : 1;
-  for (int i = 0; i < used; ++i) {
-    const FixedPointMultiplier& m = *multipliers[i];
-    TVM_FFI_ICHECK(tflite::InMultiplierRange(m.m0, m.shift))
-        << "multiplier " << m.m0 << " * 2^-" << m.shift << " is outside TFLite's range";
-  }
+  for (int i = 0; i < used; ++i) tflite::CheckInMultiplierRange(*multipliers[i]);
 }
 
 /*! \brief Whether every multiplier of TFLite's ADD is below 1 (right shifts only), as TFLite's
@@ -186,11 +196,14 @@ bool IsIdentity(const RequantizeParams& p, int64_t lo, int64_t hi) {
 
 void Requantize(const float* x, int64_t size, const RequantizeParams& p, float* out) {
   if (p.rounding == Rounding::kTflite) {
+    // The multiplier checked once, then the inline rescale: the loop vectorises.
+    const FixedPointMultiplier& m = p.multiplier;
+    tflite::CheckInMultiplierRange(m);
     ParallelFor(size, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t value = static_cast<int64_t>(x[i]) - p.input_zero_point;
         out[i] = static_cast<float>(
-            Clamp(tflite::MultiplyByQuantizedMultiplier(value, p.multiplier), p.out));
+            Clamp(tflite::MultiplyByQuantizedMultiplierInRange(value, m.m0, m.shift), p.out));
       }
     });
     return;
@@ -268,7 +281,7 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
   }
   CheckTfliteMultipliers(p);
   if (p.kind == QuantizedBinaryKind::kMultiply) {
-    BinaryAll(TfliteMultiplyOp{p}, lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
+    BinaryAll(TfliteMultiplyOp(p), lhs, lhs_shape, rhs, rhs_shape, out, out_shape);
     return;
   }
   if (lhs_shape == out_shape && rhs_shape == out_shape && TfliteAddFitsInt32Lanes(p)) {
@@ -284,7 +297,25 @@ void QuantizedBinary(const float* lhs, const Shape& lhs_shape, const float* rhs,
 
 void ApplyLookupTable(const float* x, int64_t size, const LookupTable& table, float* out) {
   const int64_t entries = static_cast<int64_t>(table.values.size());
-  for (int64_t i = 0; i < size; ++i) {
+  int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  // Sixteen lookups at a time, each index clamped into the table (nothing past it is read) and
+  // any that was outside it noted; the loop below then reports the first.
+  const __m512i offset = _mm512_set1_epi32(static_cast<int32_t>(table.index_offset));
+  const __m512i last = _mm512_set1_epi32(static_cast<int32_t>(entries - 1));
+  __mmask16 outside = 0;
+  for (; i + 16 <= size && entries > 0; i += 16) {
+    // maskz / mask forms: GCC 12 warns about the undefined register in the plain intrinsics.
+    const __m512i index =
+        _mm512_sub_epi32(_mm512_maskz_cvttps_epi32(kAll16, _mm512_loadu_ps(x + i)), offset);
+    outside |= _mm512_cmpgt_epu32_mask(index, last);
+    _mm512_storeu_ps(out + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), kAll16,
+                                                       _mm512_maskz_min_epu32(kAll16, index, last),
+                                                       table.values.data(), sizeof(float)));
+  }
+  if (outside != 0) i = 0;
+#endif
+  for (; i < size; ++i) {
     const int64_t index = static_cast<int64_t>(x[i]) - table.index_offset;
     TVM_FFI_ICHECK(index >= 0 && index < entries)
         << "lookup table index " << index << " outside " << entries << " entries";

@@ -69,9 +69,13 @@ int32_t RoundingDivideByPowerOfTwo(int32_t x, int exponent) {
   return (x >> exponent) + (remainder > threshold ? 1 : 0);
 }
 
-int64_t MultiplyByQuantizedMultiplier(int64_t x, const FixedPointMultiplier& m) {
+void CheckInMultiplierRange(const FixedPointMultiplier& m) {
   TVM_FFI_ICHECK(InMultiplierRange(m.m0, m.shift))
       << "multiplier " << m.m0 << " * 2^-" << m.shift << " is outside TFLite's range";
+}
+
+int64_t MultiplyByQuantizedMultiplier(int64_t x, const FixedPointMultiplier& m) {
+  CheckInMultiplierRange(m);
   return MultiplyByQuantizedMultiplierInRange(x, m.m0, m.shift);
 }
 

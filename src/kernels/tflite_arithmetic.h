@@ -60,6 +60,10 @@ inline bool InMultiplierRange(int64_t m0, int64_t shift) {
   return m0 > 0 && m0 < (int64_t{1} << 31) && shift >= 1 && shift <= 62;
 }
 
+/*! \brief Raises InternalError unless InMultiplierRange(m.m0, m.shift): the check a caller makes
+ * once before a loop of MultiplyByQuantizedMultiplierInRange. */
+void CheckInMultiplierRange(const FixedPointMultiplier& m);
+
 /*!
  * \brief MultiplyByQuantizedMultiplier on TFLite's int32 accumulator `value`, for a multiplier
  * InMultiplierRange given as m0 and the left (31 - shift, if positive) and right (shift - 31, if

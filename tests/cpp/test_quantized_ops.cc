@@ -2,6 +2,7 @@
 // float32 steps one element at a time (dequantize, op, divide, round half to even), and against
 // the real-valued formulas they approximate (within half a step plus float32's error).
 #include <gtest/gtest.h>
+#include <tvm/ffi/error.h>
 
 #include <algorithm>
 #include <array>
@@ -228,6 +229,27 @@ TEST(QuantizedOpsTest, LookupTableIndexesFromTheInputMinimum) {
   std::vector<float> y(4);
   ApplyLookupTable(x.data(), 4, table, y.data());
   EXPECT_EQ(y, (std::vector<float>{64, 0, 0, -63}));
+  // Every input value, in vectors of sixteen and a tail, against the table read one at a time.
+  std::vector<float> all;
+  for (int v = -128; v < 128; ++v)
+    all.push_back(static_cast<float>(((v * 37) % 256 + 256) % 256 - 128));
+  all.resize(all.size() + 5, 7.0f);
+  std::vector<float> looked_up(all.size());
+  ApplyLookupTable(all.data(), static_cast<int64_t>(all.size()), table, looked_up.data());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(looked_up[i], table.values[static_cast<size_t>(all[i]) + 128]) << all[i];
+  }
+  // An input outside the table, in a vector or in the tail, is an error, never a read past it.
+  for (size_t at : {size_t{3}, size_t{200}, all.size() - 1}) {
+    for (const float outside : {-129.0f, 128.0f, 1e6f}) {
+      std::vector<float> bad = all;
+      bad[at] = outside;
+      EXPECT_THROW(
+          ApplyLookupTable(bad.data(), static_cast<int64_t>(bad.size()), table, looked_up.data()),
+          tvm::ffi::Error)
+          << outside << " at " << at;
+    }
+  }
 }
 
 TEST(QuantizedOpsTest, SoftmaxTakesTvmsFloat32Steps) {
