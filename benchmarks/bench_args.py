@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 
 
-def parse_bench_args(description: str, repeat: int, argv: list[str] | None) -> argparse.Namespace:
-    """--threads / --only / --repeat, with the thread count exported for every library."""
+def parse_bench_args(
+    description: str,
+    repeat: int,
+    argv: list[str] | None,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """--threads / --only / --repeat (and the script's own options, from `add_arguments`), with
+    the thread count exported for every library."""
     parser = argparse.ArgumentParser(description=description)
+    if add_arguments is not None:
+        add_arguments(parser)
     parser.add_argument("--threads", type=int, default=1, help="threads for every library")
     parser.add_argument("--only", default="", help="run only rows whose name contains this")
     parser.add_argument(

@@ -5,7 +5,9 @@ with the same thread count for every library (--threads sets EXAMPLE_NPU_NUM_THR
 TVM_NUM_THREADS, LiteRT's num_threads and torch.set_num_threads).
 
   models   the committed full-integer TFLite models (tests/python/tflite_models.py: the MLPerf
-           Tiny architectures and MobileNetV2-0.35 at 96x96) through load_model and
+           Tiny architectures and MobileNetV2-0.35 at 96x96), or with --models DIR every
+           *.tflite file there but the open-batch twins (tools/make_tflite_models.py --set extra
+           --out DIR: full-size MobileNetV2, EfficientNetB0, MobileNetV3), through load_model and
            partition_for_npu, against LiteRT's default kernels (XNNPACK) on the same file.
   layers   QDQ depthwise convolutions 3x3 (+ bias + relu6) of MobileNet / keyword-spotting sizes,
            which the NPU runs as qnn.conv2d, against PyTorch's quantized conv with groups ==
@@ -15,7 +17,7 @@ Outputs are checked before timing: the NPU's int8 result against TVM's CPU build
 program (at most 1 step apart per layer; models report their largest difference to TVM's build
 and to LiteRT's reference kernels, which round differently).
 
-    python benchmarks/bench_tflite.py [--threads N] [--only SUBSTRING] [--repeat N]
+    python benchmarks/bench_tflite.py [--threads N] [--only SUBSTRING] [--repeat N] [--models DIR]
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from pathlib import Path
 import numpy as np
 from bench_args import parse_bench_args
 
-ARGS = parse_bench_args(__doc__.split("\n\n")[0], 50, None if __name__ == "__main__" else [])
+ARGS = parse_bench_args(
+    __doc__.split("\n\n")[0],
+    50,
+    None if __name__ == "__main__" else [],
+    lambda parser: parser.add_argument(
+        "--models", type=Path, help="time the *.tflite files in this folder instead"
+    ),
+)
 
 import example_npu  # noqa: E402
 import torch  # noqa: E402
@@ -64,8 +73,7 @@ def litert_runner(path: Path, x: np.ndarray):
     return runner.invoke
 
 
-def model_row(name: str) -> tuple[str, str, dict[str, float], str]:
-    path = model_path(name)
+def model_row(path: Path) -> tuple[str, str, dict[str, float], str]:
     (x,) = random_inputs(path, 1, seed=0)
     model = example_npu.load_model(path)
     npu, cpu = npu_and_cpu(model.mod, x)
@@ -74,7 +82,7 @@ def model_row(name: str) -> tuple[str, str, dict[str, float], str]:
         f"|npu - litert ref| {step_difference(npu(), run_litert(path, x))}"
     )
     npu_ms, litert_ms = time_blocks([npu, litert_runner(path, x)], ARGS.repeat)
-    return name, "x".join(map(str, x.shape)), {"npu": npu_ms, "litert": litert_ms}, note
+    return path.stem, "x".join(map(str, x.shape)), {"npu": npu_ms, "litert": litert_ms}, note
 
 
 def torch_depthwise(weight_q: np.ndarray, weight_scale: np.ndarray, bias: np.ndarray, x_q):
@@ -139,8 +147,13 @@ def main() -> int:
     print(f"threads {ARGS.threads}; ratio = peer ms / npu ms (> 1: the NPU emulator is faster)")
     print(f"| {'work':<24} | {'size':<14} | npu ms | peer ms | ratio | note |")
     print(f"|{'-' * 26}|{'-' * 16}|--------|---------|-------|------|")
-    rows = [lambda n=n: model_row(n) for n in MODELS if ARGS.only in n]
-    if ARGS.only in "depthwise":
+    paths = (
+        [p for p in sorted(ARGS.models.glob("*.tflite")) if not p.stem.endswith("_open_batch")]
+        if ARGS.models
+        else [model_path(name) for name in MODELS]
+    )
+    rows = [lambda p=p: model_row(p) for p in paths if ARGS.only in p.stem]
+    if ARGS.only in "depthwise" and not ARGS.models:
         rows += [lambda c=c, s=s: layer_row(c, s) for c, s in LAYERS]
     for row in rows:
         name, size, timings, note = row()
