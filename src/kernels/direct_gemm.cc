@@ -282,13 +282,13 @@ constexpr std::array<MicroTileFn<Ops>, sizeof...(I)> MicroTiles(std::index_seque
 }
 
 /*! \brief The register tile for `rows` rows; a full-height block whose rows lie equally far
- * apart (a matrix, a convolution's pixels along an output row) addresses them from a few base
- * pointers. */
+ * apart in each group of four (a matrix; a convolution's pixels, each four along one output row)
+ * addresses them from a base pointer per group. */
 template <class Ops, int NV, bool kPanels = false>
-MicroTileFn<Ops> SelectTile(int rows, bool equally_spaced) {
+MicroTileFn<Ops> SelectTile(int rows, bool spaced_in_fours) {
   static constexpr auto table = MicroTiles<Ops, NV, kPanels>(
       std::make_index_sequence<static_cast<size_t>(kTileRows<Ops, NV>)>());
-  if (equally_spaced && rows == kTileRows<Ops, NV>) {
+  if (spaced_in_fours && rows == kTileRows<Ops, NV>) {
     return &MicroTile<Ops, kTileRows<Ops, NV>, NV, kPanels, true>;
   }
   return table[rows - 1];
@@ -345,10 +345,12 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
   for (int i = 0; i < mr; ++i) {
     rp[i] = call.a + (rows.row_offsets ? rows.row_offsets[i0 + i] : (i0 + i) * rows.row_stride);
   }
-  // A matrix's rows are equally spaced; a convolution's gathered rows are along an output row.
-  bool equally_spaced = mr > 1;
-  for (int i = 2; rows.row_offsets != nullptr && i < mr && equally_spaced; ++i) {
-    equally_spaced = rp[i] - rp[i - 1] == rp[1] - rp[0];
+  // The uniform tile reads row i at rp[4 (i / 4)] + (i % 4) (rp[1] - rp[0]). A matrix's rows
+  // are so; a convolution's gathered rows are where each four lie along one output row (a block
+  // that crosses the end of an output row at a multiple of four too: 56 or 28 pixels a row).
+  bool spaced_in_fours = mr > 1;
+  for (int i = 2; rows.row_offsets != nullptr && i < mr && spaced_in_fours; ++i) {
+    spaced_in_fours = rp[i] - rp[i - i % 4] == (i % 4) * (rp[1] - rp[0]);
   }
   C* crow = call.c + i0 * call.ldc;
   const int64_t whole = std::min(j1, call.full);
@@ -357,12 +359,12 @@ void RowBlock(const DirectCall<Ops>& call, int64_t i0, int64_t i1, int64_t j0, i
     const typename Ops::B* b = call.Column(j);
     const int64_t step = call.Column(j + L) - b;
     const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
-    (step == L ? SelectTile<Ops, 2>(mr, equally_spaced)
-               : SelectTile<Ops, 2, true>(mr, equally_spaced))(rp, rows, b, call.ldb, step,
-                                                               crow + j, call.ldc, call.accumulate,
-                                                               addend ? &*addend : nullptr);
+    (step == L ? SelectTile<Ops, 2>(mr, spaced_in_fours)
+               : SelectTile<Ops, 2, true>(mr, spaced_in_fours))(rp, rows, b, call.ldb, step,
+                                                                crow + j, call.ldc, call.accumulate,
+                                                                addend ? &*addend : nullptr);
   }
-  const MicroTileFn<Ops> narrow = SelectTile<Ops, 1>(mr, equally_spaced);
+  const MicroTileFn<Ops> narrow = SelectTile<Ops, 1>(mr, spaced_in_fours);
   for (; j + L <= whole; j += L) {
     const std::optional<DirectAddend> addend = call.AddendAt(i0, j);
     narrow(rp, rows, call.Column(j), call.ldb, L, crow + j, call.ldc, call.accumulate,

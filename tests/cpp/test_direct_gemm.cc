@@ -162,10 +162,14 @@ TEST(DirectGemmTest, FloatEquallySpacedRowsKeepTheBitsOfScatteredOnes) {
         Layout scattered = MakeLayout(m, segments, depth, &rng);
         Layout spaced = scattered;
         MakeUniform(&spaced);
-        // A second spacing from row 20 on (a block of 16 that crosses it is not equally spaced).
-        Layout stepped = spaced;
-        for (int64_t r = 20; r < m; ++r) stepped.row_offsets[r] += 5;
-        stepped.size = spaced.size + 5;
+        // A second spacing from row 20 on: the block of rows 16 to 31 is equally spaced in each
+        // four (the uniform tile, a base per four); from row 18 on it is not (a pointer per row).
+        auto step_at = [&](int64_t first) {
+          Layout stepped = spaced;
+          for (int64_t r = first; r < m; ++r) stepped.row_offsets[r] += 5;
+          stepped.size = spaced.size + 5;
+          return stepped;
+        };
         const std::vector<float> logical = RandomVector(m * segments * depth, &rng);
         const std::vector<float> b = RandomVector(segments * depth * n, &rng);
         auto place = [&](const Layout& l) {
@@ -189,7 +193,8 @@ TEST(DirectGemmTest, FloatEquallySpacedRowsKeepTheBitsOfScatteredOnes) {
                                   " segments " + std::to_string(segments);
         EXPECT_EQ(run(spaced, false), reference) << where << ", equally spaced offsets";
         EXPECT_EQ(run(spaced, true), reference) << where << ", uniform stride";
-        EXPECT_EQ(run(stepped, false), reference) << where << ", two spacings";
+        EXPECT_EQ(run(step_at(20), false), reference) << where << ", a new spacing at row 20";
+        EXPECT_EQ(run(step_at(18), false), reference) << where << ", a new spacing at row 18";
       }
     }
   }
