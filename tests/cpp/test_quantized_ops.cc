@@ -237,7 +237,8 @@ TEST(QuantizedOpsTest, LookupTableIndexesFromTheInputMinimum) {
   std::vector<float> looked_up(all.size());
   ApplyLookupTable(all.data(), static_cast<int64_t>(all.size()), table, looked_up.data());
   for (size_t i = 0; i < all.size(); ++i) {
-    ASSERT_EQ(looked_up[i], table.values[static_cast<size_t>(all[i]) + 128]) << all[i];
+    ASSERT_EQ(looked_up[i], table.values[static_cast<size_t>(static_cast<int>(all[i]) + 128)])
+        << all[i];
   }
   // An input outside the table, in a vector or in the tail, is an error, never a read past it.
   for (size_t at : {size_t{3}, size_t{200}, all.size() - 1}) {
