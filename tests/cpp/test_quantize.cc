@@ -357,6 +357,10 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
       {1, 2, 3, 72, 1, 1, 16, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
       {1, 2, 2, 130, 1, 1, 33, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
       {1, 5, 5, 16, 1, 1, 16, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},  // strided: not a plain matmul
+      // A first layer's 1 to 3 channels, rows of whole sixteen-pixel blocks and a tail.
+      {1, 4, 37, 3, 3, 3, 8, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {1, 3, 20, 1, 3, 3, 5, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {1, 3, 18, 2, 3, 3, 4, {1, 1}, {0, 1, 0, 1}, {1, 1}, 1},
   };
   for (const QConvCase& k : cases) {
     for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
