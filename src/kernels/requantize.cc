@@ -348,6 +348,14 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
       products_.resize(products_.size() + RoundedProduct16::kWords);
       d.Store(products_.data() + products_.size() - RoundedProduct16::kWords);
     }
+    if (!left_shifts_) {
+      estimate_scales_.resize(static_cast<size_t>(channels));
+      estimate_sure_below_.resize(static_cast<size_t>(channels));
+      for (int64_t j = 0; j < channels; ++j) {
+        EstimatedRounding16::Channel(m0_32_[j], right_[j], &estimate_scales_[j],
+                                     &estimate_sure_below_[j]);
+      }
+    }
 #endif
   } else if (lanes_ == Lanes::kInt64) {
     bool narrow = true;
@@ -617,6 +625,13 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
     // product (the int32 sums wrap alike).
     const __m512i correction32 =
         _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(correction)));
+    // 8-bit results of multipliers below 1 (nearly every layer's): float32 estimates first, the
+    // exact product where one is unsure (EstimatedRounding16).
+    const bool estimate = !estimate_scales_.empty() && SumsTypeBytes(out_type) == 1 &&
+                          r.min - zp >= -512 && r.max - zp <= 512;
+    const __m512 lo_float = _mm512_set1_ps(static_cast<float>(r.min - zp));
+    const __m512 hi_float = _mm512_set1_ps(static_cast<float>(r.max - zp));
+    const __m512i magic_less_zp = EstimatedRounding16::MagicLessZeroPoint(static_cast<int32_t>(zp));
     // A block of sixteen channels at a time, its parameters held in registers over the rows.
     auto requantize_rows = [&](auto shifts_left) {
       for (int64_t j = 0; j < channels; j += 16) {
@@ -632,6 +647,10 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
               _mm512_mullo_epi32(correction32, _mm512_maskz_loadu_epi32(lanes, column_sums + j)));
         }
         const __m512i left = _mm512_maskz_loadu_epi32(lanes, left_.data() + j);
+        const EstimatedRounding16 estimated =
+            estimate ? EstimatedRounding16::Load(estimate_scales_.data() + j,
+                                                 estimate_sure_below_.data() + j, lanes)
+                     : EstimatedRounding16{};
         for (int64_t i = 0; i < rows; ++i) {
           const __m512i row_term = _mm512_set1_epi32(
               static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
@@ -642,6 +661,10 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
           // Multipliers below 1 (nearly all) shift nothing left: that shift is left out then.
           if constexpr (decltype(shifts_left)::value) {
             value = _mm512_maskz_sllv_epi32(kAll16, value, left);
+          } else if (__m512i result; estimate && estimated.Round(value, lanes, lo_float, hi_float,
+                                                                 magic_less_zp, &result)) {
+            Store16(result, lanes, out_type, row_out(i) + j * item);
+            continue;
           }
           const __m512i clamped = _mm512_maskz_min_epi32(
               kAll16, _mm512_maskz_max_epi32(kAll16, rounding.Apply(value), lo), hi);

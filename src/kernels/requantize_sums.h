@@ -83,6 +83,8 @@ class PreparedRequantization {
   // any channel shifts left.
   std::vector<int32_t> bias32_, m0_32_, left_, right_;
   bool left_shifts_ = false;
+  // kInt32 without left shifts, on AVX-512: EstimatedRounding16's scale and sure bound per channel.
+  std::vector<float> estimate_scales_, estimate_sure_below_;
   // Each block of sixteen channels' rounded products on int32 lanes (requantize.cc,
   // RoundedProduct16): kInt32's double rounding; kInt64's single rounding where every multiplier
   // and the output range fit them, with the largest |value| each block takes there.

@@ -208,6 +208,87 @@ TEST(TfliteArithmeticTest, RequantizeLanesRoundEveryTieAsTheScalarForm) {
   ExpectLanesRoundTiesAsTheScalarForm(Rounding::kTvm, false, 31, -(int64_t{1} << 31) - 7);
 }
 
+TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
+  // The fused requantization's 8-bit results, which AVX-512 estimates in float32 and recomputes
+  // exactly only where the estimate is unsure (EstimatedRounding16), against the double rounding
+  // as exact rationals (NaiveMultiply). A quarter of the sums are built next to the values whose
+  // exact product is a half-integer, at distances from 0 to 3 sums; right shifts 0 (one rounding)
+  // to 22; bounds of the whole type and of a fused relu; and (variant 3) a multiplier above 1,
+  // whose layer takes the exact product throughout.
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> exponent(-22.0, -0.01);
+  std::uniform_int_distribution<int64_t> small(-1000, 1000), narrow(-(1 << 16), 1 << 16);
+  std::uniform_int_distribution<int64_t> level(-300, 300), step(-3, 3);
+  int64_t next_to_ties = 0, checked = 0;
+  for (const int64_t channels : {1, 5, 16, 21, 40}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool unsigned_out = variant % 2 == 1;
+      Requantization r;
+      r.rounding = Rounding::kTflite;
+      for (int64_t c = 0; c < channels; ++c) {
+        const double real = c == 0 ? (variant == 3 ? 1.7 : 0.73) : std::exp2(exponent(rng));
+        r.multipliers.push_back(QuantizeMultiplier(real));
+        r.bias.push_back(narrow(rng));
+      }
+      r.output_zero_point = unsigned_out ? 200 : (variant == 2 ? 127 : -5);
+      r.min = unsigned_out ? 0 : -128;
+      r.max = unsigned_out ? 255 : 127;
+      if (variant == 2) r.min = r.output_zero_point - 100;  // a fused relu's bound inside
+      const int64_t rows = 64;
+      std::vector<int32_t> sums;
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t c = 0; c < channels; ++c) {
+          const FixedPointMultiplier& m = r.multipliers[c];
+          int64_t sum = 0;
+          switch ((i + c) % 4) {
+            case 0: {  // next to a sum whose product is k + 1/2
+              const double real = std::ldexp(static_cast<double>(m.m0), static_cast<int>(-m.shift));
+              sum = std::llround((static_cast<double>(level(rng)) + 0.5) / real) + step(rng) -
+                    r.bias[c];
+              break;
+            }
+            case 1:
+              sum = narrow(rng);
+              break;
+            case 2:
+              sum = (i % 8 < 4 ? int64_t{1} << 30 : -(int64_t{1} << 30)) + small(rng);
+              break;
+            default:
+              sum = small(rng);
+          }
+          if (variant == 3) sum = small(rng);  // no product beyond int32 after the left shift
+          sums.push_back(static_cast<int32_t>(std::clamp<int64_t>(
+              sum, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max())));
+        }
+      }
+      std::vector<uint8_t> out(sums.size());
+      PreparedRequantization(r, channels)
+          .Run(sums.data(), channels, nullptr, nullptr, 0, rows, out.data(), channels,
+               unsigned_out ? SumsType::kUInt8 : SumsType::kInt8);
+      for (size_t e = 0; e < sums.size(); ++e) {
+        const int64_t c = static_cast<int64_t>(e) % channels;
+        const FixedPointMultiplier& m = r.multipliers[c];
+        const int64_t value = int64_t{sums[e]} + r.bias[c];  // within int32: no wrap here
+        const int64_t expected =
+            std::clamp(r.output_zero_point + NaiveMultiply(value, m), r.min, r.max);
+        const int64_t got = unsigned_out ? int64_t{out[e]} : int64_t{static_cast<int8_t>(out[e])};
+        ASSERT_EQ(got, expected) << "variant " << variant << ", channel " << c << " of " << channels
+                                 << ", value " << value << ", m0 " << m.m0 << ", shift " << m.shift;
+        // Next to a tie: the product within 2^-(r + 1) + 2^-13 of a half-integer.
+        const double product = static_cast<double>(value) *
+                               std::ldexp(static_cast<double>(m.m0), static_cast<int>(-m.shift));
+        const double window =
+            (m.shift > 31 ? std::ldexp(1.0, static_cast<int>(30 - m.shift)) : 0.0) +
+            std::ldexp(1.0, -13);
+        next_to_ties += std::abs(product - std::floor(product) - 0.5) < window;
+        ++checked;
+      }
+    }
+  }
+  // The sums built next to ties land there often enough to test the exact recomputation.
+  EXPECT_GT(next_to_ties, 200) << "of " << checked;
+}
+
 TEST(TfliteArithmeticTest, PrimitivesMatchTheirDefinitions) {
   EXPECT_EQ(tflite::SaturatingRoundingDoublingHighMul(std::numeric_limits<int32_t>::min(),
                                                       std::numeric_limits<int32_t>::min()),
