@@ -334,8 +334,10 @@ void TflitePoolPixels(const float* input, float* out, int64_t begin, int64_t end
         }
         continue;
       }
+      // The multiplier checked once per pixel, the channels' rescale inline (it vectorises).
+      tflite::CheckInMultiplierRange(m);
       for (int64_t c = 0; c < channels; ++c) {
-        const int64_t scaled = tflite::MultiplyByQuantizedMultiplier(acc[c], m);
+        const int64_t scaled = tflite::MultiplyByQuantizedMultiplierInRange(acc[c], m.m0, m.shift);
         out_px[c] = static_cast<float>(std::clamp(q.out.zero_point + scaled, q.out.min, q.out.max));
       }
     }

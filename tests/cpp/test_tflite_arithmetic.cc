@@ -589,6 +589,16 @@ TEST(TfliteArithmeticTest, AveragePoolAndMeanFollowTheirKernels) {
     EXPECT_EQ(means[c], std::clamp<int64_t>(NaiveMultiply(sum, folded) + 2, -128, 127)) << c;
     EXPECT_NEAR(means[c], 2 + sum * 0.1 / 0.08 / 35, 0.5 + 1e-6) << c;
   }
+  // The same over 37 channels: whole vectors of the channel loop and a tail.
+  constexpr int64_t kWide = 37;
+  std::vector<float> wide(5 * 7 * kWide), wide_means(kWide);
+  for (float& v : wide) v = static_cast<float>(value(rng));
+  QuantizedPool2d(wide.data(), {1, 5, 7, kWide}, wide_means.data(), {1, 1, 1, kWide}, mean);
+  for (int64_t c = 0; c < kWide; ++c) {
+    int64_t sum = 0;
+    for (int64_t p = 0; p < 35; ++p) sum += static_cast<int64_t>(wide[p * kWide + c]) + 5;
+    EXPECT_EQ(wide_means[c], std::clamp<int64_t>(NaiveMultiply(sum, folded) + 2, -128, 127)) << c;
+  }
 }
 
 }  // namespace
