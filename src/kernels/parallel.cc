@@ -190,13 +190,15 @@ void ChunkBounds(int64_t n, int64_t chunks, int64_t index, int64_t* begin, int64
   *end = *begin + base + (index < extra ? 1 : 0);
 }
 
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
-                 int chunks_per_thread) {
-  if (n <= 0) return;
+int64_t ParallelChunks(int64_t n, int64_t grain, int chunks_per_thread) {
+  if (MaxThreads() == 1) return 1;
   const int64_t max_chunks =
       std::clamp<int64_t>(int64_t{chunks_per_thread} * MaxThreads(), 1, kMaxChunks);
-  const int64_t chunks = std::min(max_chunks, n / std::max<int64_t>(grain, 1));
-  if (chunks <= 1 || tls_in_worker || !GetPool().TryRun(n, chunks, fn)) fn(0, n);
+  return std::min(max_chunks, n / std::max<int64_t>(grain, 1));
+}
+
+bool RunOnPool(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+  return !tls_in_worker && GetPool().TryRun(n, chunks, fn);
 }
 
 }  // namespace kernels

@@ -35,8 +35,26 @@ void ChunkBounds(int64_t n, int64_t chunks, int64_t index, int64_t* begin, int64
  * chunks carry set-up cost (operand packing) pass chunks_per_thread = 1. An exception thrown by
  * fn is rethrown to the caller after every chunk has finished.
  */
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
-                 int chunks_per_thread = 4);
+template <typename Fn>
+void ParallelFor(int64_t n, int64_t grain, const Fn& fn, int chunks_per_thread = 4);
+
+/*! \brief How many chunks ParallelFor splits [0, n) into (1 with one thread: fn(0, n) inline). */
+int64_t ParallelChunks(int64_t n, int64_t grain, int chunks_per_thread);
+
+/*!
+ * \brief ParallelFor's hand-off: fn over `chunks` chunks of [0, n) on the pool and the caller;
+ * false, with nothing run, when the caller is a worker or the pool is busy.
+ */
+bool RunOnPool(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn);
+
+template <typename Fn>
+void ParallelFor(int64_t n, int64_t grain, const Fn& fn, int chunks_per_thread) {
+  if (n <= 0) return;
+  // Work run inline builds no std::function: most kernels' lambdas capture more than its small
+  // buffer holds, and every tile paid a heap allocation for it.
+  const int64_t chunks = ParallelChunks(n, grain, chunks_per_thread);
+  if (chunks <= 1 || !RunOnPool(n, chunks, fn)) fn(0, n);
+}
 
 }  // namespace kernels
 }  // namespace example_npu
