@@ -13,6 +13,7 @@
 #include "kernels/quantized_depthwise.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -271,20 +272,18 @@ class DepthwiseRows {
         p_(p) {
 #if defined(EXAMPLE_NPU_X86_64)
     if (!portable && HasAvx512Bw()) {
-      one_ = PixelsAvx512<1, T>;
-      four_ = PixelsAvx512<4, T>;
+      pixels_ = {PixelsAvx512<1, T>, PixelsAvx512<2, T>, PixelsAvx512<3, T>, PixelsAvx512<4, T>};
       return;
     }
     if (!portable && HasAvx2()) {
-      one_ = PixelsAvx2<1, T>;
-      four_ = PixelsAvx2<4, T>;
+      pixels_ = {PixelsAvx2<1, T>, PixelsAvx2<2, T>, PixelsAvx2<3, T>, PixelsAvx2<4, T>};
       return;
     }
 #else
     (void)portable;
 #endif
-    one_ = PixelsPortable<1, T>;
-    four_ = PixelsPortable<4, T>;
+    pixels_ = {PixelsPortable<1, T>, PixelsPortable<2, T>, PixelsPortable<3, T>,
+               PixelsPortable<4, T>};
   }
 
   /*! \brief Output rows [begin, end) of (image, output row). */
@@ -330,17 +329,21 @@ class DepthwiseRows {
                    ? PixelOut{nullptr, row_sums.data() + at, s_.channels, false}
                    : PixelOut{to_.acc + row_offset + at, nullptr, s_.channels, to_.accumulate};
       };
+      const Pixels one = pixels_[0];
       int64_t ow = 0;
-      for (; ow < interior_begin; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
-      if (ow + 4 <= interior_end) {
-        // Interior blocks share one tap pattern: gather it once, then shift it along the row.
+      for (; ow < interior_begin; ++ow) one(gather(ow), s_.channels, zero_point_, out_at(ow));
+      if (ow < interior_end) {
+        // Interior pixels share one tap pattern: gathered once, then shifted along the row, four
+        // pixels at a time and the last one to three in one call.
         const PixelTaps<T> taps = gather(ow);
-        for (; ow + 4 <= interior_end; ow += 4) {
-          four_(taps, s_.channels, zero_point_, out_at(ow));
-          for (int64_t t = 0; t < taps.count; ++t) tap_in[t] += 4 * step;
+        for (; ow < interior_end;) {
+          const int64_t count = std::min<int64_t>(4, interior_end - ow);
+          pixels_[count - 1](taps, s_.channels, zero_point_, out_at(ow));
+          for (int64_t t = 0; t < taps.count; ++t) tap_in[t] += count * step;
+          ow += count;
         }
       }
-      for (; ow < s_.ow; ++ow) one_(gather(ow), s_.channels, zero_point_, out_at(ow));
+      for (; ow < s_.ow; ++ow) one(gather(ow), s_.channels, zero_point_, out_at(ow));
       if (requant_ != nullptr) {
         requant_->Run(row_sums.data(), s_.channels, nullptr, nullptr, 0, s_.ow,
                       to_.OutAtPixel(r * s_.ow, s_.channels), to_.PixelStride(s_.channels),
@@ -358,8 +361,7 @@ class DepthwiseRows {
   const PreparedRequantization* requant_;
   DepthwiseShape s_;
   const Conv2dParams& p_;
-  Pixels one_ = nullptr;
-  Pixels four_ = nullptr;
+  std::array<Pixels, 4> pixels_{};  // pixels_[k - 1]: k pixels, k in [1, 4]
 };
 
 template <typename T>
