@@ -301,15 +301,22 @@ class DepthwiseRows {
         last_start < 0 ? interior_begin
                        : std::max(interior_begin, std::min(s_.ow, last_start / sw + 1));
     const int64_t step = sw * s_.channels;
+    // Requantized: the int32 sums of a few rows (at most 16 KiB, at least one row), requantized
+    // together once they are summed (a call per row paid the requantization's set-up per row).
+    thread_local std::vector<int32_t> row_sums;
+    const int64_t row_words = s_.ow * s_.channels;
+    const int64_t rows_per_batch =
+        std::max<int64_t>(1, (int64_t{4} << 10) / std::max<int64_t>(row_words, 1));
+    if (requant_ != nullptr) row_sums.resize(static_cast<size_t>(rows_per_batch * row_words));
+    int64_t first_summed = begin;  // the first row whose sums wait in row_sums
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / s_.oh, oh = r % s_.oh;
       const int64_t h_base = oh * p_.strides[0] - p_.padding[0];
       const Range khs = ValidRange(h_base, p_.dilation[0], s_.h, s_.kh);
       const T* image = input_ + n * s_.h * s_.w * s_.channels;
       const int64_t row_offset = r * s_.ow * s_.channels;
-      // Requantized: the row's int32 sums, requantized once the row is summed.
-      thread_local std::vector<int32_t> row_sums;
-      if (requant_ != nullptr) row_sums.resize(static_cast<size_t>(s_.ow * s_.channels));
+      int32_t* const sums =
+          requant_ != nullptr ? row_sums.data() + (r - first_summed) * row_words : nullptr;
       auto gather = [&](int64_t ow) {
         const int64_t w_base = ow * sw - p_.padding[1];
         const Range kws = ValidRange(w_base, dw, s_.w, s_.kw);
@@ -326,7 +333,7 @@ class DepthwiseRows {
       auto out_at = [&](int64_t ow) {
         const int64_t at = ow * s_.channels;
         return requant_ != nullptr
-                   ? PixelOut{nullptr, row_sums.data() + at, s_.channels, false}
+                   ? PixelOut{nullptr, sums + at, s_.channels, false}
                    : PixelOut{to_.acc + row_offset + at, nullptr, s_.channels, to_.accumulate};
       };
       const Pixels one = pixels_[0];
@@ -344,10 +351,13 @@ class DepthwiseRows {
         }
       }
       for (; ow < s_.ow; ++ow) one(gather(ow), s_.channels, zero_point_, out_at(ow));
-      if (requant_ != nullptr) {
-        requant_->Run(row_sums.data(), s_.channels, nullptr, nullptr, 0, s_.ow,
-                      to_.OutAtPixel(r * s_.ow, s_.channels), to_.PixelStride(s_.channels),
-                      to_.out_type);
+      if (requant_ != nullptr && (r + 1 - first_summed == rows_per_batch || r + 1 == end)) {
+        // Output pixels lie at one stride, row after row: the rows' pixels are one run.
+        requant_->Run(row_sums.data(), s_.channels, nullptr, nullptr, 0,
+                      (r + 1 - first_summed) * s_.ow,
+                      to_.OutAtPixel(first_summed * s_.ow, s_.channels),
+                      to_.PixelStride(s_.channels), to_.out_type);
+        first_summed = r + 1;
       }
     }
   }
