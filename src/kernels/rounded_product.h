@@ -176,7 +176,7 @@ struct RoundedProduct16 {
 /*!
  * \brief TFLite's double rounding of sixteen int32 lanes estimated in float32, for results stored
  * in 8 bits: y = x s (s = m0 / 2^(31 + r) in float32) clamped to the output range and rounded to
- * the nearest integer, a third of RoundedProduct16's work.
+ * the nearest integer, without RoundedProduct16's two 64-bit products and their recombination.
  *
  * Why that is the double rounding's integer wherever a lane is "sure": the first rounding moves
  * the exact product p = x m0 / 2^(31 + r) by at most 2^-(r + 1) (half a unit of 2^-r), so where p
