@@ -352,8 +352,8 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
       estimate_scales_.resize(static_cast<size_t>(channels));
       estimate_sure_below_.resize(static_cast<size_t>(channels));
       for (int64_t j = 0; j < channels; ++j) {
-        EstimatedRounding16::Channel(m0_32_[j], right_[j], &estimate_scales_[j],
-                                     &estimate_sure_below_[j]);
+        EstimatedRounding16::DoubleRoundingChannel(m0_32_[j], right_[j], &estimate_scales_[j],
+                                                   &estimate_sure_below_[j]);
       }
     }
 #endif
@@ -371,6 +371,12 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
     // Blocks whose sums take the int32 lanes: the rounding's lanes, and the largest |value| whose
     // product rounds to below 2^31 in every channel of the block (then it fits the lanes).
     if (narrow && FitsInt32Lanes(r)) {
+      // The bias on int32 lanes where every |bias| < 2^28 (Requantized's bound).
+      constexpr int64_t kBiasBound = int64_t{1} << 28;
+      if (std::all_of(bias64_.begin(), bias64_.end(),
+                      [](int64_t b) { return b > -kBiasBound && b < kBiasBound; })) {
+        bias32_.assign(bias64_.begin(), bias64_.end());
+      }
       for (int64_t j = 0; j < channels; j += 16) {
         const int64_t count = std::min<int64_t>(16, channels - j);
         products_.resize(products_.size() + RoundedProduct16::kWords);
@@ -383,6 +389,12 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
           limit = std::min<int64_t>(limit, static_cast<int64_t>(std::min<__int128>(fits, limit)));
         }
         value_limits_.push_back(limit);
+      }
+      estimate_scales_.resize(static_cast<size_t>(channels));
+      estimate_sure_below_.resize(static_cast<size_t>(channels));
+      for (int64_t j = 0; j < channels; ++j) {
+        EstimatedRounding16::SingleRoundingChannel(m0_64_[j], shift_[j], &estimate_scales_[j],
+                                                   &estimate_sure_below_[j]);
       }
       // FindNearTies's quick test on the same products (RunFindingNearTies).
       for (int64_t j = 0; j < channels && !near_.empty(); j += 16) {
@@ -615,6 +627,18 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
   const int64_t zp = r.output_zero_point;
   const int64_t channels = channels_;  // a local: the loops below then vectorise
+  // 8-bit results (nearly every layer's): float32 estimates first, the exact product where one is
+  // unsure (EstimatedRounding16; not with near ties, which the products find).
+  const bool estimate = !estimate_scales_.empty() && SumsTypeBytes(out_type) == 1 &&
+                        r.min - zp >= -512 && r.max - zp <= 512 && ties == nullptr;
+  const __m512 lo_float = _mm512_set1_ps(static_cast<float>(r.min - zp));
+  const __m512 hi_float = _mm512_set1_ps(static_cast<float>(r.max - zp));
+  const __m512i magic_less_zp = EstimatedRounding16::MagicLessZeroPoint(static_cast<int32_t>(zp));
+  auto estimate_of = [&](int64_t j, __mmask16 lanes) {
+    return estimate ? EstimatedRounding16::Load(estimate_scales_.data() + j,
+                                                estimate_sure_below_.data() + j, lanes)
+                    : EstimatedRounding16{};
+  };
   if (lanes_ == Lanes::kInt32) {
     // As RequantizeTflitePeriods: low 32 bits of the sum, clamped before the zero point. The
     // column term's low 32 bits are those of the int32 product.
@@ -625,13 +649,6 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
     // product (the int32 sums wrap alike).
     const __m512i correction32 =
         _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(correction)));
-    // 8-bit results of multipliers below 1 (nearly every layer's): float32 estimates first, the
-    // exact product where one is unsure (EstimatedRounding16).
-    const bool estimate = !estimate_scales_.empty() && SumsTypeBytes(out_type) == 1 &&
-                          r.min - zp >= -512 && r.max - zp <= 512;
-    const __m512 lo_float = _mm512_set1_ps(static_cast<float>(r.min - zp));
-    const __m512 hi_float = _mm512_set1_ps(static_cast<float>(r.max - zp));
-    const __m512i magic_less_zp = EstimatedRounding16::MagicLessZeroPoint(static_cast<int32_t>(zp));
     // A block of sixteen channels at a time, its parameters held in registers over the rows.
     auto requantize_rows = [&](auto shifts_left) {
       for (int64_t j = 0; j < channels; j += 16) {
@@ -647,10 +664,7 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
               _mm512_mullo_epi32(correction32, _mm512_maskz_loadu_epi32(lanes, column_sums + j)));
         }
         const __m512i left = _mm512_maskz_loadu_epi32(lanes, left_.data() + j);
-        const EstimatedRounding16 estimated =
-            estimate ? EstimatedRounding16::Load(estimate_scales_.data() + j,
-                                                 estimate_sure_below_.data() + j, lanes)
-                     : EstimatedRounding16{};
+        const EstimatedRounding16 estimated = estimate_of(j, lanes);
         for (int64_t i = 0; i < rows; ++i) {
           const __m512i row_term = _mm512_set1_epi32(
               static_cast<int32_t>(static_cast<uint32_t>(row_terms == nullptr ? 0 : row_terms[i])));
@@ -731,11 +745,23 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
       return;
     }
     // Sixteen int32 lanes where the block's values and products fit them (nearly always: 8-bit
-    // sums): |sum| + |offset| + |row term| at most the block's limit. Otherwise the int64 lanes.
+    // sums); otherwise the int64 lanes. The int32 sum s + offset - row term is exact where |s| <
+    // 2^30, |bias| < 2^28, |correction * column sum| < 2^28 and |row term| <= 2^29 (the bias and
+    // the column terms are checked once per block, s per row), and the rounded product fits
+    // where that sum is at most the block's value limit.
     const __m512i zero_point32 = _mm512_set1_epi32(static_cast<int32_t>(zp));
     const __m512i lo32 = _mm512_set1_epi32(static_cast<int32_t>(r.min - zp));
     const __m512i hi32 = _mm512_set1_epi32(static_cast<int32_t>(r.max - zp));
-    const __m512i correction64 = _mm512_set1_epi64(correction);
+    constexpr int32_t kSumBound = int32_t{1} << 30;
+    constexpr int64_t kRowTermBound = int64_t{1} << 29;
+    constexpr float kTermBound = static_cast<float>((1 << 28) - 256);
+    const bool small_correction = correction >= -kSumBound && correction <= kSumBound;
+    const __m512i correction32 = _mm512_set1_epi32(static_cast<int32_t>(correction));
+    const __m512 correction_float = _mm512_set1_ps(static_cast<float>(correction));
+    // Channel c's bias less its column term, exactly (a row on the int64 lanes; a near tie).
+    auto offset_of = [&](int64_t c) {
+      return bias64_[c] - (column_sums == nullptr ? 0 : correction * column_sums[c]);
+    };
     // With `ties`: the near-tie test on the products just made (as FindNearTies, whose pass
     // over the sums it saves), unless a row takes the int64 lanes: then FindNearTies after all.
     const size_t ties_before = ties == nullptr ? 0 : ties->size();
@@ -744,61 +770,59 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
       for (int64_t j = 0; j < channels; j += 16) {
         const int64_t count = std::min<int64_t>(16, channels - j);
         const __mmask16 lanes = count == 16 ? 0xffff : static_cast<__mmask16>((1u << count) - 1);
-        const RoundedProduct16 product =
-            RoundedProduct16::Load(products_.data() + j / 16 * RoundedProduct16::kWords);
+        // The exact products' eight vectors: loaded for a row the estimate leaves unsure.
+        const int64_t* product_words = products_.data() + j / 16 * RoundedProduct16::kWords;
+        const EstimatedRounding16 estimated = estimate_of(j, lanes);
         NearTieLanes16 near{};
         if constexpr (decltype(find_ties)::value) {
           near = NearTieLanes16::Load(near_words_.data() + j / 16 * NearTieLanes16::kWords);
         }
-        // The block's bias less its column terms, in registers (and, for a row that takes the
-        // int64 lanes, in memory).
-        __m512i halves[2];
-        for (int h = 0; h < 2; ++h) {
-          const __mmask8 half = static_cast<__mmask8>(lanes >> (8 * h));
-          halves[h] = _mm512_maskz_loadu_epi64(half, bias64_.data() + j + 8 * h);
-          if (column_sums != nullptr) {
-            const __m512i terms = _mm512_mullo_epi64(
-                correction64, _mm512_maskz_cvtepi32_epi64(
-                                  half, _mm256_maskz_loadu_epi32(half, column_sums + j + 8 * h)));
-            halves[h] = _mm512_sub_epi64(halves[h], terms);
-          }
+        bool narrow_block = !bias32_.empty() && small_correction;
+        __m512i block_offset =
+            narrow_block ? _mm512_maskz_loadu_epi32(lanes, bias32_.data() + j) : __m512i{};
+        if (column_sums != nullptr && narrow_block) {
+          // |correction * column sum| < 2^28 checked in float32: below 2^28 - 256, its relative
+          // error (two conversions and the product, each 2^-24) keeps the exact term below 2^28.
+          const __m512i sums_of_columns = _mm512_maskz_loadu_epi32(lanes, column_sums + j);
+          const __m512 term = _mm512_abs_ps(_mm512_maskz_mul_ps(
+              kAll16, _mm512_maskz_cvtepi32_ps(kAll16, sums_of_columns), correction_float));
+          narrow_block =
+              _mm512_mask_cmp_ps_mask(lanes, term, _mm512_set1_ps(kTermBound), _CMP_NLT_UQ) == 0;
+          block_offset =
+              _mm512_sub_epi32(block_offset, _mm512_mullo_epi32(correction32, sums_of_columns));
         }
-        alignas(64) int64_t block_offsets[16];
-        _mm512_store_si512(block_offsets, halves[0]);
-        _mm512_store_si512(block_offsets + 8, halves[1]);
-        alignas(64) int64_t magnitudes[8];
-        _mm512_store_si512(
-            magnitudes, _mm512_maskz_max_epi64(
-                            tflite::kAllLanes, _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[0]),
-                            _mm512_maskz_abs_epi64(tflite::kAllLanes, halves[1])));
-        const int64_t largest_offset = *std::max_element(magnitudes, magnitudes + 8);
-        const int64_t block_limit = value_limits_[j / 16] - largest_offset;
-        const __m512i block_offset = _mm512_maskz_inserti64x4(
-            tflite::kAllLanes,
-            _mm512_castsi256_si512(_mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[0])),
-            _mm512_maskz_cvtepi64_epi32(tflite::kAllLanes, halves[1]), 1);
+        const __m512i value_limit = _mm512_set1_epi32(static_cast<int32_t>(value_limits_[j / 16]));
         for (int64_t i = 0; i < rows; ++i) {
           const int64_t row_term = row_terms == nullptr ? 0 : row_terms[i];
-          const int64_t sum_limit = block_limit - (row_term < 0 ? -row_term : row_term);
           const __m512i s = _mm512_maskz_loadu_epi32(lanes, sums + i * ld_sums + j);
-          if (sum_limit < 0 ||
-              _mm512_cmpgt_epi32_mask(_mm512_maskz_abs_epi32(kAll16, s),
-                                      _mm512_set1_epi32(static_cast<int32_t>(sum_limit))) != 0) {
+          const __m512i value = _mm512_sub_epi32(_mm512_add_epi32(s, block_offset),
+                                                 _mm512_set1_epi32(static_cast<int32_t>(row_term)));
+          const __mmask16 wide =
+              _mm512_cmpge_epi32_mask(_mm512_maskz_abs_epi32(kAll16, s),
+                                      _mm512_set1_epi32(kSumBound)) |
+              _mm512_cmpgt_epi32_mask(_mm512_maskz_abs_epi32(kAll16, value), value_limit);
+          if (!narrow_block || row_term < -kRowTermBound || row_term > kRowTermBound ||
+              (wide & lanes) != 0) {
+            alignas(64) int64_t block_offsets[16];
+            for (int64_t c = j; c < j + count; ++c) block_offsets[c - j] = offset_of(c);
             wide_lanes(i, j, count, block_offsets - j);
             took_int64_lanes = true;
             continue;
           }
-          const __m512i value = _mm512_sub_epi32(_mm512_add_epi32(s, block_offset),
-                                                 _mm512_set1_epi32(static_cast<int32_t>(row_term)));
           __m512i rounded;
+          if (__m512i result; estimate && estimated.Round(value, lanes, lo_float, hi_float,
+                                                          magic_less_zp, &result)) {
+            Store16(result, lanes, out_type, row_out(i) + j * item);
+            continue;
+          }
+          const RoundedProduct16 product = RoundedProduct16::Load(product_words);
           if constexpr (decltype(find_ties)::value) {
             __mmask16 candidates = 0;
             rounded = product.Apply(value, near, &candidates);
             // A candidate (one in a few hundred) gets NearTie's exact test.
             for (unsigned bits = candidates & lanes; bits != 0; bits &= bits - 1) {
               const int64_t c = j + __builtin_ctz(bits);
-              const int64_t exact =
-                  int64_t{sums[i * ld_sums + c]} + block_offsets[c - j] - row_term;
+              const int64_t exact = int64_t{sums[i * ld_sums + c]} + offset_of(c) - row_term;
               if (NearTie(exact, r.Multiplier(c), near_.windows()[c], zp, r.min, r.max)) {
                 ties->push_back((first_pixel + i) * channels + c);
               }

@@ -80,7 +80,7 @@ class PreparedRequantization {
   int64_t channels_;
   Lanes lanes_ = Lanes::kElementwise;
   // kInt32: low 32 bits of the bias, the multipliers' m0 and left / right shifts, and whether
-  // any channel shifts left.
+  // any channel shifts left. kInt64 on int32 lanes: the bias where every |bias| < 2^28.
   std::vector<int32_t> bias32_, m0_32_, left_, right_;
   bool left_shifts_ = false;
   // kInt32 without left shifts, on AVX-512: EstimatedRounding16's scale and sure bound per channel.

@@ -174,28 +174,37 @@ struct RoundedProduct16 {
 };
 
 /*!
- * \brief TFLite's double rounding of sixteen int32 lanes estimated in float32, for results stored
- * in 8 bits: y = x s (s = m0 / 2^(31 + r) in float32) clamped to the output range and rounded to
- * the nearest integer, without RoundedProduct16's two 64-bit products and their recombination.
+ * \brief A fixed-point requantization of sixteen int32 lanes estimated in float32, for results
+ * stored in 8 bits: y = x s (s the multiplier in float32) clamped to the output range and rounded
+ * to the nearest integer, without RoundedProduct16's two 64-bit products and their recombination.
+ * It serves TFLite's double rounding and the single rounding (TFLite's FULLY_CONNECTED, TVM's
+ * exact rounding below 2^31).
  *
- * Why that is the double rounding's integer wherever a lane is "sure": the first rounding moves
- * the exact product p = x m0 / 2^(31 + r) by at most 2^-(r + 1) (half a unit of 2^-r), so where p
- * lies farther than that from every half-integer, the rounded value lies strictly on p's side of
- * the half-integer the second rounding decides at, and both round to p's nearest integer (r = 0:
- * one rounding, decided at the half-integer itself). In the output range (|y| <= 512) y is within
- * 2^-13 of p: three float32 roundings (x, s, the product), each relative 2^-24. A lane is sure
- * where |y - round(y)| < 1/2 - 2^-(r + 1) - 2^-13; a lane clamped to the range is sure (a bound is
- * an integer, and p rounds to it or beyond). Unsure lanes are about 1 in 2^r plus 1 in 4096: then
- * the caller takes the exact product.
+ * Why that is the exact rounding's integer wherever a lane is "sure": let p be the exact product.
+ * A single rounding rounds p itself (halves up), so p farther than the window from every
+ * half-integer rounds to p's nearest integer. TFLite's double rounding first rounds p 2^-r
+ * apart, which moves it by at most 2^-(r + 1) (half a unit of 2^-r), so where p lies farther than
+ * that from every half-integer, the rounded value lies strictly on p's side of the half-integer
+ * the second rounding decides at, and both round to p's nearest integer (r = 0: one rounding,
+ * decided at the half-integer itself). In the output range (|y| <= 512) y is within 2^-13 of p:
+ * three float32 roundings (x, s, the product), each relative 2^-24. A lane is sure where
+ * |y - round(y)| < 1/2 - window - 2^-13 (window: 2^-(r + 1) for the double rounding, 0 for the
+ * single); a lane clamped to the range is sure (a bound is an integer, and p rounds to it or
+ * beyond). Unsure lanes are about 1 in 2^r plus 1 in 4096: then the caller takes the exact
+ * product.
  */
 struct EstimatedRounding16 {
   __m512 scale, sure_below;
 
-  /*! \brief One channel's scale and sure bound from its m0 and right shift. */
-  static void Channel(int32_t m0, int32_t right, float* scale, float* sure_below) {
-    *scale = static_cast<float>(std::ldexp(static_cast<double>(m0), -31 - right));
-    const double window = (right >= 1 ? std::ldexp(1.0, -right - 1) : 0.0) + std::ldexp(1.0, -13);
-    *sure_below = static_cast<float>(0.5 - window);  // rounded up by at most 2^-25: still sure
+  /*! \brief One channel's scale and sure bound for TFLite's double rounding (m0 / 2^(31 + right),
+   * the first rounding 2^-right apart). */
+  static void DoubleRoundingChannel(int32_t m0, int32_t right, float* scale, float* sure_below) {
+    Channel(std::ldexp(static_cast<double>(m0), -31 - right),
+            right >= 1 ? std::ldexp(1.0, -right - 1) : 0.0, scale, sure_below);
+  }
+  /*! \brief One channel's scale and sure bound for the single rounding of m0 / 2^shift. */
+  static void SingleRoundingChannel(int64_t m0, int64_t shift, float* scale, float* sure_below) {
+    Channel(std::ldexp(static_cast<double>(m0), static_cast<int>(-shift)), 0.0, scale, sure_below);
   }
   static EstimatedRounding16 Load(const float* scales, const float* sure_below, __mmask16 lanes) {
     return {_mm512_maskz_loadu_ps(lanes, scales), _mm512_maskz_loadu_ps(lanes, sure_below)};
@@ -225,6 +234,14 @@ struct EstimatedRounding16 {
   /*! \brief The bits of 1.5 2^23 less the zero point, for Round. */
   static __m512i MagicLessZeroPoint(int32_t zero_point) {
     return _mm512_set1_epi32(0x4B400000 - zero_point);
+  }
+
+ private:
+  static void Channel(double multiplier, double window, float* scale, float* sure_below) {
+    *scale = static_cast<float>(multiplier);
+    // Rounded up by at most 2^-25, which the 2^-13 margin (above three roundings' 3 2^-15)
+    // covers.
+    *sure_below = static_cast<float>(0.5 - window - std::ldexp(1.0, -13));
   }
 };
 

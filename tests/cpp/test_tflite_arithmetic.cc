@@ -208,23 +208,36 @@ TEST(TfliteArithmeticTest, RequantizeLanesRoundEveryTieAsTheScalarForm) {
   ExpectLanesRoundTiesAsTheScalarForm(Rounding::kTvm, false, 31, -(int64_t{1} << 31) - 7);
 }
 
-TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
-  // The fused requantization's 8-bit results, which AVX-512 estimates in float32 and recomputes
-  // exactly only where the estimate is unsure (EstimatedRounding16), against the double rounding
-  // as exact rationals (NaiveMultiply). A quarter of the sums are built next to the values whose
-  // exact product is a half-integer, at distances from 0 to 3 sums; right shifts 0 (one rounding)
-  // to 22; bounds of the whole type and of a fused relu; and (variant 3) a multiplier above 1,
-  // whose layer takes the exact product throughout.
+/*! \brief One rounding of x m0 / 2^shift, halves up, as exact rationals. */
+int64_t NaiveSingleRounding(int64_t x, const FixedPointMultiplier& m) {
+  return static_cast<int64_t>(
+      FloorDiv(static_cast<__int128>(x) * m.m0 * 2 + (__int128{1} << m.shift),
+               __int128{1} << (m.shift + 1)));
+}
+
+/*!
+ * \brief The fused requantization's 8-bit results, which AVX-512 estimates in float32 and
+ * recomputes exactly only where the estimate is unsure (EstimatedRounding16), against the
+ * rounding as exact rationals: TFLite's double rounding (NaiveMultiply), or one rounding
+ * (`single`: TFLite's FULLY_CONNECTED, TVM's). A quarter of the sums are built next to the values
+ * whose exact product is a half-integer, at distances from 0 to 3 sums; right shifts 0 (one
+ * rounding) to 22; bounds of the whole type and of a fused relu; and (variant 3) a multiplier
+ * above 1. The single roundings also take column and row terms, some beyond the bounds of their
+ * int32 lanes (then the int64 lanes).
+ */
+void ExpectFused8BitsExactNextToTies(Rounding rounding, bool single) {
   std::mt19937_64 rng(29);
   std::uniform_real_distribution<double> exponent(-22.0, -0.01);
   std::uniform_int_distribution<int64_t> small(-1000, 1000), narrow(-(1 << 16), 1 << 16);
   std::uniform_int_distribution<int64_t> level(-300, 300), step(-3, 3);
+  const bool terms = rounding == Rounding::kTvm || single;
   int64_t next_to_ties = 0, checked = 0;
   for (const int64_t channels : {1, 5, 16, 21, 40}) {
     for (int variant = 0; variant < 4; ++variant) {
       const bool unsigned_out = variant % 2 == 1;
       Requantization r;
-      r.rounding = Rounding::kTflite;
+      r.rounding = rounding;
+      r.single_rounding = single;
       for (int64_t c = 0; c < channels; ++c) {
         const double real = c == 0 ? (variant == 3 ? 1.7 : 0.73) : std::exp2(exponent(rng));
         r.multipliers.push_back(QuantizeMultiplier(real));
@@ -235,6 +248,23 @@ TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
       r.max = unsigned_out ? 255 : 127;
       if (variant == 2) r.min = r.output_zero_point - 100;  // a fused relu's bound inside
       const int64_t rows = 64;
+      // Column terms correction * column_sums[c] and row terms, some beyond the int32 lanes'
+      // bounds (a negative sum's value beyond -2^31): variant 1's channel 0 a column term below
+      // -2^29 (rows 6 of 16 add a row term just below 2^29), rows 14 of 16 a row term of 1.1e9.
+      const int64_t correction = terms ? (variant == 1 ? 128 : 37) : 0;
+      std::vector<int32_t> column_sums(channels);
+      std::vector<int64_t> row_terms(rows);
+      for (int64_t c = 0; c < channels && terms; ++c) {
+        column_sums[c] = static_cast<int32_t>(c == 0 && variant == 1 ? 7 << 20 : small(rng));
+      }
+      for (int64_t i = 0; i < rows && terms; ++i) {
+        row_terms[i] = i % 16 == 6    ? (int64_t{1} << 29) - 1000
+                       : i % 16 == 14 ? int64_t{1100000000}
+                                      : narrow(rng);
+      }
+      auto offset = [&](int64_t i, int64_t c) {
+        return r.bias[c] - correction * column_sums[c] - row_terms[i];
+      };
       std::vector<int32_t> sums;
       for (int64_t i = 0; i < rows; ++i) {
         for (int64_t c = 0; c < channels; ++c) {
@@ -244,7 +274,7 @@ TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
             case 0: {  // next to a sum whose product is k + 1/2
               const double real = std::ldexp(static_cast<double>(m.m0), static_cast<int>(-m.shift));
               sum = std::llround((static_cast<double>(level(rng)) + 0.5) / real) + step(rng) -
-                    r.bias[c];
+                    offset(i, c);
               break;
             }
             case 1:
@@ -252,25 +282,31 @@ TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
               break;
             case 2:
               sum = (i % 8 < 4 ? int64_t{1} << 30 : -(int64_t{1} << 30)) + small(rng);
+              // Near 2^31 (with the terms: the value beyond it).
+              if (terms && i % 8 == 1) sum = (int64_t{1} << 31) - 2000 + small(rng);
               break;
             default:
               sum = small(rng);
           }
-          if (variant == 3) sum = small(rng);  // no product beyond int32 after the left shift
+          // The double rounding's multiplier above 1: no product beyond int32 after its shift.
+          if (variant == 3 && !single && rounding == Rounding::kTflite) sum = small(rng);
           sums.push_back(static_cast<int32_t>(std::clamp<int64_t>(
               sum, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max())));
         }
       }
       std::vector<uint8_t> out(sums.size());
       PreparedRequantization(r, channels)
-          .Run(sums.data(), channels, nullptr, nullptr, 0, rows, out.data(), channels,
+          .Run(sums.data(), channels, terms ? row_terms.data() : nullptr,
+               terms ? column_sums.data() : nullptr, correction, rows, out.data(), channels,
                unsigned_out ? SumsType::kUInt8 : SumsType::kInt8);
       for (size_t e = 0; e < sums.size(); ++e) {
-        const int64_t c = static_cast<int64_t>(e) % channels;
+        const int64_t i = static_cast<int64_t>(e) / channels,
+                      c = static_cast<int64_t>(e) % channels;
         const FixedPointMultiplier& m = r.multipliers[c];
-        const int64_t value = int64_t{sums[e]} + r.bias[c];  // within int32: no wrap here
-        const int64_t expected =
-            std::clamp(r.output_zero_point + NaiveMultiply(value, m), r.min, r.max);
+        const int64_t value = int64_t{sums[e]} + offset(i, c);  // within int32 for the double
+        const int64_t expected = std::clamp(
+            r.output_zero_point + (terms ? NaiveSingleRounding(value, m) : NaiveMultiply(value, m)),
+            r.min, r.max);
         const int64_t got = unsigned_out ? int64_t{out[e]} : int64_t{static_cast<int8_t>(out[e])};
         ASSERT_EQ(got, expected) << "variant " << variant << ", channel " << c << " of " << channels
                                  << ", value " << value << ", m0 " << m.m0 << ", shift " << m.shift;
@@ -278,7 +314,7 @@ TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
         const double product = static_cast<double>(value) *
                                std::ldexp(static_cast<double>(m.m0), static_cast<int>(-m.shift));
         const double window =
-            (m.shift > 31 ? std::ldexp(1.0, static_cast<int>(30 - m.shift)) : 0.0) +
+            (m.shift > 31 && !terms ? std::ldexp(1.0, static_cast<int>(30 - m.shift)) : 0.0) +
             std::ldexp(1.0, -13);
         next_to_ties += std::abs(product - std::floor(product) - 0.5) < window;
         ++checked;
@@ -287,6 +323,12 @@ TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
   }
   // The sums built next to ties land there often enough to test the exact recomputation.
   EXPECT_GT(next_to_ties, 200) << "of " << checked;
+}
+
+TEST(TfliteArithmeticTest, FusedRequantizationInto8BitsIsExactNextToEveryTie) {
+  ExpectFused8BitsExactNextToTies(Rounding::kTflite, false);
+  ExpectFused8BitsExactNextToTies(Rounding::kTflite, true);
+  ExpectFused8BitsExactNextToTies(Rounding::kTvm, false);
 }
 
 TEST(TfliteArithmeticTest, PrimitivesMatchTheirDefinitions) {
