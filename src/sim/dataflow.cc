@@ -284,7 +284,7 @@ Dataflow AnalyzeDataflow(const Program& program, const TransferPlan& plan, doubl
   for (int64_t i = 0; i < count; ++i) {
     const int64_t group = program.commands[i].group;
     if (dataflow.groups.empty() || program.commands[dataflow.groups.back().begin].group != group) {
-      dataflow.groups.push_back(GroupSchedule{i, i, false, {}, {}});
+      dataflow.groups.push_back(GroupSchedule{i, i, false, {}, {}, {}});
     }
     dataflow.groups.back().end = i + 1;
   }
@@ -294,21 +294,32 @@ Dataflow AnalyzeDataflow(const Program& program, const TransferPlan& plan, doubl
   return dataflow;
 }
 
-void RunGroup(const Dataflow& dataflow, const GroupSchedule& group,
-              const std::function<void(int64_t)>& execute) {
-  if (!group.concurrent) {
-    for (int64_t i = group.begin; i < group.end; ++i) execute(i);
-    return;
-  }
-  if (kernels::MaxThreads() == 1 || group.tile_starts.size() <= 1) {
-    // One thread claiming every tile in turn: each command's deps come earlier in that order, so
-    // nothing needs to wait or be marked done.
+void ListPerformed(const std::vector<bool>& performed, Dataflow* dataflow) {
+  for (GroupSchedule& group : dataflow->groups) {
+    group.in_order.clear();
+    auto add = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        if (performed[i]) group.in_order.push_back(i);
+      }
+    };
+    if (!group.concurrent) {
+      add(group.begin, group.end);
+      continue;
+    }
+    // One thread claiming every tile in turn: each command's deps come earlier in that order.
     for (size_t claim = 0; claim < group.tile_starts.size(); ++claim) {
       const size_t t = group.tile_order.empty() ? claim : group.tile_order[claim];
-      const int64_t tile_end =
-          t + 1 < group.tile_starts.size() ? group.tile_starts[t + 1] : group.end;
-      for (int64_t i = group.tile_starts[t]; i < tile_end; ++i) execute(i);
+      add(group.tile_starts[t],
+          t + 1 < group.tile_starts.size() ? group.tile_starts[t + 1] : group.end);
     }
+  }
+}
+
+void RunGroup(const Dataflow& dataflow, const GroupSchedule& group,
+              const std::function<void(int64_t)>& execute) {
+  if (!group.concurrent || kernels::MaxThreads() == 1 || group.tile_starts.size() <= 1) {
+    // One thread: nothing needs to wait or be marked done.
+    for (int64_t i : group.in_order) execute(i);
     return;
   }
   const int64_t size = group.end - group.begin;

@@ -40,6 +40,12 @@ struct GroupSchedule {
    * dataflow.cc). Host execution only: the cycle model reads the command stream.
    */
   std::vector<int64_t> tile_order;
+  /*!
+   * \brief The commands one thread runs, in the order it runs them (stream order, or a
+   * concurrent group's tiles in tile_order), less those the emulator leaves out (forwarded,
+   * fused, merged): see ListPerformed.
+   */
+  std::vector<int64_t> in_order;
 };
 
 struct Dataflow {
@@ -58,9 +64,16 @@ Dataflow AnalyzeDataflow(const Program& program, const TransferPlan& plan,
                          double min_speedup = 1.5);
 
 /*!
- * \brief Runs execute(i) for every command of `group`: in stream order, or, for a concurrent
- * group, tile by tile on up to kernels::MaxThreads() threads, each command after all of its deps.
- * An exception from execute stops the group and is rethrown once every thread has stopped.
+ * \brief Fills every group's in_order with the commands i where performed[i], after the groups'
+ * `concurrent` flags are final.
+ */
+void ListPerformed(const std::vector<bool>& performed, Dataflow* dataflow);
+
+/*!
+ * \brief Runs execute(i) for every command of `group`'s in_order on one thread, or, for a
+ * concurrent group with several threads, for every command of the group, tile by tile on up to
+ * kernels::MaxThreads() threads, each command after all of its deps. An exception from execute
+ * stops the group and is rethrown once every thread has stopped.
  */
 void RunGroup(const Dataflow& dataflow, const GroupSchedule& group,
               const std::function<void(int64_t)>& execute);

@@ -586,6 +586,7 @@ Emulator::Emulator(const Program& program, EmulatorOptions options)
     }
     group.concurrent &= computing >= 2;
   }
+  ListPerformed(performed_, &dataflow_);
   // Only the bytes the plan uses are backed (at most the tier's capacity, checked at compile
   // time).
   for (const GroupInfo& group : program.groups) {

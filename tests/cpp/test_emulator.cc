@@ -303,6 +303,31 @@ TEST(DataflowTest, TilesSharingALargeOperandRunBackToBackWithTheSameBits) {
       EXPECT_LT(position[dep - group.begin], position[i - group.begin]) << "command " << i;
     }
   }
+  // One thread runs the commands each emulator performs (not forwarded, fused or merged away),
+  // each once, stream order or (a concurrent group) tile by tile in claim order (ListPerformed).
+  int64_t performed_count = 0;
+  for (const Emulator* emulator : {&reordering, &streaming}) {
+    auto performed = [&](int64_t i) {
+      return !emulator->transfers().skipped[i] && !emulator->fused_requantization().folded[i] &&
+             !emulator->merged_column_tiles().merged_away[i] &&
+             !emulator->merged_matmul_tiles().merged_away[i];
+    };
+    for (const GroupSchedule& g : emulator->dataflow().groups) {
+      std::vector<int64_t> expected_order;
+      for (size_t claim = 0; claim < (g.concurrent ? g.tile_starts.size() : 1); ++claim) {
+        const size_t t = g.tile_order.empty() ? claim : g.tile_order[claim];
+        const int64_t begin = g.concurrent ? g.tile_starts[t] : g.begin;
+        const int64_t end =
+            !g.concurrent || t + 1 == g.tile_starts.size() ? g.end : g.tile_starts[t + 1];
+        for (int64_t i = begin; i < end; ++i) {
+          if (performed(i)) expected_order.push_back(i);
+        }
+      }
+      EXPECT_EQ(g.in_order, expected_order) << "group from " << g.begin;
+      performed_count += static_cast<int64_t>(expected_order.size());
+    }
+  }
+  EXPECT_GT(performed_count, 0);
   auto run = [&](const Emulator& emulator) {
     std::vector<float> y(kRows * kCols, -1.0f);
     DramBindings dram;
