@@ -170,8 +170,8 @@ int Main(int argc, char** argv) {
   size_t deps = 0;
   for (const Command& command : executor.program().commands) deps += command.deps.size();
   std::printf(
-      "%s: compile %.2f ms (+ emulator plan %.2f ms at the first run), run median %.4f ms (min "
-      "%.4f) over %d runs, %zu commands, %zu dependencies\n",
+      "%s: compile %.2f ms (+ emulator plan %.2f ms at the first run), run median %.5f ms (min "
+      "%.5f) over %d runs, %zu commands, %zu dependencies\n",
       g.symbol.c_str(), compile_ms, plan_ms, times[times.size() / 2], times.front(), runs,
       executor.program().commands.size(), deps);
   return 0;
