@@ -74,6 +74,36 @@ inline void Interleave4(const int8_t* const rows[4], uint8_t flip, int32_t* dst,
 
 /*! \brief Per row of an int8 [m, k] matrix, 128 times the sum of its values. */
 void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
+#if defined(__AVX512BW__)
+  if (k < 64 && k % 8 == 0) {
+    // A pointwise layer's few channels, a multiple of eight: vpsadbw sums each eight bytes made
+    // unsigned (x + 128) into a 64-bit lane in one pass over the matrix, then each row adds its
+    // k / 8 lanes (one, as often as not: the loop then vectorises).
+    thread_local std::vector<int64_t> lanes;
+    const int64_t bytes = m * k;
+    lanes.resize(static_cast<size_t>(RoundUp(bytes, 64) / 8));
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int64_t p = 0; p < bytes; p += 64) {
+      const __mmask64 in = bytes - p >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - p)) - 1;
+      _mm512_storeu_si512(
+          lanes.data() + p / 8,
+          _mm512_sad_epu8(_mm512_xor_si512(_mm512_maskz_loadu_epi8(in, a + p), flip),
+                          _mm512_setzero_si512()));
+    }
+    const int64_t per_row = k / 8, unsigned_offset = 128 * k;
+    const int64_t* lane = lanes.data();
+    if (per_row == 1) {
+      for (int64_t i = 0; i < m; ++i) out[i] = 128 * (lane[i] - unsigned_offset);
+      return;
+    }
+    for (int64_t i = 0; i < m; ++i, lane += per_row) {
+      int64_t sum = 0;
+      for (int64_t q = 0; q < per_row; ++q) sum += lane[q];
+      out[i] = 128 * (sum - unsigned_offset);
+    }
+    return;
+  }
+#endif
 #if defined(__AVX512VNNI__)
   if (k < 64 && k % 4 == 0) {
     // A pointwise layer's few channels: rows lie side by side in each 64-byte vector, so the
@@ -354,8 +384,11 @@ void MatmulU8S8(const T* lhs, int64_t zero_point, const int8_t* rhs, int64_t ldb
       const PackedB w = PackB(rhs, 1, k, k4, ldb, n, n16, 0x80, packs);
       thread_local std::vector<int64_t> row_terms;
       row_terms.resize(static_cast<size_t>(m));
-      RowTerms(lhs, m, k, row_terms.data());
+      // B's first padding column (w = 0, stored as 128) sums 128 x along each row: where n leaves
+      // one, the GEMM computes the row terms too.
+      if (n == n16) RowTerms(lhs, m, k, row_terms.data());
       DirectGemmS8U8(m, n16, lhs, rows, reinterpret_cast<const uint8_t*>(w.b), n16, c32, n16);
+      for (int64_t i = 0; i < m && n < n16; ++i) row_terms[i] = c32[i * n16 + n];
       StoreSums(c32, n16, row_terms.data(), w.column_sums, zero_point, m, n, to, 0, n);
     } else {
       // uint8 activations already are the unsigned operand: read in place.

@@ -426,7 +426,19 @@ void CheckQuantizedMatmul(int64_t m, int64_t k, int64_t n, int64_t zp, std::mt19
 TEST(QuantizeTest, QuantizedMatmulMatchesANaiveSumForEveryDtype) {
   std::mt19937 rng(10);
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {3, 5, 7}, {13, 17, 16}, {25, 64, 33}, {64, 256, 32}, {7, 301, 50}}) {
+           {1, 1, 1},
+           {3, 5, 7},
+           {13, 17, 16},
+           {25, 64, 33},
+           {64, 256, 32},
+           {7, 301, 50},
+           // Pointwise layers' few channels: row terms from eight-byte sums (one, two or seven
+           // per row), four-byte sums, or B's padding column.
+           {37, 8, 48},
+           {29, 16, 32},
+           {40, 56, 64},
+           {19, 12, 16},
+           {21, 24, 8}}) {
     for (int64_t zp : {-128, 5, 127}) CheckQuantizedMatmul<int8_t>(m, k, n, zp, &rng);
     for (int64_t zp : {0, 128, 255}) CheckQuantizedMatmul<uint8_t>(m, k, n, zp, &rng);
     for (int64_t zp : {-32768, 0, 32767}) CheckQuantizedMatmul<int16_t>(m, k, n, zp, &rng);
