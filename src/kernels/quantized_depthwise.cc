@@ -16,6 +16,7 @@
 #include <array>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/parallel.h"
@@ -172,6 +173,65 @@ EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channel
     }
   }
 }
+
+#if defined(__AVX512VNNI__)
+/*! \brief The depthwise kernel width RowPixelsVnni serves (MobileNets' 3 x 3). */
+constexpr int64_t kRowKernelWidth = 3;
+
+/*! \brief A block of output pixels side by side at stride 1, every tap inside the input row:
+ * per kernel row, its first input pixel, its weights (high halves zeroed, kRowKernelWidth taps,
+ * channels contiguous) and their sum over its taps. */
+template <typename T>
+struct KernelRows {
+  const T* const* in;
+  const int32_t* const* w_low;
+  const int32_t* const* w_sum;
+  int64_t rows;
+};
+
+/*!
+ * \brief PixelsAvx512 for kP pixels at stride 1 of a kW-wide kernel: input pixel q of a kernel
+ * row serves tap j of output pixel q - j, so it is loaded and widened once for up to kW outputs
+ * (kP + kW - 1 loads per kernel row where a load per tap took kP kW), and the weights' high
+ * halves come zeroed.
+ */
+template <int kP, int kW, typename T>
+EXAMPLE_NPU_AVX512BW void RowPixelsVnni(const KernelRows<T>& rows, int64_t channels,
+                                        int32_t zero_point, const PixelOut& out) {
+  const __m512i zp = _mm512_set1_epi32(zero_point);
+  for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
+    const int64_t width = std::min(kBlock, channels - c0);
+    const __mmask16 mask = static_cast<__mmask16>((uint32_t{1} << width) - 1);
+    __m512i sums[kP], weight_sum = _mm512_setzero_si512();
+    for (int p = 0; p < kP; ++p) sums[p] = _mm512_setzero_si512();
+    for (int64_t r = 0; r < rows.rows; ++r) {
+      __m512i w[kW];
+      for (int j = 0; j < kW; ++j) {
+        w[j] = _mm512_maskz_loadu_epi32(mask, rows.w_low[r] + j * channels + c0);
+      }
+      weight_sum = _mm512_add_epi32(weight_sum, _mm512_maskz_loadu_epi32(mask, rows.w_sum[r] + c0));
+      const T* x = rows.in[r] + c0;
+      for (int q = 0; q < kP + kW - 1; ++q) {
+        const __m512i xq = LoadWidened(x + q * channels, mask);
+        for (int j = 0; j < kW; ++j) {
+          if (q - j >= 0 && q - j < kP) sums[q - j] = _mm512_dpwssd_epi32(sums[q - j], xq, w[j]);
+        }
+      }
+    }
+    const __m512i correction = _mm512_mullo_epi32(weight_sum, zp);
+    for (int p = 0; p < kP; ++p) {
+      StoreWidened(_mm512_sub_epi32(sums[p], correction), mask, out, p * out.step + c0);
+    }
+  }
+}
+
+/*! \brief RowPixelsVnni for 1 .. sizeof...(P) pixels. */
+template <typename T, size_t... P>
+constexpr auto RowPixelsTable(std::index_sequence<P...>) {
+  return std::array<void (*)(const KernelRows<T>&, int64_t, int32_t, const PixelOut&),
+                    sizeof...(P)>{&RowPixelsVnni<static_cast<int>(P) + 1, kRowKernelWidth, T>...};
+}
+#endif
 #define EXAMPLE_NPU_AVX2 __attribute__((target("avx2")))
 
 bool HasAvx2() {
@@ -253,6 +313,13 @@ EXAMPLE_NPU_AVX2 void PixelsAvx2(const PixelTaps<T>& taps, int64_t channels, int
 }
 #endif
 
+/*! \brief The weights as kernel rows read them (KernelRows): each tap's int32 weights with
+ * their high halves zeroed (vpdpwssd then multiplies x by w alone), and per kernel row and
+ * channel the sum of its taps' weights. */
+struct RowWeights {
+  std::vector<int32_t> low, sums;
+};
+
 /*! \brief Sizes of the convolution, from its shapes and parameters. */
 struct DepthwiseShape {
   int64_t batch, h, w, channels, kh, kw, oh, ow;
@@ -261,11 +328,15 @@ struct DepthwiseShape {
 template <typename T>
 class DepthwiseRows {
  public:
-  DepthwiseRows(const T* input, int64_t zero_point, const int32_t* weight, const SumsOut& to,
-                const DepthwiseShape& s, const Conv2dParams& p, bool portable)
+  /*! \brief `row_weights`: these weights by kernel rows for a kRowKernelWidth-wide kernel at
+   * stride 1 and dilation 1 on AVX-512 VNNI, or null (then no kernel-row blocks). */
+  DepthwiseRows(const T* input, int64_t zero_point, const int32_t* weight,
+                const RowWeights* row_weights, const SumsOut& to, const DepthwiseShape& s,
+                const Conv2dParams& p, bool portable)
       : input_(input),
         zero_point_(static_cast<int32_t>(zero_point)),
         weight_(weight),
+        row_weights_(row_weights),
         to_(to),
         requant_(to.requant),
         s_(s),
@@ -273,6 +344,11 @@ class DepthwiseRows {
 #if defined(EXAMPLE_NPU_X86_64)
     if (!portable && HasAvx512Bw()) {
       pixels_ = {PixelsAvx512<1, T>, PixelsAvx512<2, T>, PixelsAvx512<3, T>, PixelsAvx512<4, T>};
+#if defined(__AVX512VNNI__)
+      if (row_weights_ != nullptr) {
+        row_pixels_ = RowPixelsTable<T>(std::make_index_sequence<kRowPixels>());
+      }
+#endif
       return;
     }
     if (!portable && HasAvx2()) {
@@ -289,8 +365,8 @@ class DepthwiseRows {
   /*! \brief Output rows [begin, end) of (image, output row). */
   void Run(int64_t begin, int64_t end) const {
     // Per thread and kept between calls: no heap allocation per row range.
-    thread_local std::vector<const T*> tap_in;
-    thread_local std::vector<const int32_t*> tap_w;
+    thread_local std::vector<const T*> tap_in, row_in;
+    thread_local std::vector<const int32_t*> tap_w, row_w_low, row_w_sum;
     tap_in.resize(static_cast<size_t>(s_.kh * s_.kw));
     tap_w.resize(static_cast<size_t>(s_.kh * s_.kw));
     const int64_t sw = p_.strides[1], dw = p_.dilation[1];
@@ -339,6 +415,29 @@ class DepthwiseRows {
       const Pixels one = pixels_[0];
       int64_t ow = 0;
       for (; ow < interior_begin; ++ow) one(gather(ow), s_.channels, zero_point_, out_at(ow));
+#if defined(__AVX512VNNI__)
+      if (ow < interior_end && row_pixels_[0] != nullptr) {
+        // Interior pixels by kernel rows, eight at a time and the rest in one call.
+        const int64_t kernel_rows = khs.end - khs.begin;
+        row_in.resize(static_cast<size_t>(kernel_rows));
+        row_w_low.resize(static_cast<size_t>(kernel_rows));
+        row_w_sum.resize(static_cast<size_t>(kernel_rows));
+        for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
+          const int64_t r = kh - khs.begin;
+          row_in[r] = image + ((h_base + kh * p_.dilation[0]) * s_.w + ow * sw - p_.padding[1]) *
+                                  s_.channels;
+          row_w_low[r] = row_weights_->low.data() + kh * s_.kw * s_.channels;
+          row_w_sum[r] = row_weights_->sums.data() + kh * s_.channels;
+        }
+        const KernelRows<T> rows{row_in.data(), row_w_low.data(), row_w_sum.data(), kernel_rows};
+        for (; ow < interior_end;) {
+          const int64_t count = std::min<int64_t>(kRowPixels, interior_end - ow);
+          row_pixels_[count - 1](rows, s_.channels, zero_point_, out_at(ow));
+          for (const T*& in : row_in) in += count * step;
+          ow += count;
+        }
+      }
+#endif
       if (ow < interior_end) {
         // Interior pixels share one tap pattern: gathered once, then shifted along the row, four
         // pixels at a time and the last one to three in one call.
@@ -364,14 +463,21 @@ class DepthwiseRows {
 
  private:
   using Pixels = void (*)(const PixelTaps<T>&, int64_t, int32_t, const PixelOut&);
+  static constexpr size_t kRowPixels = 8;
   const T* input_;
   int32_t zero_point_;
   const int32_t* weight_;
+  const RowWeights* row_weights_;
   const SumsOut& to_;
   const PreparedRequantization* requant_;
   DepthwiseShape s_;
   const Conv2dParams& p_;
   std::array<Pixels, 4> pixels_{};  // pixels_[k - 1]: k pixels, k in [1, 4]
+#if defined(__AVX512VNNI__)
+  // row_pixels_[k - 1]: k pixels by kernel rows (RowPixelsVnni), or null.
+  std::array<void (*)(const KernelRows<T>&, int64_t, int32_t, const PixelOut&), kRowPixels>
+      row_pixels_{};
+#endif
 };
 
 template <typename T>
@@ -384,8 +490,27 @@ void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t
   // C] as it lies), into this thread's buffer (the workers only read it while it waits).
   thread_local std::vector<int32_t> weight32;
   weight32.assign(weight, weight + s.kh * s.kw * s.channels);
+  // Kernel rows (RowPixelsVnni) where the kernel is kRowKernelWidth wide at stride 1.
+  const RowWeights* row_weights = nullptr;
+#if defined(__AVX512VNNI__)
+  thread_local RowWeights by_rows;
+  if (!portable && HasAvx512Bw() && s.kw == kRowKernelWidth && p.strides[1] == 1 &&
+      p.dilation[1] == 1) {
+    const int64_t taps = s.kh * s.kw;
+    by_rows.low.resize(static_cast<size_t>(taps * s.channels));
+    by_rows.sums.assign(static_cast<size_t>(s.kh * s.channels), 0);
+    for (int64_t i = 0; i < taps * s.channels; ++i) by_rows.low[i] = weight32[i] & 0xffff;
+    for (int64_t t = 0; t < taps; ++t) {
+      int32_t* sums = by_rows.sums.data() + t / s.kw * s.channels;
+      const int32_t* tap = weight32.data() + t * s.channels;
+      for (int64_t c = 0; c < s.channels; ++c) sums[c] += tap[c];
+    }
+    row_weights = &by_rows;
+  }
+#endif
   auto run = [&](const T* data, const DepthwiseShape& shape, const Conv2dParams& params) {
-    const DepthwiseRows<T> rows(data, zero_point, weight32.data(), to, shape, params, portable);
+    const DepthwiseRows<T> rows(data, zero_point, weight32.data(), row_weights, to, shape, params,
+                                portable);
     const int64_t row_work = std::max<int64_t>(s.ow * s.channels * s.kh * s.kw, 1);
     ParallelFor(s.batch * s.oh, std::max<int64_t>(1, (1 << 16) / row_work),
                 [&](int64_t begin, int64_t end) { rows.Run(begin, end); });

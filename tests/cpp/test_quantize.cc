@@ -370,8 +370,9 @@ TEST(QuantizeTest, QuantizedConvMatchesANaiveSumForEveryDtype) {
 }
 
 TEST(QuantizeTest, QuantizedDepthwiseMatchesANaiveSum) {
-  // Channel counts around the 16-channel vector, rows with and without blocks of four interior
-  // pixels, edges where only some taps are in bounds, strides, dilation, asymmetric padding.
+  // Channel counts around the 16-channel vector, rows with and without blocks of four (or eight)
+  // interior pixels, edges where only some taps are in bounds, strides, dilation, asymmetric
+  // padding.
   std::mt19937 rng(11);
   const std::vector<QConvCase> cases = {
       {1, 9, 13, 37, 3, 3, 37, {1, 1}, {1, 1, 1, 1}, {1, 1}, 37},
@@ -382,6 +383,9 @@ TEST(QuantizeTest, QuantizedDepthwiseMatchesANaiveSum) {
       {1, 3, 4, 64, 3, 3, 64, {1, 1}, {4, 5, 4, 5}, {1, 1}, 64},   // padding wider than the input
       {1, 25, 5, 64, 3, 3, 64, {1, 1}, {1, 1, 1, 1}, {1, 1}, 64},  // a keyword-spotting layer
       {1, 6, 30, 1, 1, 7, 1, {1, 1}, {0, 3, 0, 3}, {1, 1}, 1},
+      // Interior rows by kernel rows: blocks of eight pixels and a tail of six, or one.
+      {1, 5, 22, 48, 3, 3, 48, {1, 1}, {1, 1, 1, 1}, {1, 1}, 48},
+      {1, 6, 11, 20, 3, 3, 20, {1, 1}, {1, 0, 1, 0}, {1, 1}, 20},
   };
   for (const QConvCase& k : cases) {
     for (int64_t zp : {-128, -3, 0, 127}) CheckQuantizedConv<int8_t>(k, zp, &rng);
