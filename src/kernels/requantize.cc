@@ -630,10 +630,9 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
   // 8-bit results (nearly every layer's): float32 estimates first, the exact product where one is
   // unsure (EstimatedRounding16; not with near ties, which the products find).
   const bool estimate = !estimate_scales_.empty() && SumsTypeBytes(out_type) == 1 &&
-                        r.min - zp >= -512 && r.max - zp <= 512 && ties == nullptr;
-  const __m512 lo_float = _mm512_set1_ps(static_cast<float>(r.min - zp));
-  const __m512 hi_float = _mm512_set1_ps(static_cast<float>(r.max - zp));
-  const __m512i magic_less_zp = EstimatedRounding16::MagicLessZeroPoint(static_cast<int32_t>(zp));
+                        r.min >= -256 && r.max <= 256 && r.min - zp >= -512 && r.max - zp <= 512 &&
+                        ties == nullptr;
+  const EstimatedRounding16::Range range(r.min, r.max, zp);
   auto estimate_of = [&](int64_t j, __mmask16 lanes) {
     return estimate ? EstimatedRounding16::Load(estimate_scales_.data() + j,
                                                 estimate_sure_below_.data() + j, lanes)
@@ -675,8 +674,7 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
           // Multipliers below 1 (nearly all) shift nothing left: that shift is left out then.
           if constexpr (decltype(shifts_left)::value) {
             value = _mm512_maskz_sllv_epi32(kAll16, value, left);
-          } else if (__m512i result; estimate && estimated.Round(value, lanes, lo_float, hi_float,
-                                                                 magic_less_zp, &result)) {
+          } else if (__m512i result; estimate && estimated.Round(value, lanes, range, &result)) {
             Store16(result, lanes, out_type, row_out(i) + j * item);
             continue;
           }
@@ -810,8 +808,7 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
             continue;
           }
           __m512i rounded;
-          if (__m512i result; estimate && estimated.Round(value, lanes, lo_float, hi_float,
-                                                          magic_less_zp, &result)) {
+          if (__m512i result; estimate && estimated.Round(value, lanes, range, &result)) {
             Store16(result, lanes, out_type, row_out(i) + j * item);
             continue;
           }

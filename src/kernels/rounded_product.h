@@ -175,8 +175,9 @@ struct RoundedProduct16 {
 
 /*!
  * \brief A fixed-point requantization of sixteen int32 lanes estimated in float32, for results
- * stored in 8 bits: y = x s (s the multiplier in float32) clamped to the output range and rounded
- * to the nearest integer, without RoundedProduct16's two 64-bit products and their recombination.
+ * stored in 8 bits: y = x s + zero point (s the multiplier in float32, one multiply-add) clamped
+ * to the output range and rounded to the nearest integer, without RoundedProduct16's two 64-bit
+ * products and their recombination.
  * It serves TFLite's double rounding and the single rounding (TFLite's FULLY_CONNECTED, TVM's
  * exact rounding below 2^31).
  *
@@ -186,8 +187,9 @@ struct RoundedProduct16 {
  * apart, which moves it by at most 2^-(r + 1) (half a unit of 2^-r), so where p lies farther than
  * that from every half-integer, the rounded value lies strictly on p's side of the half-integer
  * the second rounding decides at, and both round to p's nearest integer (r = 0: one rounding,
- * decided at the half-integer itself). In the output range (|y| <= 512) y is within 2^-13 of p:
- * three float32 roundings (x, s, the product), each relative 2^-24. A lane is sure where
+ * decided at the half-integer itself). In the output range (8-bit: |y| < 256, |y - zero point|
+ * <= 512) y is within 2^-13 of p + zero point: the roundings of x and s, each relative 2^-24
+ * (2^-14 together at 512), and the multiply-add's, half a unit of y (2^-17). A lane is sure where
  * |y - round(y)| < 1/2 - window - 2^-13 (window: 2^-(r + 1) for the double rounding, 0 for the
  * single); a lane clamped to the range is sure (a bound is an integer, and p rounds to it or
  * beyond). Unsure lanes are about 1 in 2^r plus 1 in 4096: then the caller takes the exact
@@ -210,36 +212,43 @@ struct EstimatedRounding16 {
     return {_mm512_maskz_loadu_ps(lanes, scales), _mm512_maskz_loadu_ps(lanes, sure_below)};
   }
 
+  /*! \brief The output range and zero point as Round reads them. */
+  struct Range {
+    __m512 lo, hi, zero_point;
+    Range(int64_t min, int64_t max, int64_t zero_point)
+        : lo(_mm512_set1_ps(static_cast<float>(min))),
+          hi(_mm512_set1_ps(static_cast<float>(max))),
+          zero_point(_mm512_set1_ps(static_cast<float>(zero_point))) {}
+  };
+
   /*!
-   * \brief Where every lane of `lanes` is sure: *result = round(clamp(x s, lo, hi)) + zero point
-   * (lo, hi: the output range less the zero point, within [-512, 512]) and true; else false.
+   * \brief Where every lane of `lanes` is sure: *result = round(clamp(x s + zero point, min,
+   * max)) (min and max within [-256, 256], min - zero point and max - zero point within [-512,
+   * 512]) and true; else false. The zero point is added in the multiply-add's one rounding (below
+   * 2^-17 where the result lies in the range, which the 2^-13 margin covers with the product's
+   * 2^-14).
    */
-  bool Round(__m512i x, __mmask16 lanes, __m512 lo, __m512 hi, __m512i magic_less_zero_point,
-             __m512i* result) const {
-    // y + 1.5 2^23 lies in [2^23, 2^24), where float32 steps are 1: the sum rounds y to the
-    // nearest integer (ties to even: a tie is never sure), whose value its low bits hold.
-    const __m512 magic = _mm512_set1_ps(12582912.0f);
+  bool Round(__m512i x, __mmask16 lanes, const Range& range, __m512i* result) const {
     const __m512 y = _mm512_maskz_min_ps(
         kAll16,
-        _mm512_maskz_max_ps(
-            kAll16, _mm512_maskz_mul_ps(kAll16, _mm512_maskz_cvtepi32_ps(kAll16, x), scale), lo),
-        hi);
-    const __m512 t = _mm512_maskz_add_ps(kAll16, y, magic);
-    const __m512 distance =
-        _mm512_abs_ps(_mm512_maskz_sub_ps(kAll16, y, _mm512_maskz_sub_ps(kAll16, t, magic)));
+        _mm512_maskz_max_ps(kAll16,
+                            _mm512_maskz_fmadd_ps(kAll16, _mm512_maskz_cvtepi32_ps(kAll16, x),
+                                                  scale, range.zero_point),
+                            range.lo),
+        range.hi);
+    // y less its nearest integer, exactly (vreduceps keeps no fraction bits).
+    const __m512 distance = _mm512_abs_ps(
+        _mm512_maskz_reduce_ps(kAll16, y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     if (_mm512_mask_cmp_ps_mask(lanes, distance, sure_below, _CMP_NLT_UQ) != 0) return false;
-    *result = _mm512_sub_epi32(_mm512_castps_si512(t), magic_less_zero_point);
+    *result =
+        _mm512_maskz_cvt_roundps_epi32(kAll16, y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return true;
-  }
-  /*! \brief The bits of 1.5 2^23 less the zero point, for Round. */
-  static __m512i MagicLessZeroPoint(int32_t zero_point) {
-    return _mm512_set1_epi32(0x4B400000 - zero_point);
   }
 
  private:
   static void Channel(double multiplier, double window, float* scale, float* sure_below) {
     *scale = static_cast<float>(multiplier);
-    // Rounded up by at most 2^-25, which the 2^-13 margin (above three roundings' 3 2^-15)
+    // Rounded up by at most 2^-25, which the 2^-13 margin (above the roundings' 2^-14 + 2^-17)
     // covers.
     *sure_below = static_cast<float>(0.5 - window - std::ldexp(1.0, -13));
   }
