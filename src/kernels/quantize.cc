@@ -579,7 +579,8 @@ void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, cons
            const Conv2dParams& p, WeightPackCache* packs) {
   const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
   if (IsQuantizedDepthwise(in_shape, input_zero_point, weight_shape, out_shape, p)) {
-    QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p);
+    QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p,
+                       /*portable=*/false, packs);
     return;
   }
   // A pointwise convolution is a matmul of the pixels by the weight: read in place, no copy.

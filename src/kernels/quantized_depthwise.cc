@@ -21,6 +21,7 @@
 
 #include "kernels/parallel.h"
 #include "kernels/requantize_sums.h"
+#include "kernels/weight_pack_cache.h"
 #include "kernels/window.h"
 
 #if defined(__x86_64__)
@@ -317,7 +318,8 @@ EXAMPLE_NPU_AVX2 void PixelsAvx2(const PixelTaps<T>& taps, int64_t channels, int
  * their high halves zeroed (vpdpwssd then multiplies x by w alone), and per kernel row and
  * channel the sum of its taps' weights. */
 struct RowWeights {
-  std::vector<int32_t> low, sums;
+  const int32_t* low;
+  const int32_t* sums;
 };
 
 /*! \brief Sizes of the convolution, from its shapes and parameters. */
@@ -426,8 +428,8 @@ class DepthwiseRows {
           const int64_t r = kh - khs.begin;
           row_in[r] = image + ((h_base + kh * p_.dilation[0]) * s_.w + ow * sw - p_.padding[1]) *
                                   s_.channels;
-          row_w_low[r] = row_weights_->low.data() + kh * s_.kw * s_.channels;
-          row_w_sum[r] = row_weights_->sums.data() + kh * s_.channels;
+          row_w_low[r] = row_weights_->low + kh * s_.kw * s_.channels;
+          row_w_sum[r] = row_weights_->sums + kh * s_.channels;
         }
         const KernelRows<T> rows{row_in.data(), row_w_low.data(), row_w_sum.data(), kernel_rows};
         for (; ow < interior_end;) {
@@ -480,37 +482,57 @@ class DepthwiseRows {
 #endif
 };
 
+/*! \brief WeightPackCache keys of depthwise weights have this where PackB's have segments. */
+constexpr int64_t kDepthwiseWeights = -1;
+
 template <typename T>
 void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t* weight,
          const Shape& weight_shape, const SumsOut& to, const Shape& out_shape,
-         const Conv2dParams& p, bool portable) {
+         const Conv2dParams& p, bool portable, WeightPackCache* packs) {
   const DepthwiseShape s{in_shape[0],     in_shape[1],     in_shape[2],  in_shape[3],
                          weight_shape[0], weight_shape[1], out_shape[1], out_shape[2]};
   // The weights widened once to int32, tap-major with the channels contiguous (HWIO [kh, kw, 1,
-  // C] as it lies), into this thread's buffer (the workers only read it while it waits).
-  thread_local std::vector<int32_t> weight32;
-  weight32.assign(weight, weight + s.kh * s.kw * s.channels);
-  // Kernel rows (RowPixelsVnni) where the kernel is kRowKernelWidth wide at stride 1.
-  const RowWeights* row_weights = nullptr;
+  // C] as it lies), then, for kernel rows (RowPixelsVnni: a kRowKernelWidth-wide kernel at
+  // stride 1), RowWeights' two arrays: made once for weights `packs` keeps, else per call into
+  // this thread's buffer (the workers only read it while it waits).
+  const int64_t size = s.kh * s.kw * s.channels;
+  bool by_rows = false;
 #if defined(__AVX512VNNI__)
-  thread_local RowWeights by_rows;
-  if (!portable && HasAvx512Bw() && s.kw == kRowKernelWidth && p.strides[1] == 1 &&
-      p.dilation[1] == 1) {
-    const int64_t taps = s.kh * s.kw;
-    by_rows.low.resize(static_cast<size_t>(taps * s.channels));
-    by_rows.sums.assign(static_cast<size_t>(s.kh * s.channels), 0);
-    for (int64_t i = 0; i < taps * s.channels; ++i) by_rows.low[i] = weight32[i] & 0xffff;
-    for (int64_t t = 0; t < taps; ++t) {
-      int32_t* sums = by_rows.sums.data() + t / s.kw * s.channels;
-      const int32_t* tap = weight32.data() + t * s.channels;
-      for (int64_t c = 0; c < s.channels; ++c) sums[c] += tap[c];
-    }
-    row_weights = &by_rows;
-  }
+  by_rows = !portable && HasAvx512Bw() && s.kw == kRowKernelWidth && p.strides[1] == 1 &&
+            p.dilation[1] == 1;
 #endif
+  const int64_t words = by_rows ? 2 * size + s.kh * s.channels : size;
+  auto prepare = [&](int32_t* out) {
+    std::copy_n(weight, size, out);
+    if (!by_rows) return;
+    int32_t* low = out + size;
+    int32_t* sums = low + size;
+    for (int64_t i = 0; i < size; ++i) low[i] = out[i] & 0xffff;
+    std::fill_n(sums, s.kh * s.channels, 0);
+    for (int64_t t = 0; t < s.kh * s.kw; ++t) {
+      int32_t* row = sums + t / s.kw * s.channels;
+      for (int64_t c = 0; c < s.channels; ++c) row[c] += out[t * s.channels + c];
+    }
+  };
+  const PackedWeights* kept =
+      packs == nullptr ? nullptr
+                       : packs->Get({reinterpret_cast<intptr_t>(weight), kDepthwiseWeights, s.kh,
+                                     s.kw, s.channels, by_rows ? 1 : 0, 0, 0},
+                                    [&](PackedWeights* out) {
+                                      out->b.resize(static_cast<size_t>(words));
+                                      prepare(out->b.data());
+                                    });
+  thread_local std::vector<int32_t> buffer;
+  const int32_t* weight32 = kept != nullptr ? kept->b.data() : nullptr;
+  if (weight32 == nullptr) {
+    buffer.resize(static_cast<size_t>(words));
+    prepare(buffer.data());
+    weight32 = buffer.data();
+  }
+  const RowWeights row_weights{weight32 + size, weight32 + 2 * size};
   auto run = [&](const T* data, const DepthwiseShape& shape, const Conv2dParams& params) {
-    const DepthwiseRows<T> rows(data, zero_point, weight32.data(), row_weights, to, shape, params,
-                                portable);
+    const DepthwiseRows<T> rows(data, zero_point, weight32, by_rows ? &row_weights : nullptr, to,
+                                shape, params, portable);
     const int64_t row_work = std::max<int64_t>(s.ow * s.channels * s.kh * s.kw, 1);
     ParallelFor(s.batch * s.oh, std::max<int64_t>(1, (1 << 16) / row_work),
                 [&](int64_t begin, int64_t end) { rows.Run(begin, end); });
@@ -556,14 +578,16 @@ bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape
 
 void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,
                         const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
-                        const Shape& out_shape, const Conv2dParams& params, bool portable) {
-  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable);
+                        const Shape& out_shape, const Conv2dParams& params, bool portable,
+                        WeightPackCache* packs) {
+  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable, packs);
 }
 
 void QuantizedDepthwise(const uint8_t* input, const Shape& in_shape, int64_t zero_point,
                         const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
-                        const Shape& out_shape, const Conv2dParams& params, bool portable) {
-  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable);
+                        const Shape& out_shape, const Conv2dParams& params, bool portable,
+                        WeightPackCache* packs) {
+  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable, packs);
 }
 
 }  // namespace kernels
