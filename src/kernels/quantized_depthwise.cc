@@ -529,7 +529,8 @@ void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t
     prepare(buffer.data());
     weight32 = buffer.data();
   }
-  const RowWeights row_weights{weight32 + size, weight32 + 2 * size};
+  const RowWeights row_weights =
+      by_rows ? RowWeights{weight32 + size, weight32 + 2 * size} : RowWeights{nullptr, nullptr};
   auto run = [&](const T* data, const DepthwiseShape& shape, const Conv2dParams& params) {
     const DepthwiseRows<T> rows(data, zero_point, weight32, by_rows ? &row_weights : nullptr, to,
                                 shape, params, portable);
