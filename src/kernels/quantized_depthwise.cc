@@ -138,41 +138,57 @@ EXAMPLE_NPU_AVX512BW inline void StoreWidened(__m512i sums, __mmask16 mask, cons
   _mm512_mask_storeu_epi64(out + 8, hi_mask, hi);
 }
 
-/*! \brief PixelsPortable with 16 channels to an AVX-512 vector; the last block is masked. */
-template <int kP, typename T>
-EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channels,
-                                       int32_t zero_point, const PixelOut& out) {
+/*!
+ * \brief The channel blocks of kP pixels on AVX-512, 16 channels to a vector, the last block
+ * masked: sum(c0, mask, sums, &weight_sum) adds sum_t x w into sums[p] and sum_t w into
+ * weight_sum; sum_t (x - zp) w = sum_t x w - zp sum_t w (exact in int32) is then stored, the zero
+ * point applied once per block.
+ */
+template <int kP, typename Sum>
+EXAMPLE_NPU_AVX512BW inline void ChannelBlocksAvx512(int64_t channels, int32_t zero_point,
+                                                     const PixelOut& out, const Sum& sum) {
   const __m512i zp = _mm512_set1_epi32(zero_point);
   for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
     const int64_t width = std::min(kBlock, channels - c0);
     const __mmask16 mask = static_cast<__mmask16>((uint32_t{1} << width) - 1);
-    // sum_t (x - zp) w = sum_t x w - zp sum_t w (exact in int32): the zero point once per block.
     __m512i sums[kP], weight_sum = _mm512_setzero_si512();
     for (int p = 0; p < kP; ++p) sums[p] = _mm512_setzero_si512();
-    for (int64_t t = 0; t < taps.count; ++t) {
-      const __m512i w = _mm512_maskz_loadu_epi32(mask, taps.w[t] + c0);
-      weight_sum = _mm512_add_epi32(weight_sum, w);
-      const T* x = taps.in[t] + c0;
+    sum(c0, mask, sums, &weight_sum);
+    const __m512i correction = _mm512_mullo_epi32(weight_sum, zp);
+    for (int p = 0; p < kP; ++p) {
+      StoreWidened(_mm512_sub_epi32(sums[p], correction), mask, out, p * out.step + c0);
+    }
+  }
+}
+
+/*! \brief PixelsPortable with 16 channels to an AVX-512 vector; the last block is masked. */
+template <int kP, typename T>
+EXAMPLE_NPU_AVX512BW void PixelsAvx512(const PixelTaps<T>& taps, int64_t channels,
+                                       int32_t zero_point, const PixelOut& out) {
+  ChannelBlocksAvx512<kP>(channels, zero_point, out,
+                          [&](int64_t c0, __mmask16 mask, __m512i* sums, __m512i* weight_sum) {
+                            for (int64_t t = 0; t < taps.count; ++t) {
+                              const __m512i w = _mm512_maskz_loadu_epi32(mask, taps.w[t] + c0);
+                              *weight_sum = _mm512_add_epi32(*weight_sum, w);
+                              const T* x = taps.in[t] + c0;
 #if defined(__AVX512VNNI__)
-      // vpdpwssd multiplies a lane's low 16 bits and its high 16 bits pairwise and adds both
-      // products: with the weight's high half zeroed that is x w exactly (|x|, |w| < 2^15), one
-      // instruction where a 32-bit multiply and an add took two.
-      const __m512i w_low = _mm512_and_si512(w, _mm512_set1_epi32(0xffff));
-      for (int p = 0; p < kP; ++p) {
-        sums[p] = _mm512_dpwssd_epi32(sums[p], LoadWidened(x + p * taps.step, mask), w_low);
-      }
+                              // vpdpwssd multiplies a lane's low 16 bits and its high 16 bits
+                              // pairwise and adds both products: with the weight's high half zeroed
+                              // that is x w exactly (|x|, |w| < 2^15), one instruction where a
+                              // 32-bit multiply and an add took two.
+                              const __m512i w_low = _mm512_and_si512(w, _mm512_set1_epi32(0xffff));
+                              for (int p = 0; p < kP; ++p) {
+                                sums[p] = _mm512_dpwssd_epi32(
+                                    sums[p], LoadWidened(x + p * taps.step, mask), w_low);
+                              }
 #else
       for (int p = 0; p < kP; ++p) {
         sums[p] =
             _mm512_add_epi32(sums[p], _mm512_mullo_epi32(LoadWidened(x + p * taps.step, mask), w));
       }
 #endif
-    }
-    const __m512i correction = _mm512_mullo_epi32(weight_sum, zp);
-    for (int p = 0; p < kP; ++p) {
-      StoreWidened(_mm512_sub_epi32(sums[p], correction), mask, out, p * out.step + c0);
-    }
-  }
+                            }
+                          });
 }
 
 #if defined(__AVX512VNNI__)
@@ -199,31 +215,26 @@ struct KernelRows {
 template <int kP, int kW, typename T>
 EXAMPLE_NPU_AVX512BW void RowPixelsVnni(const KernelRows<T>& rows, int64_t channels,
                                         int32_t zero_point, const PixelOut& out) {
-  const __m512i zp = _mm512_set1_epi32(zero_point);
-  for (int64_t c0 = 0; c0 < channels; c0 += kBlock) {
-    const int64_t width = std::min(kBlock, channels - c0);
-    const __mmask16 mask = static_cast<__mmask16>((uint32_t{1} << width) - 1);
-    __m512i sums[kP], weight_sum = _mm512_setzero_si512();
-    for (int p = 0; p < kP; ++p) sums[p] = _mm512_setzero_si512();
-    for (int64_t r = 0; r < rows.rows; ++r) {
-      __m512i w[kW];
-      for (int j = 0; j < kW; ++j) {
-        w[j] = _mm512_maskz_loadu_epi32(mask, rows.w_low[r] + j * channels + c0);
-      }
-      weight_sum = _mm512_add_epi32(weight_sum, _mm512_maskz_loadu_epi32(mask, rows.w_sum[r] + c0));
-      const T* x = rows.in[r] + c0;
-      for (int q = 0; q < kP + kW - 1; ++q) {
-        const __m512i xq = LoadWidened(x + q * channels, mask);
-        for (int j = 0; j < kW; ++j) {
-          if (q - j >= 0 && q - j < kP) sums[q - j] = _mm512_dpwssd_epi32(sums[q - j], xq, w[j]);
+  ChannelBlocksAvx512<kP>(
+      channels, zero_point, out,
+      [&](int64_t c0, __mmask16 mask, __m512i* sums, __m512i* weight_sum) {
+        for (int64_t r = 0; r < rows.rows; ++r) {
+          __m512i w[kW];
+          for (int j = 0; j < kW; ++j) {
+            w[j] = _mm512_maskz_loadu_epi32(mask, rows.w_low[r] + j * channels + c0);
+          }
+          *weight_sum =
+              _mm512_add_epi32(*weight_sum, _mm512_maskz_loadu_epi32(mask, rows.w_sum[r] + c0));
+          const T* x = rows.in[r] + c0;
+          for (int q = 0; q < kP + kW - 1; ++q) {
+            const __m512i xq = LoadWidened(x + q * channels, mask);
+            for (int j = 0; j < kW; ++j) {
+              if (q - j >= 0 && q - j < kP)
+                sums[q - j] = _mm512_dpwssd_epi32(sums[q - j], xq, w[j]);
+            }
+          }
         }
-      }
-    }
-    const __m512i correction = _mm512_mullo_epi32(weight_sum, zp);
-    for (int p = 0; p < kP; ++p) {
-      StoreWidened(_mm512_sub_epi32(sums[p], correction), mask, out, p * out.step + c0);
-    }
-  }
+      });
 }
 
 /*! \brief RowPixelsVnni for 1 .. sizeof...(P) pixels. */
