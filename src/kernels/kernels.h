@@ -80,6 +80,11 @@ struct PixelStrides {
   int64_t pixel;
 };
 
+/*! \brief The strides of a dense NHWC tensor of shape `nhwc`. */
+inline PixelStrides DensePixelStrides(const Shape& nhwc) {
+  return PixelStrides{nhwc[1] * nhwc[2] * nhwc[3], nhwc[2] * nhwc[3], nhwc[3]};
+}
+
 /*! \brief Whether Conv2d with these shapes is a depthwise NHWC / HWIO convolution. */
 bool IsDepthwiseNhwc(const Shape& in_shape, const Shape& weight_shape, const Conv2dParams& params);
 

@@ -573,16 +573,37 @@ void Matmul8(const T* lhs, int64_t lhs_zero_point, const int8_t* rhs, int64_t ld
   });
 }
 
+/*! \brief The NHWC activation at `strides` gathered densely into this thread's buffer (the
+ * convolutions other than the depthwise one read dense activations). */
+template <typename T>
+const T* Gathered(const T* input, const Shape& shape, const PixelStrides& strides) {
+  thread_local std::vector<T> dense;
+  const PixelStrides d = DensePixelStrides(shape);
+  dense.resize(static_cast<size_t>(shape[0] * d.batch));
+  for (int64_t y = 0; y < shape[0] * shape[1]; ++y) {
+    const T* row = input + y / shape[1] * strides.batch + y % shape[1] * strides.row;
+    for (int64_t x = 0; x < shape[2]; ++x) {
+      std::copy_n(row + x * strides.pixel, d.pixel, dense.data() + y * d.row + x * d.pixel);
+    }
+  }
+  return dense.data();
+}
+
 template <typename T>
 void Conv8(const T* input, const Shape& in_shape, int64_t input_zero_point, const int8_t* weight,
            const Shape& weight_shape, const SumsOut& to, const Shape& out_shape,
-           const Conv2dParams& p, WeightPackCache* packs) {
-  const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
+           const Conv2dParams& p, WeightPackCache* packs, const PixelStrides* in_strides) {
   if (IsQuantizedDepthwise(in_shape, input_zero_point, weight_shape, out_shape, p)) {
     QuantizedDepthwise(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p,
-                       /*portable=*/false, packs);
+                       /*portable=*/false, packs, in_strides);
     return;
   }
+  if (in_strides != nullptr) {
+    Conv8(Gathered(input, in_shape, *in_strides), in_shape, input_zero_point, weight, weight_shape,
+          to, out_shape, p, packs, nullptr);
+    return;
+  }
+  const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
   // A pointwise convolution is a matmul of the pixels by the weight: read in place, no copy.
   const bool pointwise =
       s.kh == 1 && s.kw == 1 && p.groups == 1 && s.oh == s.h && s.ow == s.w && p.strides[0] == 1 &&
@@ -638,19 +659,25 @@ void QuantizedMatmul(const int16_t* lhs, int64_t lhs_zero_point, const int8_t* r
 
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
-                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache* packs) {
-  Conv8(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p, packs);
+                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache* packs,
+                     const PixelStrides* in_strides) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p, packs,
+        in_strides);
 }
 
 void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
-                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache* packs) {
-  Conv8(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p, packs);
+                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache* packs,
+                     const PixelStrides* in_strides) {
+  Conv8(input, in_shape, input_zero_point, weight, weight_shape, to, out_shape, p, packs,
+        in_strides);
 }
 
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
-                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache*) {
+                     const Shape& out_shape, const Conv2dParams& p, WeightPackCache*,
+                     const PixelStrides* in_strides) {
+  if (in_strides != nullptr) input = Gathered(input, in_shape, *in_strides);
   const QConvShape s = MakeQConvShape(in_shape, weight_shape, out_shape, p);
   ViaAccumulators(to, s.batch * s.oh * s.ow * s.co, s.co, [&](int64_t* acc, bool accumulate) {
     ConvPortable(input, input_zero_point, weight, acc, s, p, accumulate);

@@ -209,20 +209,22 @@ void SubtractRhsZeroPoint(const T* lhs, int64_t lhs_zero_point, int64_t rhs_zero
 /*!
  * \brief NHWC input, HWIO weight, NHWC sums `to` (+)= the exact integer convolution of
  * (input - input_zero_point) with the weight. Padding contributes zero (it stands for the real
- * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul.
+ * value 0, i.e. the input zero point). Same arithmetic paths as QuantizedMatmul. The input
+ * lies at `in_strides` (a box of a larger tensor), or densely when nullptr: the 8-bit depthwise
+ * kernel reads it in place, the other paths gather it first.
  */
 void QuantizedConv2d(const int8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                      const Shape& out_shape, const Conv2dParams& params,
-                     WeightPackCache* packs = nullptr);
+                     WeightPackCache* packs = nullptr, const PixelStrides* in_strides = nullptr);
 void QuantizedConv2d(const uint8_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                      const Shape& out_shape, const Conv2dParams& params,
-                     WeightPackCache* packs = nullptr);
+                     WeightPackCache* packs = nullptr, const PixelStrides* in_strides = nullptr);
 void QuantizedConv2d(const int16_t* input, const Shape& in_shape, int64_t input_zero_point,
                      const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                      const Shape& out_shape, const Conv2dParams& params,
-                     WeightPackCache* packs = nullptr);
+                     WeightPackCache* packs = nullptr, const PixelStrides* in_strides = nullptr);
 
 /*! \brief q = clamp(round_half_even(x / scale) + zero_point, lo, hi), as exact floats. */
 void Quantize(const float* x, int64_t size, float scale, int64_t zero_point, int64_t lo, int64_t hi,

@@ -204,6 +204,7 @@ struct KernelRows {
   const int32_t* const* w_low;
   const int32_t* const* w_sum;
   int64_t rows;
+  int64_t step;  // input elements from one pixel to the next
 };
 
 /*!
@@ -227,7 +228,7 @@ EXAMPLE_NPU_AVX512BW void RowPixelsVnni(const KernelRows<T>& rows, int64_t chann
               _mm512_add_epi32(*weight_sum, _mm512_maskz_loadu_epi32(mask, rows.w_sum[r] + c0));
           const T* x = rows.in[r] + c0;
           for (int q = 0; q < kP + kW - 1; ++q) {
-            const __m512i xq = LoadWidened(x + q * channels, mask);
+            const __m512i xq = LoadWidened(x + q * rows.step, mask);
             for (int j = 0; j < kW; ++j) {
               if (q - j >= 0 && q - j < kP)
                 sums[q - j] = _mm512_dpwssd_epi32(sums[q - j], xq, w[j]);
@@ -333,9 +334,10 @@ struct RowWeights {
   const int32_t* sums;
 };
 
-/*! \brief Sizes of the convolution, from its shapes and parameters. */
+/*! \brief Sizes of the convolution, from its shapes and parameters, and where its input lies. */
 struct DepthwiseShape {
   int64_t batch, h, w, channels, kh, kw, oh, ow;
+  PixelStrides in;
 };
 
 template <typename T>
@@ -389,7 +391,7 @@ class DepthwiseRows {
     const int64_t interior_end =
         last_start < 0 ? interior_begin
                        : std::max(interior_begin, std::min(s_.ow, last_start / sw + 1));
-    const int64_t step = sw * s_.channels;
+    const int64_t step = sw * s_.in.pixel;
     // Requantized: the int32 sums of a few rows (at most 16 KiB, at least one row), requantized
     // together once they are summed (a call per row paid the requantization's set-up per row).
     thread_local std::vector<int32_t> row_sums;
@@ -402,7 +404,7 @@ class DepthwiseRows {
       const int64_t n = r / s_.oh, oh = r % s_.oh;
       const int64_t h_base = oh * p_.strides[0] - p_.padding[0];
       const Range khs = ValidRange(h_base, p_.dilation[0], s_.h, s_.kh);
-      const T* image = input_ + n * s_.h * s_.w * s_.channels;
+      const T* image = input_ + n * s_.in.batch;
       const int64_t row_offset = r * s_.ow * s_.channels;
       int32_t* const sums =
           requant_ != nullptr ? row_sums.data() + (r - first_summed) * row_words : nullptr;
@@ -411,9 +413,9 @@ class DepthwiseRows {
         const Range kws = ValidRange(w_base, dw, s_.w, s_.kw);
         int64_t count = 0;
         for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
-          const T* row = image + (h_base + kh * p_.dilation[0]) * s_.w * s_.channels;
+          const T* row = image + (h_base + kh * p_.dilation[0]) * s_.in.row;
           for (int64_t kw = kws.begin; kw < kws.end; ++kw) {
-            tap_in[count] = row + (w_base + kw * dw) * s_.channels;
+            tap_in[count] = row + (w_base + kw * dw) * s_.in.pixel;
             tap_w[count++] = weight_ + (kh * s_.kw + kw) * s_.channels;
           }
         }
@@ -437,12 +439,13 @@ class DepthwiseRows {
         row_w_sum.resize(static_cast<size_t>(kernel_rows));
         for (int64_t kh = khs.begin; kh < khs.end; ++kh) {
           const int64_t r = kh - khs.begin;
-          row_in[r] = image + ((h_base + kh * p_.dilation[0]) * s_.w + ow * sw - p_.padding[1]) *
-                                  s_.channels;
+          row_in[r] = image + (h_base + kh * p_.dilation[0]) * s_.in.row +
+                      (ow * sw - p_.padding[1]) * s_.in.pixel;
           row_w_low[r] = row_weights_->low + kh * s_.kw * s_.channels;
           row_w_sum[r] = row_weights_->sums + kh * s_.channels;
         }
-        const KernelRows<T> rows{row_in.data(), row_w_low.data(), row_w_sum.data(), kernel_rows};
+        const KernelRows<T> rows{row_in.data(), row_w_low.data(), row_w_sum.data(), kernel_rows,
+                                 s_.in.pixel};
         for (; ow < interior_end;) {
           const int64_t count = std::min<int64_t>(kRowPixels, interior_end - ow);
           row_pixels_[count - 1](rows, s_.channels, zero_point_, out_at(ow));
@@ -493,15 +496,26 @@ class DepthwiseRows {
 #endif
 };
 
+/*! \brief Output rows at least this wide run their padded edge pixels one by one (Run). */
+constexpr int64_t kPaddedCopyWidth = 16;
+
 /*! \brief WeightPackCache keys of depthwise weights have this where PackB's have segments. */
 constexpr int64_t kDepthwiseWeights = -1;
 
 template <typename T>
 void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t* weight,
          const Shape& weight_shape, const SumsOut& to, const Shape& out_shape,
-         const Conv2dParams& p, bool portable, WeightPackCache* packs) {
-  const DepthwiseShape s{in_shape[0],     in_shape[1],     in_shape[2],  in_shape[3],
-                         weight_shape[0], weight_shape[1], out_shape[1], out_shape[2]};
+         const Conv2dParams& p, bool portable, WeightPackCache* packs,
+         const PixelStrides* in_strides) {
+  const DepthwiseShape s{in_shape[0],
+                         in_shape[1],
+                         in_shape[2],
+                         in_shape[3],
+                         weight_shape[0],
+                         weight_shape[1],
+                         out_shape[1],
+                         out_shape[2],
+                         in_strides != nullptr ? *in_strides : DensePixelStrides(in_shape)};
   // The weights widened once to int32, tap-major with the channels contiguous (HWIO [kh, kw, 1,
   // C] as it lies), then, for kernel rows (RowPixelsVnni: a kRowKernelWidth-wide kernel at
   // stride 1), RowWeights' two arrays: made once for weights `packs` keeps, else per call into
@@ -550,27 +564,41 @@ void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t
                 [&](int64_t begin, int64_t end) { rows.Run(begin, end); });
   };
   const int64_t left = p.padding[1], right = p.padding[3];
-  if ((left == 0 && right == 0) || zero_point < std::numeric_limits<T>::min() ||
-      zero_point > std::numeric_limits<T>::max()) {
+  if ((left == 0 && right == 0) || s.ow >= kPaddedCopyWidth ||
+      zero_point < std::numeric_limits<T>::min() || zero_point > std::numeric_limits<T>::max()) {
     run(input, s, p);
     return;
   }
   // The horizontal padding copied in as the zero point (which contributes nothing): every
   // output column then has all of its taps, so whole rows run four pixels at a time instead of
   // their edge pixels one by one (a keyword-spotting layer 5 pixels wide has no block of four
-  // interior ones).
+  // interior ones). Rows of kPaddedCopyWidth pixels or more keep their few edge pixels one by
+  // one: the copy of every pixel cost more there (MobileNetV2's 16 x 16 and 56-wide tiles).
   DepthwiseShape padded_shape = s;
   padded_shape.w = s.w + left + right;
+  padded_shape.in =
+      PixelStrides{s.h * padded_shape.w * s.channels, padded_shape.w * s.channels, s.channels};
   Conv2dParams padded_params = p;
   padded_params.padding[1] = padded_params.padding[3] = 0;
   thread_local std::vector<T> padded;
-  const int64_t row = s.w * s.channels, padded_row = padded_shape.w * s.channels;
+  const int64_t row = s.w * s.channels, padded_row = padded_shape.in.row;
   padded.resize(static_cast<size_t>(s.batch * s.h * padded_row));
   const T pad = static_cast<T>(zero_point);
+  const bool dense_rows = s.in.pixel == s.channels;
   for (int64_t y = 0; y < s.batch * s.h; ++y) {
     T* dst = padded.data() + y * padded_row;
+    const T* src = input + y / s.h * s.in.batch + y % s.h * s.in.row;
     std::fill(dst, dst + left * s.channels, pad);
-    std::copy_n(input + y * row, row, dst + left * s.channels);
+    if (dense_rows) {
+      std::copy_n(src, row, dst + left * s.channels);
+    } else {
+      // An element loop: a library copy call per pixel of a few dozen bytes costs more.
+      for (int64_t x = 0; x < s.w; ++x) {
+        const T* from = src + x * s.in.pixel;
+        T* to = dst + (left + x) * s.channels;
+        for (int64_t c = 0; c < s.channels; ++c) to[c] = from[c];
+      }
+    }
     std::fill(dst + left * s.channels + row, dst + padded_row, pad);
   }
   run(padded.data(), padded_shape, padded_params);
@@ -591,15 +619,17 @@ bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape
 void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,
                         const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                         const Shape& out_shape, const Conv2dParams& params, bool portable,
-                        WeightPackCache* packs) {
-  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable, packs);
+                        WeightPackCache* packs, const PixelStrides* in_strides) {
+  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable, packs,
+      in_strides);
 }
 
 void QuantizedDepthwise(const uint8_t* input, const Shape& in_shape, int64_t zero_point,
                         const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                         const Shape& out_shape, const Conv2dParams& params, bool portable,
-                        WeightPackCache* packs) {
-  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable, packs);
+                        WeightPackCache* packs, const PixelStrides* in_strides) {
+  Run(input, in_shape, zero_point, weight, weight_shape, to, out_shape, params, portable, packs,
+      in_strides);
 }
 
 }  // namespace kernels

@@ -28,15 +28,17 @@ bool IsQuantizedDepthwise(const Shape& in_shape, int64_t zero_point, const Shape
  * to a vector on CPUs with AVX-512 BW, 8 on CPUs with AVX2 (chosen at run time), a portable loop
  * otherwise or when `portable` (tests check both on any CPU). A requantized `to` gets each
  * output row requantized as it is summed. Weights `packs` keeps (constants) are widened once.
+ * The input is read through `in_strides` (a box of a larger tensor read in place), or densely
+ * when nullptr.
  */
 void QuantizedDepthwise(const int8_t* input, const Shape& in_shape, int64_t zero_point,
                         const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                         const Shape& out_shape, const Conv2dParams& params, bool portable = false,
-                        WeightPackCache* packs = nullptr);
+                        WeightPackCache* packs = nullptr, const PixelStrides* in_strides = nullptr);
 void QuantizedDepthwise(const uint8_t* input, const Shape& in_shape, int64_t zero_point,
                         const int8_t* weight, const Shape& weight_shape, const SumsOut& to,
                         const Shape& out_shape, const Conv2dParams& params, bool portable = false,
-                        WeightPackCache* packs = nullptr);
+                        WeightPackCache* packs = nullptr, const PixelStrides* in_strides = nullptr);
 
 }  // namespace kernels
 }  // namespace example_npu

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <tuple>
 
-
 #include "kernels/broadcast.h"
 #include "kernels/parallel.h"
 #include "kernels/qdq_float32.h"

@@ -263,7 +263,8 @@ int64_t InputZeroPoint(const RunContext& ctx, const QnnAttrs& attrs) {
  */
 void RunQuantizedStep(const Node& node, const ComputeCommand& compute, int64_t zero_point,
                       const std::vector<const uint8_t*>& inputs, uint8_t* output,
-                      kernels::WeightPackCache* packs, const kernels::SumsOut* fused = nullptr) {
+                      kernels::WeightPackCache* packs, const kernels::SumsOut* fused,
+                      const kernels::PixelStrides* in_strides) {
   const QnnAttrs& attrs = std::get<QnnAttrs>(compute.attrs);
   const Shape& out_shape = compute.output.shape;
   const int64_t size = kernels::NumElements(out_shape);
@@ -286,7 +287,7 @@ void RunQuantizedStep(const Node& node, const ComputeCommand& compute, int64_t z
   auto run = [&](const auto* data) {
     if (node.op == OpKind::kQnnConv2d) {
       kernels::QuantizedConv2d(data, x.shape, zero_point, weight, w.shape, sums, out_shape,
-                               attrs.conv, packs);
+                               attrs.conv, packs, in_strides);
     } else if (node.op == OpKind::kQnnConv2dTranspose) {
       kernels::QuantizedConv2dTranspose(data, x.shape, zero_point, weight, w.shape, acc, out_shape,
                                         attrs.transposed.params, compute.accumulate);
@@ -400,7 +401,10 @@ void QuantizedOperands(const RunContext& ctx, int64_t command, std::vector<const
   const std::vector<DramRef>& input_from = ctx.plan.input_from[command];
   tiles->clear();
   for (size_t i = 0; i < compute.inputs.size(); ++i) {
-    TVM_FFI_ICHECK(input_from[i].view < 0) << "quantized ops read dense tiles";
+    // (a depthwise qnn.conv2d's activation may be a view: TakesViews in the transfer plan)
+    TVM_FFI_ICHECK(input_from[i].view < 0 ||
+                   (i == 0 && ctx.program.graph.nodes[compute.node].op == OpKind::kQnnConv2d))
+        << "quantized ops read dense tiles";
     tiles->push_back(input_from[i].valid() ? ctx.Dram(input_from[i]) : ctx.Tile(compute.inputs[i]));
   }
 }
@@ -484,9 +488,13 @@ void RunCompute(const RunContext& ctx, int64_t command) {
       return;
     }
     const int64_t zero_point = InputZeroPoint(ctx, std::get<QnnAttrs>(compute.attrs));
+    const kernels::PixelStrides in_strides =
+        input_from[0].view >= 0 ? PixelStridesOf(ctx.plan.remote_strides[input_from[0].view])
+                                : kernels::PixelStrides{};
+    const kernels::PixelStrides* in_view = input_from[0].view >= 0 ? &in_strides : nullptr;
     const int64_t fused = ctx.fused.with[command];
     if (fused < 0) {
-      RunQuantizedStep(node, compute, zero_point, tiles, output, packs);
+      RunQuantizedStep(node, compute, zero_point, tiles, output, packs, nullptr, in_view);
       StashTieBreaks(ctx, command, tiles, output, packs);
       return;
     }
@@ -499,7 +507,7 @@ void RunCompute(const RunContext& ctx, int64_t command) {
                                   : ctx.Tile(ctx.program.commands[step.command].compute().output),
                               step.type,
                               step.dram.valid() ? step.dram_pixel_stride : 0};
-    RunQuantizedStep(node, compute, zero_point, tiles, output, packs, &to);
+    RunQuantizedStep(node, compute, zero_point, tiles, output, packs, &to, in_view);
     return;
   }
   // Per-thread and reused: a tile's compute allocates nothing on the common paths (widened: the

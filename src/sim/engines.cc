@@ -87,15 +87,6 @@ kernels::UnaryOp ToUnaryOp(OpKind op) {
   }
 }
 
-kernels::PixelStrides Pixels(const std::vector<int64_t>& strides) {
-  TVM_FFI_ICHECK(strides.size() == 4 && strides[3] == 1) << "strided NHWC view expected";
-  return kernels::PixelStrides{strides[0], strides[1], strides[2]};
-}
-
-kernels::PixelStrides DensePixels(const kernels::Shape& shape) {
-  return kernels::PixelStrides{shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3]};
-}
-
 /*!
  * \brief group_norm / instance_norm: the whole op, or one tile's step (statistics of its chunk
  * into the statistics tile, or the normalisation of its chunk with them).
@@ -157,6 +148,11 @@ int64_t RowStride(const std::vector<int64_t>* strides, int64_t width) {
 
 }  // namespace
 
+kernels::PixelStrides PixelStridesOf(const std::vector<int64_t>& strides) {
+  TVM_FFI_ICHECK(strides.size() == 4 && strides[3] == 1) << "strided NHWC view expected";
+  return kernels::PixelStrides{strides[0], strides[1], strides[2]};
+}
+
 std::optional<MatrixDims> SingleMatrixProduct(const kernels::Shape& a, const kernels::Shape& b) {
   const size_t rank = a.size();
   if (rank < 2 || b.size() != rank || a[rank - 1] != b[rank - 2]) return std::nullopt;
@@ -195,11 +191,12 @@ void RunOp(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& in, f
     }
     TVM_FFI_ICHECK(in.size() < 2 || in[1].strides == nullptr)
         << OpKindName(op) << " reads a dense second input";
-    kernels::DepthwiseConvStrided(in[0].data, in_shape,
-                                  in[0].strides ? Pixels(*in[0].strides) : DensePixels(in_shape),
-                                  in[1].data, *in[1].shape, out, out_shape,
-                                  out_strides ? Pixels(*out_strides) : DensePixels(out_shape),
-                                  std::get<ConvAttrs>(attrs).params);
+    kernels::DepthwiseConvStrided(
+        in[0].data, in_shape,
+        in[0].strides ? PixelStridesOf(*in[0].strides) : kernels::DensePixelStrides(in_shape),
+        in[1].data, *in[1].shape, out, out_shape,
+        out_strides ? PixelStridesOf(*out_strides) : kernels::DensePixelStrides(out_shape),
+        std::get<ConvAttrs>(attrs).params);
     return;
   }
   switch (op) {

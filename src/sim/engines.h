@@ -39,6 +39,10 @@ std::optional<MatrixDims> SingleMatrixProduct(const kernels::Shape& a, const ker
  */
 bool StridedView(OpKind op, const OpAttrs& attrs, const std::vector<OperandF32>& inputs);
 
+/*! \brief The pixel strides of an NHWC view's element strides (in tile order, channels
+ * contiguous). */
+kernels::PixelStrides PixelStridesOf(const std::vector<int64_t>& strides);
+
 /*! \brief Which input of an op where StridedView holds may be a view: the first, and a matmul's
  * second. */
 inline bool ViewableInput(OpKind op, size_t input) {

@@ -171,18 +171,29 @@ class GroupForwarder {
     }
     if (copy.contiguous()) return Forward::kDense;
     const std::vector<int64_t>& strides = plan_->remote_strides[command];
-    const bool float_view = copy.unchanged() && dma.tile.dtype == DType::kFloat32 &&
-                            !strides.empty() && strides.back() == 1;
-    return float_view ? Forward::kStrided : Forward::kNo;
+    const bool eight_bit_load =
+        !dma.store && (dma.tile.dtype == DType::kInt8 || dma.tile.dtype == DType::kUInt8);
+    const bool view = copy.unchanged() && !strides.empty() && strides.back() == 1 &&
+                      (dma.tile.dtype == DType::kFloat32 || eight_bit_load);
+    return view ? Forward::kStrided : Forward::kNo;
   }
 
-  /*! \brief Whether compute `command` can take its output and input `input` (-1: none) as
-   * strided views. */
-  bool TakesViews(int64_t command, int64_t input = -1) const {
+  /*!
+   * \brief Whether compute `command` can take its output and input `input` (-1: none) as strided
+   * views of `dtype` elements: float32 ones where StridedView holds, and the 8-bit activation of
+   * a depthwise qnn.conv2d's op step (QuantizedConv2d reads it in place).
+   */
+  bool TakesViews(int64_t command, DType dtype, int64_t input = -1) const {
     const ComputeCommand& compute = program_.commands[command].compute();
+    const OpKind op = program_.graph.nodes[compute.node].op;
+    if (const QnnAttrs* qnn = std::get_if<QnnAttrs>(&compute.attrs)) {
+      return op == OpKind::kQnnConv2d && compute.step == ComputeStep::kOp && input == 0 &&
+             compute.inputs.size() == 2 && compute.inputs[0].dtype == dtype &&
+             kernels::IsDepthwiseNhwc(compute.inputs[0].shape, compute.inputs[1].shape, qnn->conv);
+    }
+    if (dtype != DType::kFloat32) return false;
     std::vector<OperandF32> operands;
     for (const TileRef& tile : compute.inputs) operands.push_back(OperandF32{nullptr, &tile.shape});
-    const OpKind op = program_.graph.nodes[compute.node].op;
     return StridedView(op, compute.attrs, operands) &&
            (input < 0 || ViewableInput(op, static_cast<size_t>(input)));
   }
@@ -193,7 +204,7 @@ class GroupForwarder {
     if (how == Forward::kNo) return;
     for (const TileUse& use : uses) {
       if (use.input < 0) return;  // a store or an accumulation needs the tile itself
-      if (how == Forward::kStrided && !TakesViews(use.command, use.input)) return;
+      if (how == Forward::kStrided && !TakesViews(use.command, dma.tile.dtype, use.input)) return;
     }
     const int64_t view = how == Forward::kStrided ? load : -1;
     for (const TileUse& use : uses) {
@@ -208,7 +219,10 @@ class GroupForwarder {
     const Command& store = program_.commands[uses[0].command];
     if (!store.is_dma() || !store.dma().store) return;
     const Forward how = HowToForward(store.dma(), store.id);
-    if (how == Forward::kNo || (how == Forward::kStrided && !TakesViews(compute))) return;
+    if (how == Forward::kNo ||
+        (how == Forward::kStrided && !TakesViews(compute, store.dma().tile.dtype))) {
+      return;
+    }
     plan_->output_to[compute] = DramRef{store.dma().view.tensor, plan_->remote_offset[store.id],
                                         how == Forward::kStrided ? store.id : -1};
     plan_->skipped[store.id] = true;

@@ -17,7 +17,7 @@ using test_util::SmallL1;
 
 // An int8 depthwise convolution with TFLite's rounding (per-channel scales and bias, a relu)
 // followed by a pointwise one with TVM's: the emulator computes their requantization steps
-// inside the convolutions' steps.
+// inside the convolutions' steps, and reads the depthwise tiles' inputs in place.
 const char* kQuantized = R"({"version": 1, "symbol": "q", "nodes": [
   {"op": "input", "name": "x", "shape": [1, 12, 10, 32], "dtype": "int8"},
   {"op": "const", "name": "dw", "shape": [3, 3, 1, 32], "dtype": "int8"},
@@ -61,6 +61,13 @@ TEST(FusedRequantizationTest, RequantizationInsideTheOpStepComputesTheSameBits) 
                                            [](const auto& step) { return step.dram.valid(); });
         if (!forward || !fuse) EXPECT_FALSE(into_dram);
         if (forward && fuse && config.l1_sram_kb == NPUConfig().l1_sram_kb) EXPECT_TRUE(into_dram);
+        // The small L1's depthwise tiles (boxes of x's rows and pixels) read their int8 input
+        // where it lies in DRAM, only when forwarding; the default L1 loads x whole.
+        bool views = false;
+        for (const std::vector<DramRef>& from : emulator.transfers().input_from) {
+          views |= !from.empty() && from[0].view >= 0;
+        }
+        EXPECT_EQ(views, forward && config.l1_sram_kb == SmallL1().l1_sram_kb);
         results.push_back(
             test_util::EmulatedInt8(emulator, x, {dw.data(), pw.data()}, 12 * 10 * 24));
       }

@@ -316,8 +316,28 @@ void CheckQuantizedConv(const QConvCase& k, int64_t zp, std::mt19937* rng) {
                     out_shape, p, &packs);
     EXPECT_EQ(acc, expected) << "kept packing, call " << call << ", C" << k.c << " O" << k.co;
   }
+  // The input as a box of a larger tensor (3 more channels on each side, 2 more pixels per row,
+  // 1 more row per image), read where it lies: what the emulator passes for a tile of a tensor in
+  // DRAM. The values around the box would change any sum that read them.
+  const PixelStrides wide{(k.h + 1) * (k.w + 2) * (k.c + 6), (k.w + 2) * (k.c + 6), k.c + 6};
+  std::vector<T> tensor(static_cast<size_t>(k.n * wide.batch), std::numeric_limits<T>::max());
+  const PixelStrides dense = DensePixelStrides(in_shape);
+  for (int64_t y = 0; y < k.n * k.h; ++y) {
+    for (int64_t x0 = 0; x0 < k.w; ++x0) {
+      std::copy_n(x.data() + y * dense.row + x0 * dense.pixel, k.c,
+                  tensor.data() + y / k.h * wide.batch + (y % k.h + 1) * wide.row +
+                      (x0 + 1) * wide.pixel + 3);
+    }
+  }
+  const T* box = tensor.data() + wide.row + wide.pixel + 3;
+  QuantizedConv2d(box, in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false}, out_shape, p,
+                  nullptr, &wide);
+  EXPECT_EQ(acc, expected) << "a box of a larger tensor, " << what;
   if constexpr (sizeof(T) == 1) {
     if (!IsQuantizedDepthwise(in_shape, zp, w_shape, out_shape, p)) return;
+    QuantizedDepthwise(box, in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false}, out_shape,
+                       p, /*portable=*/true, nullptr, &wide);
+    EXPECT_EQ(acc, expected) << "portable, a box of a larger tensor, " << what;
     // The depthwise kernel's portable loop, which CPUs without AVX2 run.
     QuantizedDepthwise(x.data(), in_shape, zp, w.data(), w_shape, SumsOut{acc.data(), false},
                        out_shape, p, /*portable=*/true);
