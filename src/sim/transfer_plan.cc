@@ -236,6 +236,44 @@ class GroupForwarder {
   std::map<int64_t, std::vector<TileUse>> uses_;  // writer -> uses of what it wrote
 };
 
+/*!
+ * \brief Whether command `i` may read L2 on the host: a load from L2 that copies (not forwarded,
+ * not from an arranged tile), a store or gather of an L2 tile, a compute on one.
+ */
+bool ReadsL2(const Program& program, const TransferPlan& plan, int64_t i) {
+  const Command& command = program.commands[i];
+  if (command.is_dma()) {
+    const DmaCommand& dma = command.dma();
+    if (dma.remote_tier == Tier::kL2 && !plan.skipped[i] && plan.arranged_of[i] < 0) return true;
+    return (dma.store && dma.tile.tier == Tier::kL2) ||
+           (dma.gather && dma.gather_ids.tier == Tier::kL2);
+  }
+  const ComputeCommand& compute = command.compute();
+  return compute.output.tier == Tier::kL2 ||
+         std::any_of(compute.inputs.begin(), compute.inputs.end(),
+                     [](const TileRef& tile) { return tile.tier == Tier::kL2; });
+}
+
+/*!
+ * \brief Skips the copies that stage a tensor in L2 where nothing in their group reads L2 on
+ * the host: the staged tiles' loads were forwarded or take their bytes from arranged tiles (made
+ * from the tensor in DRAM). Stagings are per group (the scheduler stages afresh in each).
+ */
+void SkipUnreadStagings(const Program& program, TransferPlan* plan) {
+  ForEachGroup(program, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (ReadsL2(program, *plan, i)) return;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      const Command& command = program.commands[i];
+      if (command.is_dma() && !command.dma().store && !command.dma().gather &&
+          command.dma().tile.tier == Tier::kL2) {
+        plan->skipped[i] = true;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 std::set<DramKey> DramConflicts(const Program& program, int64_t begin, int64_t end) {
@@ -412,6 +450,7 @@ TransferPlan PlanTransfers(const Program& program, bool forward) {
   if (!forward) return plan;
   ForEachGroup(program,
                [&](int64_t begin, int64_t end) { GroupForwarder(program, &plan).Run(begin, end); });
+  SkipUnreadStagings(program, &plan);
   return plan;
 }
 

@@ -6,9 +6,11 @@
  * its box. With forwarding on, a transfer that is a plain contiguous copy of unchanged bytes is
  * not performed: the compute commands that would read the loaded tile read the DRAM bytes in
  * place, and a result whose only use is one contiguous store is computed straight into DRAM.
- * The bytes computed are the same (the skipped copy is exact), and cycles, traffic and energy
- * still count every transfer: they come from the command stream (sim/timing.h), not from here.
- * Forwarding off makes the emulator move every byte through L1, as the tests also check.
+ * A group's copies of tensors into L2 are not performed either when nothing in the group reads L2
+ * on the host (its tiles' loads were forwarded or come from arranged tiles). The bytes computed are
+ * the same (the skipped copy is exact), and cycles, traffic and energy still count every transfer:
+ * they come from the command stream (sim/timing.h), not from here. Forwarding off makes the
+ * emulator move every byte through L1, as the tests also check.
  */
 #ifndef EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
 #define EXAMPLE_NPU_SIM_TRANSFER_PLAN_H_
@@ -100,7 +102,8 @@ struct TransferPlan {
   /*! \brief Per group (Command::group): the DRAM storage it both loads and stores, or stores
    * overlapping boxes of (DramConflicts), whose transfers are never forwarded. */
   std::vector<std::set<DramKey>> conflicted;
-  /*! \brief Per command: forwarded, so the emulator does not perform it. */
+  /*! \brief Per command: forwarded (or an unread L2 staging), so the emulator does not
+   * perform it. */
   std::vector<bool> skipped;
   /*! \brief Per compute command, per input: the DRAM bytes it reads instead of its L1 tile. */
   std::vector<std::vector<DramRef>> input_from;

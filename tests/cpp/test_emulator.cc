@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -131,37 +132,62 @@ TEST_F(EmulatorTest, ConcurrentRunsAreDeterministic) {
   }
 }
 
-// A depthwise NHWC convolution whose tiles are channel slices: strided boxes the vector engine
-// takes in place.
-const char* kDepthwise = R"({"version": 1, "symbol": "dw", "nodes": [
-  {"op": "input", "name": "x", "shape": [1, 20, 22, 64], "dtype": "float32"},
-  {"op": "const", "name": "w", "shape": [3, 3, 1, 64], "dtype": "float32"},
-  {"op": "nn.conv2d", "name": "c", "inputs": [0, 1], "shape": [1, 20, 22, 64], "dtype": "float32",
-   "attrs": {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 64,
-             "data_layout": "NHWC", "kernel_layout": "HWIO"}}],
-  "arg_nodes": [0], "heads": [2]})";
+/*! \brief `count` values drawn uniformly from [-1, 1). */
+std::vector<float> Uniform(size_t count, std::mt19937* rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& v : values) v = uniform(*rng);
+  return values;
+}
+
+/*! \brief The `size` outputs of `emulator` run on input x and constant w. */
+std::vector<float> EmulatedConv(const Emulator& emulator, const std::vector<float>& x,
+                                const std::vector<float>& w, size_t size) {
+  std::vector<float> out(size, 0.0f);
+  DramBindings dram;
+  dram.inputs = {x.data()};
+  dram.constants = {w.data()};
+  dram.outputs = {out.data()};
+  emulator.Run(dram);
+  return out;
+}
+
+/*! \brief An NHWC / HWIO float32 convolution of x [1, h, w, c] by a k x k kernel at stride 1
+ * with `pad` on every side, `groups` groups and `out_c` output channels. */
+std::string ConvGraph(int64_t h, int64_t w, int64_t c, int64_t k, int64_t pad, int64_t groups,
+                      int64_t out_c) {
+  const std::string oh = std::to_string(h + 2 * pad - k + 1),
+                    ow = std::to_string(w + 2 * pad - k + 1);
+  const std::string p = std::to_string(pad);
+  return R"({"version": 1, "symbol": "conv", "nodes": [
+    {"op": "input", "name": "x", "shape": [1, )" +
+         std::to_string(h) + ", " + std::to_string(w) + ", " + std::to_string(c) +
+         R"(], "dtype": "float32"},
+    {"op": "const", "name": "w", "shape": [)" +
+         std::to_string(k) + ", " + std::to_string(k) + ", " + std::to_string(c / groups) + ", " +
+         std::to_string(out_c) + R"(], "dtype": "float32"},
+    {"op": "nn.conv2d", "name": "c", "inputs": [0, 1], "shape": [1, )" +
+         oh + ", " + ow + ", " + std::to_string(out_c) +
+         R"(], "dtype": "float32", "attrs": {"strides": [1, 1], "padding": [)" + p + ", " + p +
+         ", " + p + ", " + p + R"(], "dilation": [1, 1], "groups": )" + std::to_string(groups) +
+         R"(, "data_layout": "NHWC", "kernel_layout": "HWIO"}}],
+    "arg_nodes": [0], "heads": [2]})";
+}
 
 TEST(EmulatorStridedTest, DepthwiseTilesAreReadAndWrittenInPlaceWithTheSameBits) {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(20 * 22 * 64), w(9 * 64);
-  for (float& v : x) v = uniform(rng);
-  for (float& v : w) v = uniform(rng);
+  const std::vector<float> x = Uniform(20 * 22 * 64, &rng), w = Uniform(9 * 64, &rng);
   for (const NPUConfig& config : {NPUConfig(), SmallL1()}) {
-    const Program program = Compile(ParseGraph(kDepthwise), config);
+    // A depthwise convolution whose tiles are channel slices: strided boxes the vector engine
+    // takes in place.
+    const Program program = Compile(ParseGraph(ConvGraph(20, 22, 64, 3, 1, 64, 64)), config);
     std::vector<std::vector<float>> results;
     for (bool forward : {true, false}) {
       const Emulator emulator(program, EmulatorOptions{forward});
       bool strided = false;
       for (const DramRef& ref : emulator.transfers().output_to) strided |= ref.view >= 0;
       EXPECT_EQ(strided, forward);
-      std::vector<float> out(x.size(), 0.0f);
-      DramBindings dram;
-      dram.inputs = {x.data()};
-      dram.constants = {w.data()};
-      dram.outputs = {out.data()};
-      emulator.Run(dram);
-      results.push_back(out);
+      results.push_back(EmulatedConv(emulator, x, w, x.size()));
     }
     EXPECT_EQ(results[0], results[1]);
     // Spot-check against the definition (zero padding, HWIO weight).
@@ -179,6 +205,36 @@ TEST(EmulatorStridedTest, DepthwiseTilesAreReadAndWrittenInPlaceWithTheSameBits)
           EXPECT_NEAR(results[0][(h * 22 + wi) * 64 + c], acc, 1e-5);
         }
       }
+    }
+  }
+}
+
+TEST(EmulatorStagingTest, StagingsNothingReadOnTheHostAreSkippedWithTheSameBits) {
+  std::mt19937 rng(6);
+  const std::vector<float> x = Uniform(14 * 14 * 96, &rng), w = Uniform(96 * 320, &rng);
+  // A pointwise convolution whose weight the compiler stages in L2 for its pixel tiles.
+  const Program program = Compile(ParseGraph(ConvGraph(14, 14, 96, 1, 0, 1, 320)), SmallL1());
+  std::vector<int64_t> stagings;
+  for (const Command& command : program.commands) {
+    if (command.is_dma() && !command.dma().store && command.dma().tile.tier == Tier::kL2) {
+      stagings.push_back(command.id);
+    }
+  }
+  ASSERT_FALSE(stagings.empty());
+  std::vector<std::vector<float>> results;
+  for (bool forward : {true, false}) {
+    const Emulator emulator(program, EmulatorOptions{forward});
+    for (int64_t staging : stagings) {
+      EXPECT_EQ(emulator.transfers().skipped[staging], forward) << "staging " << staging;
+    }
+    results.push_back(EmulatedConv(emulator, x, w, 14 * 14 * 320));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  for (int64_t p : {0, 97, 195}) {
+    for (int64_t c : {0, 161, 319}) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < 96; ++k) acc += static_cast<double>(x[p * 96 + k]) * w[k * 320 + c];
+      EXPECT_NEAR(results[0][p * 320 + c], acc, 1e-4);
     }
   }
 }
