@@ -320,6 +320,16 @@ void RequantizeElementwise(const int64_t* acc, int64_t size, int64_t channels,
   }
 }
 
+namespace {
+
+/*! \brief Whether every estimate scale is at most 1/2 (PreparedRequantization's
+ * estimate_saturates_). */
+bool ScalesAtMostHalf(const std::vector<float>& scales) {
+  return std::all_of(scales.begin(), scales.end(), [](float scale) { return scale <= 0.5f; });
+}
+
+}  // namespace
+
 PreparedRequantization::PreparedRequantization(const Requantization& requant, int64_t channels)
     : requant_(requant), channels_(channels), near_(requant, channels) {
   const Requantization& r = requant;
@@ -355,6 +365,7 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
         EstimatedRounding16::DoubleRoundingChannel(m0_32_[j], right_[j], &estimate_scales_[j],
                                                    &estimate_sure_below_[j]);
       }
+      estimate_saturates_ = ScalesAtMostHalf(estimate_scales_);
     }
 #endif
   } else if (lanes_ == Lanes::kInt64) {
@@ -396,6 +407,7 @@ PreparedRequantization::PreparedRequantization(const Requantization& requant, in
         EstimatedRounding16::SingleRoundingChannel(m0_64_[j], shift_[j], &estimate_scales_[j],
                                                    &estimate_sure_below_[j]);
       }
+      estimate_saturates_ = ScalesAtMostHalf(estimate_scales_);
       // FindNearTies's quick test on the same products (RunFindingNearTies).
       for (int64_t j = 0; j < channels && !near_.empty(); j += 16) {
         const int64_t count = std::min<int64_t>(16, channels - j);
@@ -638,6 +650,22 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
                                                 estimate_sure_below_.data() + j, lanes)
                     : EstimatedRounding16{};
   };
+  // A full-range int8 output skips the estimate's clamp: the saturating store clamps.
+  const bool saturate = estimate && estimate_saturates_ && out_type == SumsType::kInt8 &&
+                        r.min == -128 && r.max == 127;
+  // Stores the estimate of `value` where every lane is sure, and says whether it did.
+  auto store_estimate = [&](const EstimatedRounding16& estimated, __m512i value, __mmask16 lanes,
+                            uint8_t* to) {
+    __m512i result;
+    if (saturate) {
+      if (!estimated.Round<false>(value, lanes, range, &result)) return false;
+      _mm512_mask_cvtsepi32_storeu_epi8(to, lanes, result);
+      return true;
+    }
+    if (!estimated.Round(value, lanes, range, &result)) return false;
+    Store16(result, lanes, out_type, to);
+    return true;
+  };
   if (lanes_ == Lanes::kInt32) {
     // As RequantizeTflitePeriods: low 32 bits of the sum, clamped before the zero point. The
     // column term's low 32 bits are those of the int32 product.
@@ -674,8 +702,7 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
           // Multipliers below 1 (nearly all) shift nothing left: that shift is left out then.
           if constexpr (decltype(shifts_left)::value) {
             value = _mm512_maskz_sllv_epi32(kAll16, value, left);
-          } else if (__m512i result; estimate && estimated.Round(value, lanes, range, &result)) {
-            Store16(result, lanes, out_type, row_out(i) + j * item);
+          } else if (estimate && store_estimate(estimated, value, lanes, row_out(i) + j * item)) {
             continue;
           }
           const __m512i clamped = _mm512_maskz_min_epi32(
@@ -808,10 +835,7 @@ void PreparedRequantization::Requantized(const int32_t* sums, int64_t ld_sums,
             continue;
           }
           __m512i rounded;
-          if (__m512i result; estimate && estimated.Round(value, lanes, range, &result)) {
-            Store16(result, lanes, out_type, row_out(i) + j * item);
-            continue;
-          }
+          if (estimate && store_estimate(estimated, value, lanes, row_out(i) + j * item)) continue;
           const RoundedProduct16 product = RoundedProduct16::Load(product_words);
           if constexpr (decltype(find_ties)::value) {
             __mmask16 candidates = 0;

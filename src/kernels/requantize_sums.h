@@ -85,6 +85,9 @@ class PreparedRequantization {
   bool left_shifts_ = false;
   // kInt32 without left shifts, on AVX-512: EstimatedRounding16's scale and sure bound per channel.
   std::vector<float> estimate_scales_, estimate_sure_below_;
+  // Every estimate scale at most 1/2: |x s + zero point| < 2^31 for any int32 x, so an int8
+  // output of the full range [-128, 127] takes the estimate unclamped and a saturating store.
+  bool estimate_saturates_ = false;
   // Each block of sixteen channels' rounded products on int32 lanes (requantize.cc,
   // RoundedProduct16): kInt32's double rounding; kInt64's single rounding where every multiplier
   // and the output range fit them, with the largest |value| each block takes there.

@@ -226,16 +226,16 @@ struct EstimatedRounding16 {
    * max)) (min and max within [-256, 256], min - zero point and max - zero point within [-512,
    * 512]) and true; else false. The zero point is added in the multiply-add's one rounding (below
    * 2^-17 where the result lies in the range, which the 2^-13 margin covers with the product's
-   * 2^-14).
+   * 2^-14). Without kClamp the result is round(x s + zero point) unclamped, for a caller whose
+   * store saturates to the range (and whose scales keep it below 2^31: no overflow).
    */
+  template <bool kClamp = true>
   bool Round(__m512i x, __mmask16 lanes, const Range& range, __m512i* result) const {
-    const __m512 y = _mm512_maskz_min_ps(
-        kAll16,
-        _mm512_maskz_max_ps(kAll16,
-                            _mm512_maskz_fmadd_ps(kAll16, _mm512_maskz_cvtepi32_ps(kAll16, x),
-                                                  scale, range.zero_point),
-                            range.lo),
-        range.hi);
+    __m512 y =
+        _mm512_maskz_fmadd_ps(kAll16, _mm512_maskz_cvtepi32_ps(kAll16, x), scale, range.zero_point);
+    if constexpr (kClamp) {
+      y = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, y, range.lo), range.hi);
+    }
     // y less its nearest integer, exactly (vreduceps keeps no fraction bits).
     const __m512 distance = _mm512_abs_ps(
         _mm512_maskz_reduce_ps(kAll16, y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

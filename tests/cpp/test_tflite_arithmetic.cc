@@ -221,9 +221,9 @@ int64_t NaiveSingleRounding(int64_t x, const FixedPointMultiplier& m) {
  * rounding as exact rationals: TFLite's double rounding (NaiveMultiply), or one rounding
  * (`single`: TFLite's FULLY_CONNECTED, TVM's). A quarter of the sums are built next to the values
  * whose exact product is a half-integer, at distances from 0 to 3 sums; right shifts 0 (one
- * rounding) to 22; bounds of the whole type and of a fused relu; and (variant 3) a multiplier
- * above 1. The single roundings also take column and row terms, some beyond the bounds of their
- * int32 lanes (then the int64 lanes).
+ * rounding) to 22; bounds of the whole type (variant 0: scales at most 1/2, so unclamped
+ * estimates) and of a fused relu; and (variant 3) a multiplier above 1. The single roundings also
+ * take column and row terms, some beyond the bounds of their int32 lanes (then the int64 lanes).
  */
 void ExpectFused8BitsExactNextToTies(Rounding rounding, bool single) {
   std::mt19937_64 rng(29);
@@ -239,7 +239,10 @@ void ExpectFused8BitsExactNextToTies(Rounding rounding, bool single) {
       r.rounding = rounding;
       r.single_rounding = single;
       for (int64_t c = 0; c < channels; ++c) {
-        const double real = c == 0 ? (variant == 3 ? 1.7 : 0.73) : std::exp2(exponent(rng));
+        // Variant 0: every scale at most 1/2 on the whole int8 range (the estimate unclamped,
+        // the store saturating); the others a scale of 0.73 or 1.7 (clamped in float32).
+        const double first = variant == 3 ? 1.7 : (variant == 0 ? 0.43 : 0.73);
+        const double real = c == 0 ? first : std::exp2(exponent(rng));
         r.multipliers.push_back(QuantizeMultiplier(real));
         r.bias.push_back(narrow(rng));
       }
