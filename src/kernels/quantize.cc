@@ -3,6 +3,7 @@
 #include <tvm/ffi/error.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -72,6 +73,16 @@ inline void Interleave4(const int8_t* const rows[4], uint8_t flip, int32_t* dst,
 #endif
 }
 
+/*! \brief Row terms from eight-byte sums of (x + 128), kPerRow to a row (RowTerms). */
+template <int64_t kPerRow>
+void EightByteRowTerms(const int64_t* lane, int64_t m, int64_t unsigned_offset, int64_t* out) {
+  for (int64_t i = 0; i < m; ++i, lane += kPerRow) {
+    int64_t sum = 0;
+    for (int64_t q = 0; q < kPerRow; ++q) sum += lane[q];
+    out[i] = 128 * (sum - unsigned_offset);
+  }
+}
+
 /*! \brief Per row of an int8 [m, k] matrix, 128 times the sum of its values. */
 void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
 #if defined(__AVX512BW__)
@@ -90,17 +101,11 @@ void RowTerms(const int8_t* a, int64_t m, int64_t k, int64_t* out) {
           _mm512_sad_epu8(_mm512_xor_si512(_mm512_maskz_loadu_epi8(in, a + p), flip),
                           _mm512_setzero_si512()));
     }
-    const int64_t per_row = k / 8, unsigned_offset = 128 * k;
-    const int64_t* lane = lanes.data();
-    if (per_row == 1) {
-      for (int64_t i = 0; i < m; ++i) out[i] = 128 * (lane[i] - unsigned_offset);
-      return;
-    }
-    for (int64_t i = 0; i < m; ++i, lane += per_row) {
-      int64_t sum = 0;
-      for (int64_t q = 0; q < per_row; ++q) sum += lane[q];
-      out[i] = 128 * (sum - unsigned_offset);
-    }
+    // k / 8 is 1 to 7: a loop whose count the compiler knows, for each.
+    static constexpr std::array<void (*)(const int64_t*, int64_t, int64_t, int64_t*), 7> kRows = {
+        EightByteRowTerms<1>, EightByteRowTerms<2>, EightByteRowTerms<3>, EightByteRowTerms<4>,
+        EightByteRowTerms<5>, EightByteRowTerms<6>, EightByteRowTerms<7>};
+    kRows[k / 8 - 1](lanes.data(), m, 128 * k, out);
     return;
   }
 #endif
