@@ -576,8 +576,7 @@ void Run(const T* input, const Shape& in_shape, int64_t zero_point, const int8_t
   // one: the copy of every pixel cost more there (MobileNetV2's 16 x 16 and 56-wide tiles).
   DepthwiseShape padded_shape = s;
   padded_shape.w = s.w + left + right;
-  padded_shape.in =
-      PixelStrides{s.h * padded_shape.w * s.channels, padded_shape.w * s.channels, s.channels};
+  padded_shape.in = DensePixelStrides({s.batch, s.h, padded_shape.w, s.channels});
   Conv2dParams padded_params = p;
   padded_params.padding[1] = padded_params.padding[3] = 0;
   thread_local std::vector<T> padded;
